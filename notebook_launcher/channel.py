@@ -1,0 +1,122 @@
+"""The worker → kernel channel: framed events over a pipe, and line splitting of captured output.
+
+Each worker gets three pipes made by the kernel just before it starts: one for events and the two
+that become its file descriptors 1 and 2. Anonymous pipes are private to the two processes that hold
+them, so no address or secret is needed to keep other processes out, and a pipe keeps order and never
+drops data: a writer blocks when the kernel reads slowly rather than losing a line. The kernel reads
+all pipes without blocking, so a worker killed mid-frame leaves only a partial frame that is ignored.
+
+Events are ``(kind, payload, time)`` tuples pickled with the standard pickler; payloads hold only
+builtins (result values and exceptions travel as cloudpickle bytes inside them), so decoding a frame
+never imports user code.
+
+Example:
+    >>> import os
+    >>> r, w = os.pipe()
+    >>> ChannelWriter(w).send("status", "running")
+    >>> FrameReader().feed(os.read(r, 4096))[0][:2]
+    ('status', 'running')
+"""
+
+from __future__ import annotations
+
+import codecs
+import os
+import pickle
+import struct
+import threading
+import time
+
+__all__ = ["ChannelWriter", "FrameReader", "LineReader", "worker_channel", "set_worker_channel"]
+
+_HEADER = struct.Struct("<Q")
+
+STATUS, RESULT, ERROR, METRIC = "status", "result", "error", "metric"
+
+
+class ChannelWriter:
+    """The worker's end of the event channel; safe to use from several threads."""
+
+    def __init__(self, fd):
+        self._fd = fd
+        self._lock = threading.Lock()
+
+    def send(self, kind, payload):
+        """Send one event; blocks while the pipe is full, never drops it."""
+        data = pickle.dumps((kind, payload, time.time()), protocol=pickle.HIGHEST_PROTOCOL)
+        frame = memoryview(_HEADER.pack(len(data)) + data)
+        with self._lock:
+            while frame:
+                frame = frame[os.write(self._fd, frame):]
+
+    def close(self):
+        """Close the pipe; the kernel then sees the end of this worker's events."""
+        os.close(self._fd)
+
+
+class FrameReader:
+    """Reassembles events from chunks read off the pipe."""
+
+    def __init__(self):
+        self._buffer = bytearray()
+
+    def feed(self, chunk):
+        """Add bytes; return the events completed by them, in order."""
+        self._buffer += chunk
+        events = []
+        while len(self._buffer) >= _HEADER.size:
+            (size,) = _HEADER.unpack_from(self._buffer)
+            end = _HEADER.size + size
+            if len(self._buffer) < end:
+                break
+            events.append(pickle.loads(bytes(self._buffer[_HEADER.size:end])))
+            del self._buffer[:end]
+        return events
+
+
+class LineReader:
+    """Splits a captured byte stream into text lines (UTF-8, undecodable bytes replaced).
+
+    Example:
+        >>> lines = LineReader()
+        >>> lines.feed(b"a\\nb"), lines.feed(b"c\\n"), lines.finish()
+        (['a\\n'], ['bc\\n'], [])
+    """
+
+    def __init__(self):
+        self._decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+        self._partial = ""
+
+    def feed(self, chunk):
+        """Add bytes; return the complete lines (each ending in a newline)."""
+        text = self._partial + self._decoder.decode(chunk)
+        *lines, self._partial = text.split("\n")
+        return [line + "\n" for line in lines]
+
+    def finish(self):
+        """Return what is left after the stream ended, as a last line."""
+        rest = self._partial + self._decoder.decode(b"", final=True)
+        self._partial = ""
+        return [rest] if rest else []
+
+
+_current = None
+
+
+def set_worker_channel(writer):
+    """Make ``writer`` this process's channel (called once by the worker bootstrap)."""
+    global _current
+    _current = writer
+
+
+def worker_channel():
+    """This worker's channel to the kernel, or None outside a launched worker.
+
+    Libraries use it to send events the kernel shows, such as metrics:
+
+    Example:
+        >>> channel = worker_channel()
+        >>> if channel is not None:
+        ...     channel.send("metric", {"values": {"loss": 0.5}, "step": 3})
+    """
+    return _current

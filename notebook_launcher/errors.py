@@ -1,0 +1,159 @@
+"""The error types a launch can raise, and how a worker's exception is rebuilt in the kernel.
+
+Three kinds of failure reach the user, each its own type so it can be caught:
+
+* ``LaunchError`` — the launcher refused or could not start (fork unsafe, an argument that cannot be
+  pickled, a fixed port in use). Nothing ran.
+* the worker's own exception — rebuilt as the same type, its message prefixed with the rank and the
+  worker's traceback attached as ``__cause__`` (a ``WorkerTraceback``).
+* ``WorkerError`` — a rank died (signal, exit code, no result) or raised something that cannot be rebuilt.
+"""
+
+from __future__ import annotations
+
+import pickle
+import signal
+
+__all__ = ["LaunchError", "WorkerError", "WorkerTraceback", "rebuild_exception", "describe_exit"]
+
+
+class LaunchError(RuntimeError):
+    """The launcher could not start the workers; nothing ran.
+
+    Example:
+        >>> try:
+        ...     raise LaunchError("fork is unsafe: CUDA was initialized by Cell In[3], line 2")
+        ... except LaunchError as err:
+        ...     print(err)
+        fork is unsafe: CUDA was initialized by Cell In[3], line 2
+    """
+
+
+class WorkerError(RuntimeError):
+    """A rank failed in a way that cannot be shown as its own exception.
+
+    Attributes:
+        rank: the global rank that failed.
+        exitcode: the process exit code (negative: killed by that signal), or None.
+        exc_type: the name of the worker's exception type, when it raised one.
+        remote_traceback: the worker's formatted traceback, when there is one.
+
+    Example:
+        >>> err = WorkerError(1, "rank 1 was killed by SIGKILL", exitcode=-9)
+        >>> err.rank, err.exitcode
+        (1, -9)
+    """
+
+    def __init__(self, rank, message, *, exitcode=None, exc_type=None, remote_traceback=None):
+        super().__init__(message)
+        self.rank = rank
+        self.exitcode = exitcode
+        self.exc_type = exc_type
+        self.remote_traceback = remote_traceback
+
+    def __reduce__(self):
+        return (_make_worker_error, (self.rank, str(self), self.exitcode, self.exc_type, self.remote_traceback))
+
+
+def _make_worker_error(rank, message, exitcode, exc_type, remote_traceback):
+    return WorkerError(rank, message, exitcode=exitcode, exc_type=exc_type, remote_traceback=remote_traceback)
+
+
+class WorkerTraceback(Exception):
+    """The traceback of an exception raised in a worker, shown as the cause of the re-raised one.
+
+    Example:
+        >>> print(WorkerTraceback("Traceback (most recent call last):\\n  ...\\nValueError: boom\\n"))
+        <BLANKLINE>
+        Traceback (most recent call last):
+          ...
+        ValueError: boom
+        <BLANKLINE>
+    """
+
+    def __init__(self, text):
+        super().__init__(text)
+        self.text = text
+
+    def __str__(self):
+        return "\n" + self.text.rstrip("\n") + "\n"
+
+
+_NOT_REBUILT = (SystemExit, KeyboardInterrupt, GeneratorExit)
+
+
+def rebuild_exception(rank, report):
+    """Turn a worker's error report into the exception to raise in the kernel.
+
+    Args:
+        rank: the global rank that raised.
+        report: the dict a worker sends (``type``, ``message``, ``traceback``, ``pickled``).
+
+    Returns:
+        The worker's exception as its own type, message prefixed with ``[rank N]`` and the worker's
+        traceback as ``__cause__``; a ``WorkerError`` when it cannot be unpickled here or is an exit.
+
+    Example:
+        >>> import cloudpickle
+        >>> report = {"type": "ValueError", "message": "boom", "traceback": "...", "pickled": cloudpickle.dumps(ValueError("boom"))}
+        >>> exc = rebuild_exception(1, report)
+        >>> type(exc).__name__, str(exc)
+        ('ValueError', '[rank 1] boom')
+    """
+    exc, why = _unpickle(report.get("pickled"))
+    if exc is None or isinstance(exc, _NOT_REBUILT):
+        why = why or f"{report['type']} is not re-raised in the kernel"
+        return WorkerError(
+            rank,
+            f"rank {rank} raised {report['type']}: {report['message']} ({why})",
+            exc_type=report["type"],
+            remote_traceback=report["traceback"],
+        )
+    _name_the_rank(exc, rank)
+    exc.__cause__ = WorkerTraceback(report["traceback"])
+    exc.__suppress_context__ = True
+    return exc
+
+
+def _unpickle(data):
+    if data is None:
+        return None, "it could not be pickled in the worker"
+    try:
+        exc = pickle.loads(data)
+    except Exception as err:  # any failure here means "cannot rebuild"; the report still has the text
+        return None, f"it could not be rebuilt in the kernel: {type(err).__name__}: {err}"
+    if not isinstance(exc, BaseException):
+        return None, "the report held no exception"
+    return exc, None
+
+
+def _name_the_rank(exc, rank):
+    """Prefix the message with the rank when the message is the first argument; else add a note."""
+    prefix = f"[rank {rank}] "
+    args = exc.args
+    if args and isinstance(args[0], str) and str(exc) == args[0]:
+        exc.args = (prefix + args[0],) + tuple(args[1:])
+        if str(exc).startswith(prefix):
+            return
+        exc.args = args
+    if hasattr(exc, "add_note"):
+        exc.add_note(f"raised on rank {rank}")
+
+
+def describe_exit(rank, exitcode):
+    """Say in words how a rank's process ended.
+
+    Example:
+        >>> describe_exit(1, -9)
+        'rank 1 was killed by signal SIGKILL (it may have run out of memory)'
+        >>> describe_exit(0, 3)
+        'rank 0 exited with code 3 without returning a result'
+    """
+    if exitcode is not None and exitcode < 0:
+        try:
+            name = signal.Signals(-exitcode).name
+        except ValueError:
+            name = str(-exitcode)
+        hint = " (it may have run out of memory)" if -exitcode == signal.SIGKILL else ""
+        return f"rank {rank} was killed by signal {name}{hint}"
+    return f"rank {rank} exited with code {exitcode} without returning a result"

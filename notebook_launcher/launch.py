@@ -1,0 +1,154 @@
+"""The ``Launch`` handle: a running or finished launch, returned at once by ``launch()``.
+
+Example:
+    >>> from notebook_launcher import launch
+    >>> job = launch(train, args=(3,), num_processes=2)   # returns at once; the cell stays usable
+    >>> job.status                                          # 'running'
+    >>> job.logs(1)                                         # rank 1's output so far
+    >>> job.wait()                                          # rank 0's return value, or its exception
+"""
+
+from __future__ import annotations
+
+import atexit
+import uuid
+import weakref
+
+from .errors import LaunchError
+from .record import LaunchRecord
+from .supervisor import Supervisor
+
+__all__ = ["Launch", "active_launches"]
+
+_ACTIVE = weakref.WeakSet()
+
+
+def active_launches():
+    """Launches of this kernel that have not finished yet."""
+    return [launch for launch in list(_ACTIVE) if not launch.done]
+
+
+@atexit.register
+def _stop_all():
+    for launch in active_launches():
+        launch.stop()
+
+
+class Launch:
+    """One launch of ``function`` on ``num_processes`` ranks.
+
+    Attributes:
+        id: a short id for this launch.
+        plan: the checked ``LaunchPlan`` it runs.
+    """
+
+    def __init__(self, plan, starter, view):
+        self.id = uuid.uuid4().hex[:8]
+        self.plan = plan
+        self._view = view
+        self._record = LaunchRecord(plan.num_processes, plan.global_rank(0))
+        self._supervisor = Supervisor(plan, starter, self._record, view, self)
+
+    def start(self):
+        """Start the ranks (in the background) and return self."""
+        self._view.on_start(self)
+        _ACTIVE.add(self)
+        self._supervisor.start()
+        return self
+
+    def __repr__(self):
+        return (f"<Launch {self.id}: {self.plan.num_processes} ranks, {self.plan.start_method},"
+                f" {self.plan.device.name}, {self.status}>")
+
+    @property
+    def status(self):
+        """"starting", "running", "succeeded", "failed" or "stopped"."""
+        return self._record.status
+
+    def rank_status(self, rank):
+        """"starting", "running", "done", "failed" or "stopped" for one rank."""
+        return self._record.rank_status(rank)
+
+    @property
+    def ranks(self):
+        """The global ranks this kernel runs."""
+        return self._record.ranks
+
+    @property
+    def done(self):
+        """True once every rank has ended and everything is cleaned up."""
+        return self._record.finished
+
+    @property
+    def results(self):
+        """Every rank's return value, in rank order (None where a rank returned nothing)."""
+        return self._record.results
+
+    @property
+    def exception(self):
+        """The first failing rank's exception, or None."""
+        return self._record.failure
+
+    @property
+    def failed_rank(self):
+        """The rank whose failure ended the launch, or None."""
+        return self._record.failed_rank
+
+    @property
+    def metrics(self):
+        """Everything the ranks logged (``accelerator.log``), as dicts with rank, time, step and values."""
+        return self._record.metrics
+
+    @property
+    def elapsed(self):
+        """Seconds since the launch started (until it finished, once it has)."""
+        return self._record.elapsed
+
+    def lines(self, rank):
+        """Rank ``rank``'s output as ``LogLine`` items (stream, text, time), in the order it came."""
+        return self._record.lines(rank)
+
+    def logs(self, rank, stream=None):
+        """Rank ``rank``'s whole output as text; ``stream`` "stdout" or "stderr" keeps only that one.
+
+        Example:
+            >>> job.logs(0)
+            'epoch 0: loss 0.31\\nepoch 1: loss 0.12\\n'
+        """
+        return "".join(line.text for line in self._record.lines(rank) if stream in (None, line.stream))
+
+    def wait(self, timeout=None):
+        """Wait for the launch to end and return the first local rank's (rank 0's) return value.
+
+        A kernel interrupt while waiting stops every rank before ``KeyboardInterrupt`` propagates.
+
+        Raises:
+            the failing rank's exception (same type, message prefixed with its rank), or
+            WorkerError: a rank died or exited without a result;
+            LaunchError: the launch was stopped;
+            TimeoutError: ``timeout`` passed (the launch keeps running).
+        """
+        try:
+            finished = self._supervisor.join(timeout)
+        except KeyboardInterrupt:
+            self.stop()
+            raise
+        if not finished:
+            raise TimeoutError(f"launch {self.id} still running after {timeout} s")
+        failure = self._record.failure
+        if failure is not None:
+            raise failure
+        if self._record.status == "stopped":
+            raise LaunchError(f"launch {self.id} was stopped before every rank returned")
+        return self._record.results[0]
+
+    def stop(self, timeout=None):
+        """End every rank (SIGTERM, then SIGKILL after the grace period) and wait until they are gone.
+
+        Returns True when everything has ended within ``timeout`` seconds (default: no limit).
+        """
+        self._supervisor.request_stop()
+        try:
+            return self._supervisor.join(timeout)
+        except KeyboardInterrupt:  # a second interrupt while stopping: keep ending the ranks
+            return self._supervisor.join(timeout)

@@ -1,0 +1,43 @@
+"""Fork safety: is it safe to fork this kernel, and if not, what made it unsafe?
+
+Each check looks at the *parent* (the kernel). ``torch.cuda._is_in_bad_fork()`` is only ever true in
+a child, so it is not one of them; ``torch.cuda.is_initialized()`` is.
+
+Example:
+    >>> fork_hazards()   # in a fresh kernel
+    []
+"""
+
+from __future__ import annotations
+
+import sys
+
+from . import cuda_init_site
+
+__all__ = ["fork_hazards", "cuda_hazard", "process_group_hazard"]
+
+
+def cuda_hazard():
+    """CUDA initialized in the kernel: a forked child cannot use it ("Cannot re-initialize CUDA")."""
+    torch = sys.modules.get("torch")
+    if torch is None or not torch.cuda.is_initialized():
+        return None
+    site = cuda_init_site.first_site()
+    where = f" by {site}" if site else " (before notebook_launcher was imported, so the line is unknown)"
+    return f"CUDA was initialized in this kernel{where}"
+
+
+def process_group_hazard():
+    """A torch.distributed process group in the kernel would be copied, half-working, into each rank."""
+    dist = sys.modules.get("torch.distributed")
+    if dist is None or not dist.is_available() or not dist.is_initialized():
+        return None
+    return "a torch.distributed process group is initialized in this kernel (call destroy_process_group() first)"
+
+
+_CHECKS = (cuda_hazard, process_group_hazard)
+
+
+def fork_hazards():
+    """Every reason the kernel cannot be forked safely right now, as sentences; empty when safe."""
+    return [reason for reason in (check() for check in _CHECKS) if reason]

@@ -1,0 +1,61 @@
+"""Fork start: each rank is a copy of the kernel, so cell-defined code and data need no pickling.
+
+Data built in the kernel is shared copy-on-write. Before forking, lazy imports that every rank would
+otherwise do on its own (``torch._dynamo``, pulled in by building an optimizer) are done once here,
+so the ranks inherit them: measured, this takes seconds off every launch. No device is touched.
+"""
+
+from __future__ import annotations
+
+import importlib
+import multiprocessing
+import sys
+
+from ..worker import run_worker
+from .base import WorkerProcess
+
+_WARM_IMPORTS = ("torch._dynamo",)
+
+
+class ForkStarter:
+    name = "fork"
+
+    def prepare(self, plan):
+        if "torch" in sys.modules:
+            for module in _WARM_IMPORTS:
+                importlib.import_module(module)
+
+    def start(self, plan, spec, pipes):
+        context = multiprocessing.get_context("fork")
+        process = context.Process(
+            target=_fork_main,
+            args=(spec, pipes, plan.function, plan.args),
+            name=f"notebook-launcher-rank-{spec.rank}",
+        )
+        process.start()
+        return ForkedWorker(process)
+
+    def cleanup(self):
+        pass
+
+
+def _fork_main(spec, pipes, function, args):
+    sys.exit(run_worker(spec, pipes, lambda: (function, args)))
+
+
+class ForkedWorker(WorkerProcess):
+    def __init__(self, process):
+        self._process = process
+        super().__init__(process.pid, process.sentinel)
+
+    def poll(self):
+        return self._process.exitcode
+
+    def wait(self, timeout=None):
+        self._process.join(timeout)
+        return self._process.exitcode
+
+    def release(self):
+        self._process.join()
+        self._process.close()
+        super().release()

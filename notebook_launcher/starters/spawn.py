@@ -1,0 +1,103 @@
+"""Spawn start: each rank is a fresh interpreter; the function and args travel by value (cloudpickle).
+
+Used when the kernel cannot be forked (CUDA already initialized there) or when asked for. Functions
+and classes defined in notebook cells work because cloudpickle sends them by value. The payload is
+pickled once, in the kernel, before any rank starts, so an argument that cannot be pickled is
+reported by name and nothing runs. Each rank is ``python -m notebook_launcher.starters.spawn_main``
+with its pipes passed as file descriptors and its environment set before the interpreter starts
+(so ``OMP_NUM_THREADS`` applies to torch's thread pool).
+"""
+
+from __future__ import annotations
+
+import base64
+import os
+import pickle
+import subprocess
+import sys
+import tempfile
+
+import cloudpickle
+
+from ..errors import LaunchError
+from .base import WorkerProcess
+
+
+class SpawnStarter:
+    name = "spawn"
+
+    def __init__(self):
+        self._payload_path = None
+
+    def prepare(self, plan):
+        payload = pickle_payload(plan.function, plan.args)
+        fd, self._payload_path = tempfile.mkstemp(prefix="notebook-launcher-", suffix=".pkl")
+        with os.fdopen(fd, "wb") as file:
+            pickle.dump(list(sys.path), file)
+            file.write(payload)
+
+    def start(self, plan, spec, pipes):
+        death_r, death_w = os.pipe()
+        encoded = base64.b64encode(pickle.dumps((spec, pipes.events))).decode()
+        try:
+            popen = subprocess.Popen(
+                [sys.executable, "-m", "notebook_launcher.starters.spawn_main", self._payload_path, encoded],
+                stdin=subprocess.DEVNULL,
+                stdout=pipes.stdout,
+                stderr=pipes.stderr,
+                pass_fds=(pipes.events, death_w),
+                env={**os.environ, **spec.env},
+            )
+        finally:
+            os.close(death_w)
+        return SpawnedWorker(popen, death_r)
+
+    def cleanup(self):
+        if self._payload_path is not None:
+            os.unlink(self._payload_path)
+            self._payload_path = None
+
+
+def pickle_payload(function, args):
+    """cloudpickle ``(function, args)``; on failure name the part that cannot be pickled.
+
+    Raises:
+        LaunchError: "argument 1 (a generator) cannot be pickled for start_method='spawn': ..."
+    """
+    try:
+        return cloudpickle.dumps((function, tuple(args)))
+    except Exception as err:
+        culprit = _unpicklable_part(function, args) or "the function or its arguments"
+        raise LaunchError(f"{culprit} cannot be pickled for start_method='spawn': {type(err).__name__}: {err}."
+                          f" Build it inside the function, or use start_method='fork'") from err
+
+
+def _unpicklable_part(function, args):
+    parts = [("the function", function)] + [(f"argument {i}", arg) for i, arg in enumerate(args)]
+    for label, value in parts:
+        try:
+            cloudpickle.dumps(value)
+        except Exception:
+            return f"{label} ({type(value).__qualname__})"
+    return None
+
+
+class SpawnedWorker(WorkerProcess):
+    def __init__(self, popen, death_pipe):
+        self._popen = popen
+        self._death_pipe = death_pipe
+        super().__init__(popen.pid, death_pipe)
+
+    def poll(self):
+        return self._popen.poll()
+
+    def wait(self, timeout=None):
+        try:
+            return self._popen.wait(timeout)
+        except subprocess.TimeoutExpired:
+            return None
+
+    def release(self):
+        self._popen.wait()
+        os.close(self._death_pipe)
+        super().release()

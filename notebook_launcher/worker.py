@@ -1,0 +1,176 @@
+"""What runs inside every rank, however it was started: set up, run the function, report.
+
+The bootstrap
+1. ignores SIGINT (the kernel's interrupt reaches the whole process group; the kernel stops the
+   ranks itself) and asks Linux to kill the rank if the kernel dies, so nothing is orphaned;
+2. makes the pipes from the kernel its file descriptors 1 and 2 and points ``sys.stdout`` /
+   ``sys.stderr`` at them, line-buffered, so Python and C-level output (gloo, NCCL) both arrive,
+   in order, tagged with this rank;
+3. applies the rank's environment and caps intra-op threads;
+4. runs ``function(*args)`` and sends back the return value, or the exception with its traceback.
+
+Example (what a start method calls in the new process)::
+
+    exit_code = run_worker(spec, pipes, load_payload=lambda: (train, (3, 1e-3)))
+"""
+
+from __future__ import annotations
+
+import ctypes
+import logging
+import os
+import pickle
+import signal
+import sys
+import traceback
+from dataclasses import dataclass
+
+import cloudpickle
+
+from .channel import ERROR, RESULT, STATUS, ChannelWriter, set_worker_channel
+
+__all__ = ["WorkerSpec", "WorkerPipes", "run_worker", "error_report"]
+
+_PR_SET_PDEATHSIG = 1
+
+
+@dataclass(frozen=True)
+class WorkerSpec:
+    """Who this rank is: its ranks, its environment, the kernel's pid and its thread budget."""
+
+    rank: int
+    local_rank: int
+    env: dict
+    parent_pid: int
+    threads: int
+
+
+@dataclass(frozen=True)
+class WorkerPipes:
+    """The worker's ends of its three pipes, as file descriptors in the worker."""
+
+    events: int
+    stdout: int
+    stderr: int
+
+
+def run_worker(spec, pipes, load_payload):
+    """Run one rank to the end and return its exit code (0 with a result sent, 1 with an error sent)."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    _die_with_parent(spec.parent_pid)
+    _redirect_output(pipes)
+    os.environ.update(spec.env)
+    _cap_threads(spec.threads)
+    channel = ChannelWriter(pipes.events)
+    set_worker_channel(channel)
+    channel.send(STATUS, "running")
+    try:
+        function, args = load_payload()
+        value = function(*args)
+        payload = _pickle_result(value)
+    except BaseException as exc:  # the rank's failure, whatever it is, goes back to the kernel
+        _flush_output()
+        channel.send(ERROR, error_report(exc))
+        code = 1
+    else:
+        _flush_output()
+        channel.send(RESULT, payload)
+        code = 0
+    _close_process_group()
+    _flush_output()
+    return code
+
+
+def error_report(exc):
+    """A worker's exception as builtins: type name, message, traceback text and (if possible) pickle.
+
+    Example:
+        >>> report = error_report(ValueError("boom"))
+        >>> report["type"], report["message"]
+        ('ValueError', 'boom')
+    """
+    tb = exc.__traceback__
+    if tb is not None and tb.tb_frame.f_code is run_worker.__code__:
+        tb = tb.tb_next
+    return {
+        "type": type(exc).__qualname__,
+        "message": str(exc),
+        "traceback": "".join(traceback.format_exception(type(exc), exc, tb)),
+        "pickled": _pickle_exception(exc),
+    }
+
+
+def _pickle_exception(exc):
+    """cloudpickle bytes that load back here, or None (then the kernel shows a ``WorkerError``)."""
+    try:
+        data = cloudpickle.dumps(exc)
+        pickle.loads(data)
+    except Exception:
+        return None
+    return data
+
+
+def _pickle_result(value):
+    try:
+        return cloudpickle.dumps(value)
+    except Exception as err:
+        raise TypeError(f"the function's return value ({type(value).__qualname__}) cannot be sent back to"
+                        f" the kernel: {type(err).__name__}: {err}") from err
+
+
+def _die_with_parent(parent_pid):
+    """Have the kernel's death kill this rank (Linux), and exit now if it already died."""
+    if sys.platform.startswith("linux"):
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+    if os.getppid() != parent_pid:
+        os._exit(1)
+
+
+def _redirect_output(pipes):
+    old = (sys.stdout, sys.stderr)
+    for source, target in ((pipes.stdout, 1), (pipes.stderr, 2)):
+        if source != target:
+            os.dup2(source, target)
+            os.close(source)
+    sys.stdout = open(1, "w", buffering=1, encoding="utf-8", errors="backslashreplace", closefd=False)
+    sys.stderr = open(2, "w", buffering=1, encoding="utf-8", errors="backslashreplace", closefd=False)
+    _repoint_logging(old)
+
+
+def _repoint_logging(old_streams):
+    """Logging handlers made in the kernel hold the kernel's streams; send them to this rank's."""
+    new = {id(old_streams[0]): sys.stdout, id(old_streams[1]): sys.stderr}
+    loggers = [logging.getLogger()] + [
+        item for item in logging.Logger.manager.loggerDict.values() if isinstance(item, logging.Logger)
+    ]
+    for logger in loggers:
+        for handler in logger.handlers:
+            stream = getattr(handler, "stream", None)
+            if isinstance(handler, logging.StreamHandler) and id(stream) in new:
+                handler.setStream(new[id(stream)])
+
+
+def _cap_threads(threads):
+    torch = sys.modules.get("torch")
+    if torch is not None:
+        torch.set_num_threads(threads)
+
+
+def _flush_output():
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):
+            pass
+
+
+def _close_process_group():
+    """Tear down a process group the function left open, so the rank exits without warnings."""
+    dist = sys.modules.get("torch.distributed")
+    if dist is None or not dist.is_available() or not dist.is_initialized():
+        return
+    try:
+        dist.destroy_process_group()
+    except Exception:  # the rank's own outcome is already reported; this is tidying up
+        pass
