@@ -12,15 +12,12 @@ import os
 
 os.environ.setdefault("PYTORCH_NVML_BASED_CUDA_CHECK", "1")
 
-import torch  # noqa: E402  (after the NVML switch above)
-
 from . import cuda_init_site  # noqa: E402
 from .api import launch, notebook_launcher  # noqa: E402
 from .errors import LaunchError, WorkerError, WorkerTraceback  # noqa: E402
 from .launch import Launch, active_launches  # noqa: E402
 
-cuda_init_site.install()
-del torch
+cuda_init_site.install_when_imported()
 
 __all__ = [
     "notebook_launcher",

@@ -10,11 +10,16 @@ Example:
     >>> record()
     >>> first_site() is not None
     True
+
+``install_when_imported()`` does it now if torch is loaded, else right after torch is imported, so
+importing this package stays cheap (a spawned rank that never uses torch never loads it).
 """
 
 from __future__ import annotations
 
 import functools
+import importlib.abc
+import importlib.util
 import os
 import sys
 import traceback
@@ -49,6 +54,42 @@ def install():
     if init is None or getattr(init, "__notebook_launcher_recording__", False):
         return
     torch._C._cuda_init = recording(init)
+
+
+def install_when_imported():
+    """``install()`` now if torch is imported, else as soon as ``import torch`` finishes."""
+    if "torch" in sys.modules:
+        install()
+    elif not any(isinstance(finder, _AfterTorchImport) for finder in sys.meta_path):
+        sys.meta_path.insert(0, _AfterTorchImport())
+
+
+class _AfterTorchImport(importlib.abc.MetaPathFinder):
+    """Finds ``torch`` through the other finders and runs ``install()`` after its module has run."""
+
+    def find_spec(self, name, path, target=None):
+        if name != "torch":
+            return None
+        sys.meta_path.remove(self)
+        spec = importlib.util.find_spec(name)
+        if spec is not None and spec.loader is not None:
+            spec.loader = _InstallAfter(spec.loader)
+        return spec
+
+
+class _InstallAfter(importlib.abc.Loader):
+    def __init__(self, loader):
+        self._loader = loader
+
+    def create_module(self, spec):
+        return self._loader.create_module(spec)
+
+    def exec_module(self, module):
+        self._loader.exec_module(module)
+        install()
+
+    def __getattr__(self, name):
+        return getattr(self._loader, name)
 
 
 def _describe(stack):

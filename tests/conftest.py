@@ -1,0 +1,69 @@
+"""Shared fixtures: a real kernel per test module, and guards that fail a test leaving processes behind."""
+
+from __future__ import annotations
+
+import os
+
+import psutil
+import pytest
+
+from kernel_session import KernelSession
+
+
+def _has_cuda():
+    try:
+        import torch
+    except ImportError:
+        return False
+    return bool(torch.version.cuda) and torch.cuda.device_count() > 0
+
+
+def pytest_collection_modifyitems(config, items):
+    if _has_cuda():
+        return
+    skip = pytest.mark.skip(reason="needs a CUDA GPU; none here")
+    for item in items:
+        if "gpu" in item.keywords:
+            item.add_marker(skip)
+
+
+@pytest.fixture(scope="module")
+def kernel():
+    """A real ipykernel shared by the tests of one module, with notebook_launcher imported."""
+    session = KernelSession()
+    session.ok("import os, sys, time, signal, threading\nfrom notebook_launcher import notebook_launcher, launch")
+    yield session
+    session.shutdown()
+
+
+@pytest.fixture(autouse=True)
+def kernel_left_clean(request):
+    """Fail the test if the module's kernel still has child processes after it (an orphaned rank)."""
+    yield
+    if "kernel" not in request.fixturenames:
+        return
+    session = request.getfixturevalue("kernel")
+    leftovers = session.children()
+    if leftovers:
+        for child in leftovers:
+            child.kill()
+        pytest.fail(f"processes left behind in the kernel: {[(c.pid, c.name()) for c in leftovers]}")
+
+
+@pytest.fixture(autouse=True)
+def no_stray_processes():
+    """Fail the test if it leaves a child process of the test runner behind."""
+    before = {child.pid for child in psutil.Process(os.getpid()).children(recursive=True)}
+    yield
+    after = psutil.Process(os.getpid()).children(recursive=True)
+    stray = [child for child in after if child.pid not in before and _alive(child)]
+    for child in stray:
+        child.kill()
+    assert not stray, f"test left processes behind: {[(c.pid, c.name()) for c in stray]}"
+
+
+def _alive(process):
+    try:
+        return process.status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False

@@ -1,0 +1,147 @@
+"""A real Jupyter kernel for tests: run cells, read what the cell showed, interrupt, inspect processes.
+
+The kernel is started with jupyter_client, as JupyterLab would start it. ``NL_TEST_KERNEL_PYTHON``
+picks another interpreter for the kernel (to run the same tests against another ipykernel).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import queue
+import re
+import tempfile
+import time
+from dataclasses import dataclass, field
+
+import psutil
+from jupyter_client import KernelManager
+from jupyter_client.kernelspec import KernelSpecManager
+
+
+@dataclass
+class CellResult:
+    """What one executed cell produced, in the order the front end would show it."""
+
+    outputs: list = field(default_factory=list)
+    error: dict | None = None
+    value: str | None = None
+    seconds: float = 0.0
+
+    def text(self, name):
+        return "".join(out["text"] for out in self.outputs if out.get("name") == name)
+
+    @property
+    def stdout(self):
+        return self.text("stdout")
+
+    @property
+    def stderr(self):
+        return self.text("stderr")
+
+    @property
+    def traceback(self):
+        return _strip_ansi("\n".join(self.error["traceback"])) if self.error else ""
+
+    def raise_for_error(self):
+        if self.error:
+            raise AssertionError(f"cell raised {self.error['ename']}: {self.error['evalue']}\n{self.traceback}")
+        return self
+
+
+def _strip_ansi(text):
+    return re.sub(r"\x1b\[[0-9;]*m", "", text)
+
+
+class KernelSession:
+    """One running kernel. ``run(code)`` executes a cell and waits for it to be idle."""
+
+    def __init__(self, cwd=None):
+        self._spec_dir = None
+        manager_args = {}
+        python = os.environ.get("NL_TEST_KERNEL_PYTHON")
+        if python:
+            self._spec_dir = tempfile.TemporaryDirectory()
+            kernel_dir = os.path.join(self._spec_dir.name, "nltest")
+            os.makedirs(kernel_dir)
+            with open(os.path.join(kernel_dir, "kernel.json"), "w") as file:
+                json.dump({"argv": [python, "-m", "ipykernel_launcher", "-f", "{connection_file}"],
+                           "display_name": "nltest", "language": "python"}, file)
+            manager_args = {"kernel_name": "nltest",
+                            "kernel_spec_manager": KernelSpecManager(kernel_dirs=[self._spec_dir.name])}
+        self.manager = KernelManager(**manager_args)
+        self.manager.start_kernel(cwd=cwd or os.getcwd())
+        self.client = self.manager.blocking_client()
+        self.client.start_channels()
+        self.client.wait_for_ready(timeout=60)
+        self.process = psutil.Process(self.manager.provisioner.process.pid)
+
+    def submit(self, code):
+        """Send a cell without waiting; returns its message id."""
+        return self.client.execute(code, store_history=True, allow_stdin=False)
+
+    def collect(self, msg_id, timeout=120, until=None):
+        """Read iopub for cell ``msg_id`` until it is idle (or ``until(result)`` is true)."""
+        result = CellResult()
+        start = time.monotonic()
+        deadline = start + timeout
+        while True:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise TimeoutError(f"cell still busy after {timeout} s; outputs so far: {result.outputs}")
+            try:
+                msg = self.client.get_iopub_msg(timeout=remaining)
+            except queue.Empty:
+                continue
+            if msg["parent_header"].get("msg_id") != msg_id:
+                continue
+            kind, content = msg["msg_type"], msg["content"]
+            if kind == "stream":
+                result.outputs.append({"name": content["name"], "text": content["text"], "time": time.monotonic()})
+            elif kind in ("display_data", "update_display_data"):
+                result.outputs.append({"display": content["data"], "time": time.monotonic()})
+            elif kind == "execute_result":
+                result.value = content["data"].get("text/plain")
+            elif kind == "error":
+                result.error = content
+            elif kind == "status" and content["execution_state"] == "idle":
+                result.seconds = time.monotonic() - start
+                return result
+            if until is not None and until(result):
+                result.seconds = time.monotonic() - start
+                return result
+
+    def run(self, code, timeout=120):
+        """Execute ``code`` as a cell and return its ``CellResult``."""
+        return self.collect(self.submit(code), timeout)
+
+    def ok(self, code, timeout=120):
+        """Execute ``code`` and fail the test if the cell raised."""
+        return self.run(code, timeout).raise_for_error()
+
+    def eval(self, expression, timeout=60):
+        """The value of ``expression`` in the kernel, through ``repr``/``ast.literal_eval``."""
+        import ast
+
+        result = self.ok(f"print(repr({expression}))", timeout)
+        return ast.literal_eval(result.stdout.strip())
+
+    def interrupt(self):
+        self.manager.interrupt_kernel()
+
+    def children(self):
+        """The kernel's live descendant processes (zombies excluded)."""
+        alive = []
+        for child in self.process.children(recursive=True):
+            try:
+                if child.status() != psutil.STATUS_ZOMBIE:
+                    alive.append(child)
+            except psutil.NoSuchProcess:
+                pass
+        return alive
+
+    def shutdown(self):
+        self.client.stop_channels()
+        self.manager.shutdown_kernel(now=True)
+        if self._spec_dir is not None:
+            self._spec_dir.cleanup()

@@ -1,0 +1,133 @@
+"""Launching from a real kernel: the torchrun environment, return values, start methods, the handle.
+
+Every test defines its function in one cell and launches it from the next, as a user would.
+"""
+
+from textwrap import dedent
+
+import pytest
+
+
+def test_every_rank_gets_the_torchrun_environment(kernel):
+    kernel.ok(dedent("""
+        def env_of_rank():
+            keys = ["RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "GROUP_RANK", "NODE_RANK",
+                    "MASTER_ADDR", "MASTER_PORT", "ACCELERATE_MIXED_PRECISION"]
+            return {key: os.environ.get(key) for key in keys}
+        job = launch(env_of_rank, num_processes=2, mixed_precision="bf16")
+        job.wait()
+    """))
+    envs = kernel.eval("job.results")
+    port = kernel.eval("job.plan.master_port")
+    for rank, env in enumerate(envs):
+        assert env == {"RANK": str(rank), "LOCAL_RANK": str(rank), "WORLD_SIZE": "2", "LOCAL_WORLD_SIZE": "2",
+                       "GROUP_RANK": "0", "NODE_RANK": "0", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port),
+                       "ACCELERATE_MIXED_PRECISION": "bf16"}
+
+
+def test_plain_init_process_group_all_reduce_returns_rank_0_value(kernel):
+    kernel.ok(dedent("""
+        import torch, torch.distributed as dist
+        def all_reduce_ranks(scale):
+            dist.init_process_group("gloo")
+            t = torch.tensor([dist.get_rank() + 1.0]) * scale
+            dist.all_reduce(t)
+            return (dist.get_rank(), dist.get_world_size(), t.item())
+    """))
+    result = kernel.ok("print(notebook_launcher(all_reduce_ranks, args=(10,), num_processes=2))")
+    assert result.stdout.strip().splitlines()[-1] == "(0, 2, 30.0)"
+
+
+def test_hugging_face_accelerate_runs_unchanged(kernel):
+    kernel.ok(dedent("""
+        def with_hf_accelerate():
+            import torch
+            from accelerate import Accelerator
+            accelerator = Accelerator(cpu=True)
+            gathered = accelerator.gather(torch.tensor([accelerator.process_index]))
+            return accelerator.num_processes, accelerator.distributed_type.value, gathered.tolist()
+        job = launch(with_hf_accelerate, num_processes=2); job.wait()
+    """), timeout=180)
+    results = kernel.eval("job.results")
+    assert results[0] == (2, "MULTI_CPU", [0, 1])
+    assert results[1] == (2, "MULTI_CPU", [0, 1])
+
+
+@pytest.mark.parametrize("method", ["fork", "spawn"])
+def test_cell_defined_function_and_class_round_trip(kernel, method):
+    kernel.ok(dedent("""
+        class Point:
+            def __init__(self, x): self.x = x
+        def make_point(offset):
+            return Point(int(os.environ["RANK"]) + offset)
+    """))
+    kernel.ok(f"job = launch(make_point, args=(100,), num_processes=2, start_method={method!r}); value = job.wait()")
+    assert kernel.eval("(type(value).__name__, value.x, [p.x for p in job.results], job.plan.start_method)") == (
+        "Point", 100, [100, 101], method)
+
+
+def test_auto_forks_a_clean_kernel(kernel):
+    result = kernel.ok("job = launch(lambda: 1, num_processes=2); job.wait(); print(job.plan.start_method)")
+    assert result.stdout.strip() == "fork"
+    assert "spawn" not in result.stderr
+
+
+def test_single_process_runs_in_its_own_worker_with_capture(kernel):
+    result = kernel.ok(dedent("""
+        def whoami():
+            print("inside", os.environ["RANK"], os.environ["WORLD_SIZE"])
+            return os.getpid()
+        worker_pid = notebook_launcher(whoami, num_processes=1)
+        print(worker_pid != os.getpid())
+    """))
+    assert "[rank 0] inside 0 1" in result.stdout
+    assert result.stdout.strip().endswith("True")
+
+
+def test_launch_returns_at_once_and_the_handle_reports_progress(kernel, tmp_path):
+    gate = tmp_path / "gate"
+    kernel.ok(dedent(f"""
+        def wait_for_gate():
+            print("waiting on rank", os.environ["RANK"])
+            with open({str(gate)!r}) as f:     # a FIFO: blocks until the test opens it for writing
+                f.read()
+            return int(os.environ["RANK"]) * 2
+        os.mkfifo({str(gate)!r})
+        job = launch(wait_for_gate, num_processes=2, display="none")
+    """))
+    assert kernel.eval("job.done") is False
+    assert kernel.eval("job.status") in ("starting", "running")
+    with open(gate, "w") as fifo:
+        fifo.write("go")
+    assert kernel.eval("job.wait(timeout=60)") == 0
+    assert kernel.eval("(job.status, job.results, job.done)") == ("succeeded", [0, 2], True)
+    assert kernel.eval("job.logs(1)") == "waiting on rank 1\n"
+    assert kernel.eval("[job.rank_status(r) for r in job.ranks]") == ["done", "done"]
+
+
+def test_stop_ends_a_running_launch(kernel):
+    kernel.ok(dedent("""
+        def block_forever():
+            print("up", flush=True)
+            threading.Event().wait()
+        job = launch(block_forever, num_processes=2, display="none")
+    """))
+    kernel.ok("while len(job.lines(0)) + len(job.lines(1)) < 2: job._supervisor.join(0.05)")
+    result = kernel.ok("t0 = time.monotonic(); job.stop(); print(round(time.monotonic() - t0, 1), job.status)")
+    seconds, status = result.stdout.split()
+    assert status == "stopped" and float(seconds) < 3
+    assert kernel.children() == []
+    error = kernel.run("job.wait()").error
+    assert error["ename"] == "LaunchError" and "stopped" in error["evalue"]
+
+
+def test_free_port_is_chosen_per_launch_and_released(kernel):
+    kernel.ok(dedent("""
+        from notebook_launcher.ports import check_port_free
+        ports = []
+        for _ in range(3):
+            job = launch(lambda: 0, num_processes=2, display="none"); job.wait()
+            check_port_free("127.0.0.1", job.plan.master_port)   # raises if still bound
+            ports.append(job.plan.master_port)
+    """))
+    assert len(set(kernel.eval("ports"))) >= 2
