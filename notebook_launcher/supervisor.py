@@ -10,8 +10,9 @@ One loop waits on every rank's pipes and exit descriptor (and a wake-up pipe for
   descriptor is closed and every process reaped. Nothing outlives the launch.
 
 Ranks are started from this thread, not the caller's: Linux's parent-death signal (set in each
-rank) fires when the *thread* that started the rank ends, and this thread lives exactly as long as
-the ranks. The thread runs in a copy of the caller's context so output reaches the launching cell.
+rank) fires when the *thread* that started the rank ends, and supervisor threads never end (they
+are reused, see ``threads``). The loop runs in a copy of the caller's context so that output
+reaches the launching cell.
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ import psutil
 
 from .channel import ERROR, METRIC, RESULT, STATUS, FrameReader, LineReader
 from .errors import LaunchError, WorkerError, describe_exit, rebuild_exception
+from .threads import run_in_thread
 from .worker import WorkerPipes, WorkerSpec
 
 __all__ = ["Supervisor"]
@@ -71,13 +73,10 @@ class Supervisor:
         self._stop_requested = False
         self._wake_r, self._wake_w = os.pipe()
         self._done = threading.Event()
-        self._thread = None
 
     def start(self):
         context = contextvars.copy_context()
-        self._thread = threading.Thread(target=context.run, args=(self._run,), daemon=True,
-                                        name=f"notebook-launcher-{self._launch.id}")
-        self._thread.start()
+        run_in_thread(lambda: context.run(self._run))
 
     def request_stop(self):
         """Ask the loop to end every rank; returns at once."""

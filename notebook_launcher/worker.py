@@ -100,10 +100,24 @@ def error_report(exc):
     }
 
 
-def _pickle_exception(exc):
-    """cloudpickle bytes that load back here, or None (then the kernel shows a ``WorkerError``)."""
+def dumps_for_kernel(value):
+    """Pickle ``value`` so the kernel gets back instances of *its own* classes.
+
+    By reference first: under fork a class defined in a notebook cell is the kernel's very class,
+    and the standard pickler checks the reference resolves to it. Otherwise (spawn, or classes made
+    inside the function) by value with cloudpickle, whose class tracker maps classes the kernel sent
+    by value back to the kernel's originals.
+    """
     try:
-        data = cloudpickle.dumps(exc)
+        return pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL)
+    except Exception:
+        return cloudpickle.dumps(value)
+
+
+def _pickle_exception(exc):
+    """Bytes that load back here, or None (then the kernel shows a ``WorkerError``)."""
+    try:
+        data = dumps_for_kernel(exc)
         pickle.loads(data)
     except Exception:
         return None
@@ -112,7 +126,7 @@ def _pickle_exception(exc):
 
 def _pickle_result(value):
     try:
-        return cloudpickle.dumps(value)
+        return dumps_for_kernel(value)
     except Exception as err:
         raise TypeError(f"the function's return value ({type(value).__qualname__}) cannot be sent back to"
                         f" the kernel: {type(err).__name__}: {err}") from err

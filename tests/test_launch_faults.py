@@ -1,0 +1,194 @@
+"""Faults seen from the cell: a rank raises, dies or hangs; the kernel is interrupted; many relaunches.
+
+Timings are upper bounds taken from the kernel's own clock around the call, never sleeps.
+"""
+
+import re
+from textwrap import dedent
+
+import pytest
+
+RANK1_RAISES = dedent("""
+    def rank1_raises(sibling_mode):
+        import torch, torch.distributed as dist
+        dist.init_process_group("gloo")
+        if dist.get_rank() == 1:
+            raise ValueError("bad batch shape (3, 5)")
+        if sibling_mode == "collective":
+            dist.barrier()                      # waits for rank 1, which never arrives
+        else:
+            threading.Event().wait()            # blocked where no signal handler runs
+""")
+
+
+@pytest.mark.parametrize("sibling_mode", ["collective", "blocked"])
+def test_failing_rank_raises_its_own_exception_and_siblings_end(kernel, sibling_mode):
+    kernel.ok(RANK1_RAISES)
+    result = kernel.run(f"t0 = time.monotonic()\nnotebook_launcher(rank1_raises, args=({sibling_mode!r},), num_processes=2)")
+    assert result.error["ename"] == "ValueError"
+    assert result.error["evalue"] == "[rank 1] bad batch shape (3, 5)"
+    assert "WorkerTraceback" in result.traceback
+    assert 'raise ValueError("bad batch shape (3, 5)")' in result.traceback
+    assert kernel.eval("time.monotonic() - t0") < 5
+    assert kernel.children() == []
+
+
+@pytest.mark.parametrize("method", ["fork", "spawn"])
+def test_exception_class_defined_in_a_cell_keeps_its_type(kernel, method):
+    kernel.ok(dedent("""
+        class DataProblem(Exception):
+            pass
+        def raise_data_problem():
+            raise DataProblem(f"rank {os.environ['RANK']} saw a NaN")
+    """))
+    kernel.ok(dedent(f"""
+        try:
+            notebook_launcher(raise_data_problem, num_processes=2, start_method={method!r})
+        except DataProblem as err:
+            caught = (type(err).__name__, str(err).startswith("[rank "), "saw a NaN" in str(err))
+    """))
+    assert kernel.eval("caught") == ("DataProblem", True, True)
+
+
+def test_exception_that_cannot_be_rebuilt_becomes_worker_error(kernel):
+    kernel.ok(dedent("""
+        class NeedsTwo(Exception):
+            def __init__(self, a, b):
+                super().__init__(f"{a}/{b}")     # args=(str,) but __init__ wants two: unpickling fails
+        def raise_needs_two():
+            raise NeedsTwo("x", "y")
+    """))
+    result = kernel.run("notebook_launcher(raise_needs_two, num_processes=1)")
+    assert result.error["ename"] == "WorkerError"
+    assert "rank 0 raised NeedsTwo: x/y" in result.error["evalue"]
+    assert "raise NeedsTwo" in result.traceback or "raise NeedsTwo" in kernel.eval("repr(sys.last_value.remote_traceback)")
+
+
+def test_rank_killed_by_a_signal_gives_worker_error_with_the_signal(kernel):
+    kernel.ok(dedent("""
+        def rank1_killed():
+            if os.environ["RANK"] == "1":
+                os.kill(os.getpid(), signal.SIGKILL)
+            threading.Event().wait()
+    """))
+    result = kernel.run("t0 = time.monotonic()\nnotebook_launcher(rank1_killed, num_processes=2)")
+    assert result.error["ename"] == "WorkerError"
+    assert result.error["evalue"] == "rank 1 was killed by signal SIGKILL (it may have run out of memory)"
+    assert kernel.eval("(sys.last_value.rank, sys.last_value.exitcode)") == (1, -9)
+    assert kernel.eval("time.monotonic() - t0") < 5
+
+
+@pytest.mark.parametrize("exit_code, words", [
+    ("os._exit(3)", "rank 0 exited with code 3 without returning a result"),
+    ("os._exit(0)", "rank 0 exited with code 0 without returning a result"),
+])
+def test_rank_exiting_without_returning_gives_worker_error(kernel, exit_code, words):
+    kernel.ok(f"def leaves_early():\n    print('about to exit')\n    {exit_code}")
+    result = kernel.run("notebook_launcher(leaves_early, num_processes=1)")
+    assert result.error["ename"] == "WorkerError"
+    assert result.error["evalue"] == words
+    assert "[rank 0] about to exit" in result.stdout
+
+
+def test_sys_exit_in_a_rank_is_reported_not_raised_as_system_exit(kernel):
+    kernel.ok("def calls_sys_exit():\n    sys.exit(2)")
+    result = kernel.run("notebook_launcher(calls_sys_exit, num_processes=1)")
+    assert result.error["ename"] == "WorkerError"
+    assert "rank 0 raised SystemExit: 2" in result.error["evalue"]
+
+
+def test_unpicklable_return_value_is_a_clear_error(kernel):
+    kernel.ok("def returns_a_lock():\n    return threading.Lock()")
+    result = kernel.run("notebook_launcher(returns_a_lock, num_processes=1)")
+    assert result.error["ename"] == "TypeError"
+    assert "return value (lock) cannot be sent back to the kernel" in result.error["evalue"]
+
+
+def test_kernel_interrupt_ends_every_rank_and_the_next_launch_works(kernel):
+    kernel.ok(dedent("""
+        def train_forever():
+            import torch.distributed as dist
+            dist.init_process_group("gloo")
+            print("training", flush=True)
+            while True:
+                dist.all_reduce(__import__("torch").ones(1))
+    """))
+    msg_id = kernel.submit("notebook_launcher(train_forever, num_processes=2)")
+    kernel.collect(msg_id, timeout=60, until=lambda r: r.stdout.count("training") == 2)
+    assert len(kernel.children()) == 2
+    kernel.interrupt()
+    result = kernel.collect(msg_id, timeout=30)
+    assert result.error["ename"] == "KeyboardInterrupt"
+    assert kernel.children() == []
+    assert kernel.ok("print(notebook_launcher(lambda: 'again', num_processes=2))").stdout.strip() == "again"
+
+
+def test_many_launches_leak_no_process_descriptor_or_port(kernel):
+    kernel.ok(dedent("""
+        import psutil
+        from notebook_launcher.ports import check_port_free
+        me = psutil.Process()
+        def succeed(): return 1
+        def fail(): raise RuntimeError("planned")
+        def hang(): threading.Event().wait()
+        def one_round(i):
+            kind = ("ok", "fail", "stop", "spawn")[i % 4]
+            if kind == "stop":
+                job = launch(hang, num_processes=2, display="none"); job.stop()
+            elif kind == "fail":
+                job = launch(fail, num_processes=2, display="none")
+                try: job.wait()
+                except RuntimeError: pass
+            else:
+                job = launch(succeed, num_processes=2, display="none",
+                             start_method="spawn" if kind == "spawn" else "fork")
+                assert job.wait() == 1
+            check_port_free("127.0.0.1", job.plan.master_port)
+            return job.status
+        for i in range(4): one_round(i)                   # warm up lazily opened descriptors
+        fds_before, threads_before = me.num_fds(), me.num_threads()
+        statuses = [one_round(i) for i in range(100)]
+        leaks = (me.num_fds() - fds_before, me.num_threads() - threads_before, len(me.children()))
+    """), timeout=600)
+    assert kernel.eval("leaks") == (0, 0, 0)
+    assert kernel.eval("sorted(set(statuses))") == ["failed", "stopped", "succeeded"]
+
+
+def test_output_from_python_and_c_is_captured_per_rank(kernel):
+    result = kernel.ok(dedent("""
+        import ctypes
+        def chatty():
+            rank = os.environ["RANK"]
+            print(f"python says hi from {rank}")
+            print(f"a warning from {rank}", file=sys.stderr)
+            os.write(1, f"raw fd write from {rank}\\n".encode())
+            libc = ctypes.CDLL(None)
+            libc.puts(f"C puts from {rank}".encode()); libc.fflush(None)
+            return rank
+        job = launch(chatty, num_processes=2); job.wait()
+    """))
+    for rank in (0, 1):
+        for line in (f"python says hi from {rank}", f"raw fd write from {rank}", f"C puts from {rank}"):
+            assert f"[rank {rank}] {line}\n" in result.stdout
+        assert f"[rank {rank}] a warning from {rank}\n" in result.stderr
+        assert kernel.eval(f"job.logs({rank}, 'stderr')") == f"a warning from {rank}\n"
+        assert f"C puts from {rank}" in kernel.eval(f"job.logs({rank}, 'stdout')")
+
+
+def test_rank_output_appears_while_the_rank_is_still_running(kernel, tmp_path):
+    gate = tmp_path / "gate"
+    kernel.ok(dedent(f"""
+        def prints_then_waits():
+            print("first line", flush=True)
+            with open({str(gate)!r}) as f:      # a FIFO: returns only once the test has seen the line
+                f.read()
+            print("second line")
+        os.mkfifo({str(gate)!r})
+    """))
+    msg_id = kernel.submit("notebook_launcher(prints_then_waits, num_processes=1)")
+    seen = kernel.collect(msg_id, timeout=60, until=lambda r: "[rank 0] first line" in r.stdout)
+    assert "second line" not in seen.stdout
+    with open(gate, "w") as fifo:
+        fifo.write("go")
+    rest = kernel.collect(msg_id, timeout=60)
+    assert "[rank 0] second line" in rest.stdout
