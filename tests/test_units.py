@@ -1,0 +1,149 @@
+"""Pure logic, tested alone and fast: channel framing, line splitting, the record, error rebuilding."""
+
+import os
+import pickle
+import threading
+
+import cloudpickle
+import pytest
+
+from notebook_launcher.channel import ChannelWriter, FrameReader, LineReader
+from notebook_launcher.environment import threads_per_rank, worker_environment
+from notebook_launcher.errors import WorkerError, WorkerTraceback, describe_exit, rebuild_exception
+from notebook_launcher.plan import check_port_number
+from notebook_launcher.record import LaunchRecord
+from notebook_launcher.threads import run_in_thread
+from notebook_launcher.worker import dumps_for_kernel, error_report
+
+
+def test_frames_survive_arbitrary_chunking_and_large_payloads():
+    r, w = os.pipe()
+    writer = ChannelWriter(w)
+    big = os.urandom(300_000)
+    sender = threading.Thread(target=lambda: [writer.send("result", big), writer.send("status", "x"), writer.close()])
+    sender.start()
+    reader, events = FrameReader(), []
+    while chunk := os.read(r, 7919):
+        events.extend(reader.feed(chunk))
+    sender.join()
+    os.close(r)
+    assert [(kind, payload) for kind, payload, _ in events] == [("result", big), ("status", "x")]
+
+
+def test_a_partial_frame_yields_nothing():
+    r, w = os.pipe()
+    ChannelWriter(w).send("status", "running")
+    data = os.read(r, 4096)
+    assert FrameReader().feed(data[:-1]) == []
+
+
+def test_lines_split_across_chunks_and_multibyte_characters():
+    lines = LineReader()
+    text = "héllo wörld\nsecond"
+    data = text.encode()
+    out = []
+    for i in range(len(data)):
+        out += lines.feed(data[i:i + 1])
+    out += lines.finish()
+    assert out == ["héllo wörld\n", "second"]
+
+
+def test_invalid_utf8_is_replaced_not_fatal():
+    assert LineReader().feed(b"bad \xff byte\n") == ["bad \ufffd byte\n"]
+
+
+def test_record_picks_the_earliest_failure_not_the_first_reported():
+    record = LaunchRecord(3)
+    record.add_failure(0, RuntimeError("secondary: peer closed"), when=20.0)
+    record.add_failure(2, ValueError("root cause"), when=10.0)
+    record.finish()
+    assert (record.status, record.failed_rank, str(record.failure)) == ("failed", 2, "root cause")
+    assert [record.rank_status(r) for r in record.ranks] == ["failed", "stopped", "failed"]
+
+
+def test_record_status_lifecycle():
+    record = LaunchRecord(2, first_rank=2)
+    assert record.status == "starting"
+    record.set_rank_status(2, "running")
+    assert record.status == "running"
+    record.add_result(2, "a")
+    record.finish()
+    assert record.status == "stopped" and record.results == ["a", None]
+
+
+@pytest.mark.parametrize("exc, expected_str", [
+    (ValueError("boom"), "[rank 3] boom"),
+    (RuntimeError("a", "b"), "('a', 'b')"),
+    (KeyError("missing"), "'missing'"),
+    (OSError(2, "No such file"), "[Errno 2] No such file"),
+])
+def test_rebuilt_exception_keeps_type_names_rank_and_carries_traceback(exc, expected_str):
+    try:
+        raise exc
+    except Exception as caught:
+        report = error_report(caught)
+    rebuilt = rebuild_exception(3, report)
+    assert type(rebuilt) is type(exc)
+    assert str(rebuilt) == expected_str
+    if not str(rebuilt).startswith("[rank 3]"):
+        assert rebuilt.__notes__ == ["raised on rank 3"]
+    assert isinstance(rebuilt.__cause__, WorkerTraceback)
+    assert "raise exc" in rebuilt.__cause__.text
+
+
+def test_unpicklable_report_becomes_worker_error():
+    report = {"type": "Weird", "message": "odd", "traceback": "tb", "pickled": b"not a pickle"}
+    err = rebuild_exception(1, report)
+    assert isinstance(err, WorkerError)
+    assert str(err).startswith("rank 1 raised Weird: odd (it could not be rebuilt in the kernel")
+    assert pickle.loads(pickle.dumps(err)).rank == 1
+
+
+def test_describe_exit_names_signal_and_code():
+    assert describe_exit(2, -15) == "rank 2 was killed by signal SIGTERM"
+    assert describe_exit(0, 0) == "rank 0 exited with code 0 without returning a result"
+
+
+def test_dumps_for_kernel_falls_back_to_cloudpickle_for_local_classes():
+    def make():
+        class Local:
+            pass
+        return Local()
+    data = dumps_for_kernel(make())
+    assert type(pickle.loads(data)).__name__ == "Local"
+    assert dumps_for_kernel([1, 2]) == pickle.dumps([1, 2], protocol=pickle.HIGHEST_PROTOCOL)
+
+
+def test_worker_environment_for_second_node(monkeypatch):
+    monkeypatch.setenv("OMP_NUM_THREADS", "7")
+    env = worker_environment(local_rank=1, num_processes=4, node_rank=1, num_nodes=2, master_addr="10.0.0.1",
+                             master_port=1234, mixed_precision="fp16", device_name="cuda", threads=3)
+    assert (env["RANK"], env["WORLD_SIZE"], env["LOCAL_RANK"], env["GROUP_RANK"]) == ("5", "8", "1", "1")
+    assert "OMP_NUM_THREADS" not in env and "ACCELERATE_USE_CPU" not in env
+    assert threads_per_rank(16, 3) == 5 and threads_per_rank(2, 4) == 1
+
+
+def test_port_strings_in_accelerate_style_are_accepted():
+    assert check_port_number("29500") == 29500
+    assert check_port_number(None) is None
+    with pytest.raises(ValueError, match="got 'abc'"):
+        check_port_number("abc")
+
+
+def test_supervisor_threads_are_reused():
+    seen, done = [], threading.Event()
+    run_in_thread(lambda: seen.append(threading.get_ident()) or done.set())
+    done.wait(5)
+    first = seen[0]
+    done.clear()
+    run_in_thread(lambda: seen.append(threading.get_ident()) or done.set())
+    done.wait(5)
+    assert seen == [first, first]
+
+
+def test_cloudpickle_tracker_maps_classes_back():
+    """The property spawn relies on: a class sent by value comes back as the very same class."""
+    class Sent:
+        pass
+    copy = cloudpickle.loads(cloudpickle.dumps(Sent))
+    assert cloudpickle.loads(cloudpickle.dumps(copy())).__class__ is Sent
