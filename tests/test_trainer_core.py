@@ -1,0 +1,330 @@
+"""trainer_core on real gloo ranks: equivalence with one process, exact metrics, resumable checkpoints."""
+
+from __future__ import annotations
+
+import os
+import signal
+
+import pytest
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+from torch.utils.data import DataLoader, Dataset, IterableDataset, TensorDataset
+
+from ranks import on_ranks, on_ranks_mp
+from trainer_core import Accelerator, set_seed
+
+# ---------------------------------------------------------------------------------- helpers
+
+
+def _data(n=64, features=6, classes=3):
+    generator = torch.Generator().manual_seed(1234)
+    x = torch.randn(n, features, generator=generator)
+    y = torch.randint(0, classes, (n,), generator=generator)
+    return TensorDataset(x, y)
+
+
+def _model():
+    return nn.Sequential(nn.Linear(6, 16), nn.Tanh(), nn.Linear(16, 3))
+
+
+def train_weights(batch_size, epochs, accumulation=1, mixed_precision="no"):
+    """Train the small model; return (final weights, per-step losses) from this rank."""
+    set_seed(7)
+    accelerator = Accelerator(gradient_accumulation_steps=accumulation, mixed_precision=mixed_precision)
+    model = _model()
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.5)
+    loader = DataLoader(_data(), batch_size=batch_size, shuffle=True)
+    model, optimizer, loader = accelerator.prepare(model, optimizer, loader)
+    losses = []
+    for _ in range(epochs):
+        for x, y in loader:
+            with accelerator.accumulate(model):
+                loss = F.cross_entropy(model(x), y)
+                accelerator.backward(loss)
+                optimizer.step()
+                optimizer.zero_grad()
+            losses.append(accelerator.reduce(loss.detach(), "mean").item())
+    weights = {k: v.clone() for k, v in accelerator.unwrap_model(model).state_dict().items()}
+    return weights, losses
+
+
+def _assert_same_weights(a, b, atol):
+    assert a.keys() == b.keys()
+    for key in a:
+        torch.testing.assert_close(a[key], b[key], atol=atol, rtol=0)
+
+
+# ---------------------------------------------------------------------------------- equivalence
+
+
+def test_two_ranks_batch_b_equal_one_rank_batch_2b():
+    """Same data order, global batch 16 both ways; tolerance 1e-5 (only summation order differs)."""
+    single = on_ranks(train_weights, 16, 3, num_processes=1)[0]
+    double = on_ranks(train_weights, 8, 3, num_processes=2)
+    _assert_same_weights(double[0][0], double[1][0], atol=0)
+    _assert_same_weights(single[0], double[0][0], atol=1e-5)
+    assert not torch.equal(single[0]["0.weight"], _model().state_dict()["0.weight"])
+
+
+def test_gradient_accumulation_equals_the_larger_batch():
+    """2 ranks × batch 8 × 2 accumulation steps = 1 rank × batch 32; tolerance 1e-5."""
+    single = on_ranks(train_weights, 32, 2, num_processes=1)[0]
+    accumulated = on_ranks(train_weights, 8, 2, 2, num_processes=2)[0]
+    _assert_same_weights(single[0], accumulated[0], atol=1e-5)
+
+
+def test_bf16_autocast_on_cpu_trains_close_to_fp32():
+    """bf16 keeps ~3 significant digits: per-step losses within 2% of fp32's."""
+    fp32 = on_ranks(train_weights, 8, 2, 1, "no", num_processes=2)[0][1]
+    bf16 = on_ranks(train_weights, 8, 2, 1, "bf16", num_processes=2)[0][1]
+    assert len(fp32) == len(bf16) == 8
+    for a, b in zip(fp32, bf16):
+        assert abs(a - b) <= 0.02 * abs(a)
+
+
+# ---------------------------------------------------------------------------------- gather_for_metrics
+
+
+class _Indexed(Dataset):
+    """scikit-learn's digits (1797 samples), each sample carrying its index."""
+
+    def __init__(self):
+        from sklearn.datasets import load_digits
+
+        digits = load_digits()
+        self.x = torch.tensor(digits.data, dtype=torch.float32)
+        self.y = torch.tensor(digits.target)
+
+    def __len__(self):
+        return len(self.y)
+
+    def __getitem__(self, i):
+        return self.x[i], self.y[i], i
+
+
+def gathered_indices(use_objects):
+    accelerator = Accelerator()
+    loader = accelerator.prepare(DataLoader(_Indexed(), batch_size=64))
+    seen = []
+    for _, _, index in loader:
+        if use_objects:
+            seen += accelerator.gather_for_metrics([f"s{int(i)}" for i in index])
+        else:
+            seen += accelerator.gather_for_metrics(index).tolist()
+    return len(loader), seen == ([f"s{i}" for i in range(1797)] if use_objects else list(range(1797))), len(seen)
+
+
+def test_gather_for_metrics_two_ranks_exactly_the_dataset_in_order():
+    steps, in_order, count = on_ranks(gathered_indices, False, num_processes=2)[0]
+    assert (steps, count, in_order) == (15, 1797, True)
+
+
+def test_gather_for_metrics_three_ranks_tensors_and_objects():
+    for rank_result in on_ranks_mp(gathered_indices, False, num_processes=3):
+        assert rank_result == (10, True, 1797)
+    assert on_ranks_mp(gathered_indices, True, num_processes=3)[0] == (10, True, 1797)
+
+
+class _Stream(IterableDataset):
+    def __iter__(self):
+        return iter(range(50))
+
+
+def gathered_stream():
+    accelerator = Accelerator()
+    loader = accelerator.prepare(DataLoader(_Stream(), batch_size=8))
+    seen = []
+    for batch in loader:
+        seen += accelerator.gather_for_metrics(batch).tolist()
+    return sorted(seen) == list(range(50)), len(seen)
+
+
+def test_iterable_dataset_is_sharded_and_gathered_without_duplicates():
+    assert on_ranks(gathered_stream, num_processes=2) == [(True, 50), (True, 50)]
+
+
+# ---------------------------------------------------------------------------------- checkpoints
+
+
+def resumable_training(ckpt, phase):
+    """phase "full": 2 epochs. "first": 1 epoch, save, then rank 1 dies. "resume": load, 1 epoch."""
+    set_seed(3)
+    accelerator = Accelerator()
+    model = nn.Sequential(nn.Linear(6, 16), nn.Dropout(0.3), nn.Linear(16, 3))
+    optimizer = torch.optim.Adam(model.parameters(), lr=0.01)
+    scheduler = torch.optim.lr_scheduler.StepLR(optimizer, step_size=3, gamma=0.5)
+    loader = DataLoader(_data(), batch_size=8, shuffle=True)
+    model, optimizer, loader, scheduler = accelerator.prepare(model, optimizer, loader, scheduler)
+    epochs = range(2)
+    if phase == "resume":
+        accelerator.load_state(ckpt)
+        epochs = range(1, 2)
+    for epoch in epochs:
+        for x, y in loader:
+            loss = F.cross_entropy(model(x), y)
+            accelerator.backward(loss)
+            optimizer.step()
+            scheduler.step()
+            optimizer.zero_grad()
+        if epoch == 0 and phase != "resume":
+            accelerator.save_state(ckpt)
+            if phase == "first" and accelerator.process_index == 1:
+                os.kill(os.getpid(), signal.SIGKILL)
+            if phase == "first":
+                accelerator.wait_for_everyone()
+    return accelerator.unwrap_model(model).state_dict(), scheduler.get_last_lr()
+
+
+def test_save_state_kill_load_state_resumes_to_the_same_weights(tmp_path):
+    from notebook_launcher import WorkerError
+
+    full = on_ranks(resumable_training, str(tmp_path / "full"), "full")[0]
+    with pytest.raises(WorkerError, match="rank 1 was killed by signal SIGKILL"):
+        on_ranks(resumable_training, str(tmp_path / "ckpt"), "first")
+    resumed = on_ranks(resumable_training, str(tmp_path / "ckpt"), "resume")[0]
+    _assert_same_weights(full[0], resumed[0], atol=0)
+    assert full[1] == resumed[1]
+
+
+def crash_during_second_save(ckpt):
+    """Save once; then die halfway through writing a second checkpoint."""
+    from trainer_core import checkpoint
+
+    accelerator = Accelerator()
+    model = accelerator.prepare(nn.Linear(2, 2))
+    with torch.no_grad():
+        model.weight.fill_(1.0)
+    accelerator.save_state(ckpt)
+    with torch.no_grad():
+        model.weight.fill_(2.0)
+    real_save = torch.save
+
+    def dying_save(obj, file):
+        real_save(obj, file)
+        os._exit(9)     # the process dies after writing one file of the new checkpoint
+
+    checkpoint.torch.save = dying_save
+    accelerator.save_state(ckpt)
+
+
+def load_weights(ckpt):
+    accelerator = Accelerator()
+    model = accelerator.prepare(nn.Linear(2, 2))
+    accelerator.load_state(ckpt)
+    return model.weight.detach().clone()
+
+
+def test_crash_mid_save_leaves_the_previous_checkpoint_intact(tmp_path):
+    from notebook_launcher import WorkerError
+
+    ckpt = str(tmp_path / "ckpt")
+    with pytest.raises(WorkerError, match="exited with code 9"):
+        on_ranks(crash_during_second_save, ckpt, num_processes=1)
+    weights = on_ranks(load_weights, ckpt, num_processes=1)[0]
+    assert torch.equal(weights, torch.ones(2, 2))
+
+
+# ---------------------------------------------------------------------------------- the rest of the API
+
+
+def api_tour():
+    accelerator = Accelerator()
+    second = Accelerator()       # a second Accelerator in the same process is fine
+    rank = accelerator.process_index
+    out = {
+        "second_sees_world": second.num_processes,
+        "sum": accelerator.reduce(torch.tensor([rank + 1.0])).item(),
+        "mean": accelerator.reduce(torch.tensor([rank + 1.0]), "mean").item(),
+        "uneven_gather": accelerator.gather(torch.arange(rank + 1)).tolist(),
+        "padded": accelerator.pad_across_processes(torch.ones(rank + 1), pad_index=-1).tolist(),
+    }
+    with accelerator.split_between_processes(["a", "b", "c"]) as part:
+        out["split"] = part
+    with accelerator.split_between_processes(["a", "b", "c"], apply_padding=True) as part:
+        out["split_padded"] = part
+    order = []
+    with accelerator.main_process_first():
+        order.append(("inside", rank))
+    accelerator.print(f"printed by {rank}")
+    out["main_only"] = accelerator.on_main_process(lambda: "ran")()
+    for step in range(3):
+        accelerator.log({"loss": 1.0 / (step + 1), "rank": rank})
+    return out
+
+
+def test_api_tour_on_two_ranks():
+    from notebook_launcher import launch
+
+    job = launch(api_tour, num_processes=2, display="none")
+    r0, r1 = job.wait(timeout=120), job.results[1]
+    assert r0["second_sees_world"] == 2
+    assert (r0["sum"], r0["mean"]) == (3.0, 1.5)
+    assert r0["uneven_gather"] == r1["uneven_gather"] == [0, 0, 1]
+    assert r0["padded"] == [1.0, -1.0] and r1["padded"] == [1.0, 1.0]
+    assert (r0["split"], r1["split"]) == (["a", "b"], ["c"])
+    assert r1["split_padded"] == ["c", "c"]
+    assert (r0["main_only"], r1["main_only"]) == ("ran", None)
+    assert job.logs(0) == "printed by 0\n" and job.logs(1) == ""
+    metrics = [(m["rank"], m["step"], m["values"]["loss"]) for m in job.metrics]
+    assert sorted(metrics) == [(r, s, 1.0 / (s + 1)) for r in (0, 1) for s in range(3)]
+
+
+def scheduler_and_accumulation():
+    accelerator = Accelerator(gradient_accumulation_steps=2)
+    model = nn.Linear(6, 3)
+    optimizer = torch.optim.SGD(model.parameters(), lr=1.0)
+    scheduler = torch.optim.lr_scheduler.StepLR(optimizer, step_size=1, gamma=0.5)
+    loader = DataLoader(_data(n=40), batch_size=8)      # 5 batches: syncs at 2, 4 and the last (5)
+    model, optimizer, loader, scheduler = accelerator.prepare(model, optimizer, loader, scheduler)
+    syncs = []
+    for x, y in loader:
+        with accelerator.accumulate(model):
+            accelerator.backward(F.cross_entropy(model(x), y))
+            optimizer.step(); scheduler.step(); optimizer.zero_grad()
+            syncs.append(accelerator.sync_gradients)
+    return syncs, scheduler.get_last_lr()[0]
+
+
+def test_scheduler_steps_only_when_the_optimizer_steps():
+    syncs, lr = on_ranks(scheduler_and_accumulation, num_processes=1)[0]
+    assert syncs == [False, True, False, True, True]
+    assert lr == 1.0 * 0.5 ** 3
+
+
+def test_launcher_mixed_precision_becomes_the_accelerator_default():
+    results = on_ranks(lambda: Accelerator().mixed_precision, num_processes=2, mixed_precision="bf16")
+    assert results == ["bf16", "bf16"]
+
+
+def test_bad_accelerator_arguments_are_clear():
+    with pytest.raises(ValueError, match="mixed_precision='fp32' is not valid; use one of 'no', 'fp16', 'bf16'"):
+        Accelerator(mixed_precision="fp32")
+    with pytest.raises(ValueError, match="gradient_accumulation_steps must be an int >= 1, got 0"):
+        Accelerator(gradient_accumulation_steps=0)
+    with pytest.raises(TypeError, match="log\\(\\) takes a dict"):
+        Accelerator().log([1, 2])
+
+
+# ---------------------------------------------------------------------------------- GPU (run where one is lent)
+
+
+def nccl_gather_and_fp16():
+    accelerator = Accelerator(mixed_precision="fp16")
+    model = accelerator.prepare(nn.Linear(4, 2))
+    optimizer = accelerator.prepare(torch.optim.SGD(model.parameters(), lr=0.1))
+    x = torch.randn(8, 4, device=accelerator.device)
+    loss = model(x).pow(2).mean()
+    accelerator.backward(loss)
+    optimizer.step()
+    gathered = accelerator.gather(torch.tensor([accelerator.process_index], device=accelerator.device))
+    return (accelerator.device.type, accelerator.state.backend.dist_backend, gathered.tolist(),
+            accelerator.scaler is not None, torch.cuda.is_available())
+
+
+@pytest.mark.gpu
+def test_cuda_ranks_use_nccl_and_the_fp16_scaler():
+    count = min(2, torch.cuda.device_count())
+    results = on_ranks(nccl_gather_and_fp16, num_processes=count, device="cuda", start_method="fork")
+    for result in results:
+        assert result == ("cuda", "nccl", list(range(count)), True, True)

@@ -1,0 +1,390 @@
+"""The ``Accelerator``: the same training code on 1 CPU, N CPUs or N GPUs.
+
+Method names and meanings follow the API notebook users know from Hugging Face Accelerate, so such
+code runs by changing one import. The Accelerator itself decides nothing about hardware: the
+backend (cpu/cuda), the precision (no/bf16/fp16) and the distributed state are values chosen once in
+``__init__`` and consulted, never re-derived.
+
+Example (assuming 2 processes launched by notebook_launcher):
+    >>> accelerator = Accelerator(mixed_precision="bf16", gradient_accumulation_steps=2)
+    >>> model, optimizer, loader = accelerator.prepare(model, optimizer, loader)
+    >>> for x, y in loader:
+    ...     with accelerator.accumulate(model):
+    ...         loss = F.cross_entropy(model(x), y)
+    ...         accelerator.backward(loss)
+    ...         optimizer.step(); optimizer.zero_grad()
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import gc
+import json
+import os
+import pickle
+import shutil
+
+import torch
+from torch.nn.parallel import DistributedDataParallel
+from torch.optim.lr_scheduler import LRScheduler
+from torch.utils.data import DataLoader
+
+from . import checkpoint, ops
+from .data import DataState, PreparedDataLoader
+from .metrics import MetricLog
+from .optim import PreparedOptimizer, PreparedScheduler
+from .precision import select_precision
+from .seeding import restore_rng_states, rng_states
+from .state import DistributedState
+
+__all__ = ["Accelerator"]
+
+
+class Accelerator:
+    """Training helper for one rank; see the module docstring.
+
+    Args:
+        mixed_precision: "no", "fp16" or "bf16"; None takes the launcher's choice
+            (``ACCELERATE_MIXED_PRECISION``), else "no".
+        gradient_accumulation_steps: micro-batches per optimizer step inside ``accumulate``.
+        cpu: run on CPU even when a GPU is visible.
+    """
+
+    def __init__(self, mixed_precision=None, gradient_accumulation_steps=1, cpu=False):
+        if not isinstance(gradient_accumulation_steps, int) or gradient_accumulation_steps < 1:
+            raise ValueError(f"gradient_accumulation_steps must be an int >= 1, got {gradient_accumulation_steps!r}")
+        self.state = DistributedState.from_environment(use_cpu=cpu)
+        chosen = mixed_precision or os.environ.get("ACCELERATE_MIXED_PRECISION") or "no"
+        self.precision = select_precision(chosen, self.state.backend)
+        self.gradient_accumulation_steps = gradient_accumulation_steps
+        self.step = 0
+        self.sync_gradients = True
+        self._data_state = DataState()
+        self._models, self._optimizers, self._schedulers, self._dataloaders = [], [], [], []
+        self._unscaled = set()
+        self._metrics = MetricLog()
+
+    # -- who and where ----------------------------------------------------------------------------
+
+    @property
+    def process_index(self):
+        return self.state.process_index
+
+    @property
+    def local_process_index(self):
+        return self.state.local_process_index
+
+    @property
+    def num_processes(self):
+        return self.state.num_processes
+
+    @property
+    def is_main_process(self):
+        return self.state.is_main_process
+
+    @property
+    def is_local_main_process(self):
+        return self.state.is_local_main_process
+
+    @property
+    def device(self):
+        return self.state.device
+
+    @property
+    def use_distributed(self):
+        return self.state.distributed
+
+    @property
+    def mixed_precision(self):
+        return self.precision.name
+
+    @property
+    def scaler(self):
+        return self.precision.scaler
+
+    # -- prepare ----------------------------------------------------------------------------------
+
+    def prepare(self, *objects):
+        """Prepare models, optimizers, data loaders and schedulers; return them in the same order.
+
+        Example:
+            >>> model, optimizer, train_dl = accelerator.prepare(model, optimizer, train_dl)
+        """
+        first = [obj if isinstance(obj, LRScheduler) else self._prepare_one(obj) for obj in objects]
+        prepared = [self.prepare_scheduler(obj) if isinstance(obj, LRScheduler) else obj for obj in first]
+        return prepared[0] if len(prepared) == 1 else tuple(prepared)
+
+    def _prepare_one(self, obj):
+        if isinstance(obj, torch.nn.Module):
+            return self.prepare_model(obj)
+        if isinstance(obj, torch.optim.Optimizer):
+            return self.prepare_optimizer(obj)
+        if isinstance(obj, DataLoader):
+            return self.prepare_data_loader(obj)
+        return obj
+
+    def prepare_model(self, model):
+        """Move to the device, wrap in DDP when distributed, run forward under the precision's autocast."""
+        model = model.to(self.device)
+        if self.state.distributed:
+            model = DistributedDataParallel(model, **self.state.backend.ddp_options(self.local_process_index))
+        if self.precision.name != "no":
+            model.forward = _autocast_forward(model.forward, self.precision)
+        self._models.append(model)
+        return model
+
+    def prepare_optimizer(self, optimizer):
+        prepared = PreparedOptimizer(optimizer, self)
+        self._optimizers.append(prepared)
+        return prepared
+
+    def prepare_scheduler(self, scheduler):
+        prepared = PreparedScheduler(scheduler, self._optimizers)
+        self._schedulers.append(prepared)
+        return prepared
+
+    def prepare_data_loader(self, loader):
+        seed = ops.broadcast_object(self.state, torch.initial_seed() % 2**31)
+        prepared = PreparedDataLoader(loader, self.state, self._data_state, seed)
+        self._dataloaders.append(prepared)
+        return prepared
+
+    # -- training step ----------------------------------------------------------------------------
+
+    @contextlib.contextmanager
+    def accumulate(self, *models):
+        """One micro-batch: gradients sync (and the optimizer steps) every N-th time or at the last batch."""
+        self.step += 1
+        self.sync_gradients = self._data_state.end_of_dataloader or self.step % self.gradient_accumulation_steps == 0
+        with contextlib.ExitStack() as stack:
+            if not self.sync_gradients:
+                for model in models:
+                    stack.enter_context(self.no_sync(model))
+            yield
+
+    def no_sync(self, model):
+        """Skip DDP's gradient all-reduce inside this context (a no-op for one process)."""
+        if isinstance(model, DistributedDataParallel):
+            return model.no_sync()
+        return contextlib.nullcontext()
+
+    def backward(self, loss, **kwargs):
+        """``loss.backward()``, divided for gradient accumulation and scaled for fp16."""
+        if self.gradient_accumulation_steps > 1:
+            loss = loss / self.gradient_accumulation_steps
+        if self.scaler is not None:
+            loss = self.scaler.scale(loss)
+        loss.backward(**kwargs)
+
+    def unscale_gradients(self):
+        """Unscale fp16 gradients of every prepared optimizer (once per step)."""
+        if self.scaler is None:
+            return
+        for optimizer in self._optimizers:
+            if id(optimizer.optimizer) not in self._unscaled:
+                self.scaler.unscale_(optimizer.optimizer)
+                self._unscaled.add(id(optimizer.optimizer))
+
+    def clip_grad_norm_(self, parameters, max_norm, norm_type=2):
+        """Clip the gradient norm (after unscaling fp16 gradients); returns the total norm."""
+        self.unscale_gradients()
+        return torch.nn.utils.clip_grad_norm_(parameters, max_norm, norm_type=norm_type)
+
+    def clip_grad_value_(self, parameters, clip_value):
+        self.unscale_gradients()
+        torch.nn.utils.clip_grad_value_(parameters, clip_value)
+
+    def autocast(self):
+        """The precision's autocast context (a no-op for "no")."""
+        return self.precision.autocast()
+
+    # -- collectives ------------------------------------------------------------------------------
+
+    def gather(self, data):
+        """Every rank's tensors concatenated in rank order (assuming 2 processes: [0] and [1] → [0, 1])."""
+        return ops.gather(self.state, data)
+
+    def gather_for_metrics(self, data, use_gather_object=False):
+        """Like ``gather``, but the padding added to even out the last batch is dropped.
+
+        Gathering every eval batch therefore yields exactly the dataset's samples, in dataset order.
+        Non-tensor objects are gathered with ``all_gather_object``.
+        """
+        tensors = not use_gather_object and _all_tensors(data)
+        gathered = self.gather(data) if tensors else ops.gather_object(self.state, data)
+        remainder = self._data_state.remainder
+        if not self._data_state.end_of_dataloader or remainder is None:
+            return gathered
+        if tensors:
+            return ops.apply_to_tensors(lambda t: t[:remainder], gathered)
+        return gathered[:remainder]
+
+    def reduce(self, data, reduction="sum"):
+        return ops.reduce(self.state, data, reduction)
+
+    def pad_across_processes(self, data, dim=0, pad_index=0, pad_first=False):
+        return ops.pad_across_processes(self.state, data, dim, pad_index, pad_first)
+
+    def wait_for_everyone(self):
+        self.state.barrier()
+
+    @contextlib.contextmanager
+    def main_process_first(self):
+        """The main process runs the block first (e.g. to download or cache), then the others."""
+        if not self.is_main_process:
+            self.wait_for_everyone()
+        yield
+        if self.is_main_process:
+            self.wait_for_everyone()
+
+    @contextlib.contextmanager
+    def split_between_processes(self, inputs, apply_padding=False):
+        """This rank's contiguous share of a list, tuple, tensor or dict of them.
+
+        Example (assuming 2 processes): ``["a", "b", "c"]`` gives ``["a", "b"]`` on rank 0, ``["c"]`` on rank 1.
+        """
+        yield _split(inputs, self.process_index, self.num_processes, apply_padding)
+
+    # -- output -----------------------------------------------------------------------------------
+
+    def print(self, *args, **kwargs):
+        """``print`` on the main process only."""
+        if self.is_main_process:
+            print(*args, **kwargs)
+
+    def on_main_process(self, function):
+        """Decorator: run ``function`` on the main process only (None elsewhere)."""
+
+        @functools.wraps(function)
+        def wrapper(*args, **kwargs):
+            return function(*args, **kwargs) if self.is_main_process else None
+
+        return wrapper
+
+    def on_local_main_process(self, function):
+        @functools.wraps(function)
+        def wrapper(*args, **kwargs):
+            return function(*args, **kwargs) if self.is_local_main_process else None
+
+        return wrapper
+
+    def log(self, values, step=None, log_kwargs=None):
+        """Record metrics; under notebook_launcher they stream to the cell's view (``Launch.metrics``)."""
+        self._metrics.log(values, step)
+
+    @property
+    def logged(self):
+        """Every ``log`` call of this Accelerator, as dicts with ``step`` and ``values``."""
+        return self._metrics.records
+
+    # -- models and checkpoints ------------------------------------------------------------------
+
+    def unwrap_model(self, model, keep_fp32_wrapper=True):
+        """The user's module: without DDP, and (``keep_fp32_wrapper=False``) without the autocast forward."""
+        if not keep_fp32_wrapper and "forward" in vars(model):
+            del model.forward
+        return model.module if isinstance(model, DistributedDataParallel) else model
+
+    def get_state_dict(self, model):
+        return self.unwrap_model(model).state_dict()
+
+    def save(self, obj, path):
+        """``torch.save`` on the main process only, atomically (temp file + rename)."""
+        if self.is_main_process:
+            checkpoint.atomic_save(obj, path)
+        self.wait_for_everyone()
+
+    def save_state(self, output_dir):
+        """Save models, optimizers, schedulers, scaler, every rank's RNG state and the step, atomically."""
+        rng_by_rank = ops.gather_object(self.state, [rng_states()])
+        if self.is_main_process:
+            parts = {f"model_{i}": self.unwrap_model(m).state_dict() for i, m in enumerate(self._models)}
+            parts.update({f"optimizer_{i}": o.state_dict() for i, o in enumerate(self._optimizers)})
+            parts.update({f"scheduler_{i}": s.state_dict() for i, s in enumerate(self._schedulers)})
+            if self.scaler is not None:
+                parts["scaler"] = self.scaler.state_dict()
+            meta = {"step": self.step, "num_processes": self.num_processes,
+                    "dataloader_epochs": [loader.epoch for loader in self._dataloaders]}
+            tmp = f"{output_dir}.tmp"
+            if os.path.exists(tmp):
+                shutil.rmtree(tmp)
+            checkpoint.write_checkpoint(tmp, parts, rng_by_rank, meta)
+            checkpoint.publish_directory(tmp, output_dir)
+        self.wait_for_everyone()
+        return output_dir
+
+    def load_state(self, input_dir):
+        """Restore what ``save_state`` wrote, on every rank."""
+        directory = checkpoint.resolve_checkpoint(input_dir)
+
+        def load(name):
+            return torch.load(os.path.join(directory, f"{name}.pt"), map_location=self.device, weights_only=False)
+
+        for i, model in enumerate(self._models):
+            self.unwrap_model(model).load_state_dict(load(f"model_{i}"))
+        for i, optimizer in enumerate(self._optimizers):
+            optimizer.load_state_dict(load(f"optimizer_{i}"))
+        for i, scheduler in enumerate(self._schedulers):
+            scheduler.load_state_dict(load(f"scheduler_{i}"))
+        if self.scaler is not None:
+            self.scaler.load_state_dict(load("scaler"))
+        with open(os.path.join(directory, "state.json")) as file:
+            meta = json.load(file)
+        self.step = meta["step"]
+        for loader, epoch in zip(self._dataloaders, meta["dataloader_epochs"]):
+            loader.set_epoch(epoch)
+        rng_file = os.path.join(directory, f"random_states_{self.process_index}.pkl")
+        if os.path.exists(rng_file):
+            with open(rng_file, "rb") as file:
+                restore_rng_states(pickle.load(file))
+        self.wait_for_everyone()
+
+    def free_memory(self, *objects):
+        """Drop the references this Accelerator holds (and ``objects``), collect, empty the device cache."""
+        self._models, self._optimizers, self._schedulers, self._dataloaders = [], [], [], []
+        self.step = 0
+        gc.collect()
+        self.state.backend.empty_cache()
+        return [None] * len(objects)
+
+    def end_training(self):
+        self.wait_for_everyone()
+
+
+def _autocast_forward(forward, precision):
+    @functools.wraps(forward)
+    def wrapped(*args, **kwargs):
+        with precision.autocast():
+            output = forward(*args, **kwargs)
+        return ops.apply_to_tensors(_to_fp32, output)
+
+    return wrapped
+
+
+def _to_fp32(tensor):
+    return tensor.float() if tensor.dtype in (torch.float16, torch.bfloat16) else tensor
+
+
+def _all_tensors(data):
+    if isinstance(data, torch.Tensor):
+        return True
+    if isinstance(data, (list, tuple)):
+        return bool(data) and all(_all_tensors(item) for item in data)
+    if isinstance(data, dict):
+        return bool(data) and all(_all_tensors(item) for item in data.values())
+    return False
+
+
+def _split(inputs, rank, world, apply_padding):
+    if isinstance(inputs, dict):
+        return {key: _split(value, rank, world, apply_padding) for key, value in inputs.items()}
+    size = len(inputs)
+    base, extra = divmod(size, world)
+    start = rank * base + min(rank, extra)
+    end = start + base + (1 if rank < extra else 0)
+    part = inputs[start:end]
+    if apply_padding and extra and rank >= extra and size:
+        last = inputs[-1:]
+        part = torch.cat([part, last]) if isinstance(part, torch.Tensor) else part + type(part)(last)
+    return part

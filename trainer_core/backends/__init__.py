@@ -1,0 +1,26 @@
+"""Where a rank computes, behind one small interface chosen once by ``select_backend``.
+
+A backend names the ``torch.device`` of a local rank, the ``torch.distributed`` backend, how DDP is
+told about the device, and how memory is released. CPU (gloo) and CUDA (NCCL) live here; XLA joins
+the same interface.
+
+Example:
+    >>> select_backend(use_cpu=True).dist_backend
+    'gloo'
+"""
+
+from __future__ import annotations
+
+from .cpu import CpuBackend
+from .cuda import CudaBackend
+
+__all__ = ["select_backend", "CpuBackend", "CudaBackend"]
+
+
+def select_backend(use_cpu=False, device_hint=None):
+    """CUDA when a GPU is visible and neither ``use_cpu`` nor the launcher's device says CPU."""
+    if use_cpu or device_hint == "cpu":
+        return CpuBackend()
+    if device_hint == "cuda" or CudaBackend.available():
+        return CudaBackend()
+    return CpuBackend()

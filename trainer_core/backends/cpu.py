@@ -1,0 +1,23 @@
+"""CPU ranks: gloo, no device ids, nothing to free."""
+
+from __future__ import annotations
+
+import torch
+
+
+class CpuBackend:
+    name = "cpu"
+    dist_backend = "gloo"
+    autocast_device = "cpu"
+
+    def device(self, local_rank):
+        return torch.device("cpu")
+
+    def ddp_options(self, local_rank):
+        return {}
+
+    def grad_scaler(self):
+        return torch.amp.GradScaler("cpu")
+
+    def empty_cache(self):
+        pass

@@ -1,0 +1,51 @@
+"""``accelerator.log``: keep the metrics, and stream them to the kernel when launched from a notebook.
+
+Under notebook_launcher each record also goes through the worker's channel as a "metric" event,
+which the launch keeps (``Launch.metrics``) and its view draws. Outside a launch it is only kept.
+
+Example:
+    >>> log = MetricLog(); log.log({"loss": 0.5}); log.log({"loss": 0.25})
+    >>> [(r["step"], r["values"]["loss"]) for r in log.records]
+    [(0, 0.5), (1, 0.25)]
+"""
+
+from __future__ import annotations
+
+import numbers
+
+__all__ = ["MetricLog"]
+
+
+class MetricLog:
+    def __init__(self):
+        self.records = []
+        self._next_step = 0
+
+    def log(self, values, step=None):
+        if not isinstance(values, dict):
+            raise TypeError(f"log() takes a dict of metric name to number, got {type(values).__name__}")
+        if step is None:
+            step = self._next_step
+        self._next_step = step + 1
+        record = {"step": int(step), "values": {str(k): _number(v) for k, v in values.items()}}
+        self.records.append(record)
+        channel = _channel()
+        if channel is not None:
+            channel.send("metric", record)
+        return record
+
+
+def _number(value):
+    if hasattr(value, "item"):
+        value = value.item()
+    if not isinstance(value, numbers.Number):
+        raise TypeError(f"metric values must be numbers, got {type(value).__name__}: {value!r}")
+    return float(value)
+
+
+def _channel():
+    try:
+        from notebook_launcher.channel import worker_channel
+    except ImportError:  # trainer_core used without the launcher installed
+        return None
+    return worker_channel()

@@ -1,0 +1,120 @@
+"""Collectives over tensors and nested structures of tensors (lists, tuples, dicts).
+
+``gather`` accepts different first-dimension sizes on different ranks (the last batch of an
+epoch often differs), so callers never need to pad by hand.
+
+Example (assuming 2 processes, rank r holds ``torch.tensor([r])``):
+    >>> gather(state, torch.tensor([state.process_index]))
+    tensor([0, 1])
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.distributed as dist
+
+__all__ = ["apply_to_tensors", "gather", "gather_object", "reduce", "pad_across_processes", "broadcast_object"]
+
+
+def apply_to_tensors(function, data):
+    """Apply ``function`` to every tensor in a nested list/tuple/dict, keeping the structure."""
+    if isinstance(data, torch.Tensor):
+        return function(data)
+    if isinstance(data, (list, tuple)):
+        items = [apply_to_tensors(function, item) for item in data]
+        return type(data)(*items) if hasattr(data, "_fields") else type(data)(items)
+    if isinstance(data, dict):
+        return type(data)({key: apply_to_tensors(function, value) for key, value in data.items()})
+    return data
+
+
+def _sizes(state, tensor):
+    size = torch.tensor([tensor.shape[0] if tensor.dim() else 1], device=tensor.device)
+    sizes = [torch.zeros_like(size) for _ in range(state.num_processes)]
+    dist.all_gather(sizes, size)
+    return [int(s.item()) for s in sizes]
+
+
+def _gather_one(state, tensor):
+    if not state.distributed:
+        return tensor
+    tensor = tensor.contiguous()
+    if tensor.dim() == 0:
+        tensor = tensor.unsqueeze(0)
+    sizes = _sizes(state, tensor)
+    padded = _pad_dim0(tensor, max(sizes))
+    parts = [torch.empty_like(padded) for _ in range(state.num_processes)]
+    dist.all_gather(parts, padded)
+    return torch.cat([part[:n] for part, n in zip(parts, sizes)], dim=0)
+
+
+def _pad_dim0(tensor, size):
+    if tensor.shape[0] == size:
+        return tensor
+    pad = tensor.new_zeros((size - tensor.shape[0],) + tuple(tensor.shape[1:]))
+    return torch.cat([tensor, pad], dim=0)
+
+
+def gather(state, data):
+    """Concatenate every rank's tensors along dim 0, in rank order (sizes may differ)."""
+    return apply_to_tensors(lambda t: _gather_one(state, t), data)
+
+
+def gather_object(state, obj):
+    """Every rank's picklable ``obj`` as a list in rank order (lists are concatenated)."""
+    if not state.distributed:
+        return list(obj) if isinstance(obj, list) else [obj]
+    parts = [None] * state.num_processes
+    dist.all_gather_object(parts, obj)
+    if all(isinstance(part, list) for part in parts):
+        return [item for part in parts for item in part]
+    return parts
+
+
+def broadcast_object(state, obj, src=0):
+    """Rank ``src``'s ``obj`` on every rank."""
+    if not state.distributed:
+        return obj
+    box = [obj]
+    dist.broadcast_object_list(box, src=src)
+    return box[0]
+
+
+def reduce(state, data, reduction="sum"):
+    """Sum (or mean) every tensor across ranks; the inputs are not modified."""
+    if reduction not in ("sum", "mean"):
+        raise ValueError(f"reduction={reduction!r} is not valid; use 'sum' or 'mean'")
+
+    def one(tensor):
+        result = tensor.clone()
+        if state.distributed:
+            dist.all_reduce(result, op=dist.ReduceOp.SUM)
+        if reduction == "mean":
+            result = result / state.num_processes
+        return result
+
+    return apply_to_tensors(one, data)
+
+
+def pad_across_processes(state, data, dim=0, pad_index=0, pad_first=False):
+    """Pad every tensor along ``dim`` to the largest size any rank has, so they can be gathered."""
+
+    def one(tensor):
+        if not state.distributed or tensor.dim() <= dim:
+            return tensor
+        size = torch.tensor([tensor.shape[dim]], device=tensor.device)
+        sizes = [torch.zeros_like(size) for _ in range(state.num_processes)]
+        dist.all_gather(sizes, size)
+        longest = max(int(s.item()) for s in sizes)
+        if longest == tensor.shape[dim]:
+            return tensor
+        shape = list(tensor.shape)
+        shape[dim] = longest
+        out = tensor.new_full(shape, pad_index)
+        start = longest - tensor.shape[dim] if pad_first else 0
+        index = [slice(None)] * tensor.dim()
+        index[dim] = slice(start, start + tensor.shape[dim])
+        out[tuple(index)] = tensor
+        return out
+
+    return apply_to_tensors(one, data)

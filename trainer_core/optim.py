@@ -1,0 +1,82 @@
+"""Prepared optimizers and schedulers: step only on gradient-sync steps, through the fp16 scaler.
+
+Example (gradient_accumulation_steps=2): ``optimizer.step()`` on the first micro-batch does nothing,
+on the second it steps; the scheduler steps exactly when the optimizer really stepped.
+"""
+
+from __future__ import annotations
+
+__all__ = ["PreparedOptimizer", "PreparedScheduler"]
+
+
+class PreparedOptimizer:
+    """Wraps a torch optimizer; everything not overridden is passed through."""
+
+    def __init__(self, optimizer, accelerator):
+        self.optimizer = optimizer
+        self._accelerator = accelerator
+        self.step_was_skipped = False
+        self.stepped = False
+
+    @property
+    def param_groups(self):
+        return self.optimizer.param_groups
+
+    @property
+    def state(self):
+        return self.optimizer.state
+
+    def state_dict(self):
+        return self.optimizer.state_dict()
+
+    def load_state_dict(self, state_dict):
+        self.optimizer.load_state_dict(state_dict)
+
+    def zero_grad(self, set_to_none=True):
+        if self._accelerator.sync_gradients:
+            self.optimizer.zero_grad(set_to_none=set_to_none)
+
+    def step(self, closure=None):
+        self.stepped = False
+        if not self._accelerator.sync_gradients:
+            return None
+        scaler = self._accelerator.scaler
+        if scaler is None:
+            result = self.optimizer.step(closure) if closure is not None else self.optimizer.step()
+            self.step_was_skipped = False
+        else:
+            scale = scaler.get_scale()
+            result = scaler.step(self.optimizer)
+            scaler.update()
+            self.step_was_skipped = scaler.get_scale() < scale
+        self._accelerator._unscaled.discard(id(self.optimizer))
+        self.stepped = not self.step_was_skipped
+        return result
+
+    def __getattr__(self, name):
+        return getattr(self.optimizer, name)
+
+
+class PreparedScheduler:
+    """Steps the wrapped scheduler only when its optimizer really stepped, so ranks stay in sync."""
+
+    def __init__(self, scheduler, optimizers):
+        self.scheduler = scheduler
+        self._optimizers = [opt for opt in optimizers if opt.optimizer is scheduler.optimizer] or optimizers
+
+    def step(self, *args, **kwargs):
+        if self._optimizers and not all(opt.stepped for opt in self._optimizers):
+            return
+        self.scheduler.step(*args, **kwargs)
+
+    def state_dict(self):
+        return self.scheduler.state_dict()
+
+    def load_state_dict(self, state_dict):
+        self.scheduler.load_state_dict(state_dict)
+
+    def get_last_lr(self):
+        return self.scheduler.get_last_lr()
+
+    def __getattr__(self, name):
+        return getattr(self.scheduler, name)

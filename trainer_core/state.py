@@ -1,0 +1,63 @@
+"""Who this process is in the training job: built once from the environment, passed around as a value.
+
+The launcher (or torchrun) sets ``RANK``, ``WORLD_SIZE``, ``LOCAL_RANK``, ``LOCAL_WORLD_SIZE``,
+``MASTER_ADDR``/``MASTER_PORT``; without them this is a single process. With more than one process
+the default process group is created here if the user's code has not made one yet, and reused if it
+has — so a second Accelerator in the same process just works.
+
+Example:
+    >>> state = DistributedState.from_environment(use_cpu=True)
+    >>> state.process_index, state.num_processes, state.device
+    (0, 1, device(type='cpu'))
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+import torch.distributed as dist
+
+from .backends import select_backend
+
+__all__ = ["DistributedState"]
+
+
+@dataclass(frozen=True)
+class DistributedState:
+    process_index: int
+    local_process_index: int
+    num_processes: int
+    device: torch.device
+    backend: Any
+
+    @classmethod
+    def from_environment(cls, use_cpu=False, environ=None):
+        env = os.environ if environ is None else environ
+        rank = int(env.get("RANK", 0))
+        world = int(env.get("WORLD_SIZE", 1))
+        local_rank = int(env.get("LOCAL_RANK", 0))
+        use_cpu = use_cpu or env.get("ACCELERATE_USE_CPU", "").lower() in ("1", "true", "yes")
+        backend = select_backend(use_cpu, env.get("NOTEBOOK_LAUNCHER_DEVICE"))
+        device = backend.device(local_rank)
+        if world > 1 and not dist.is_initialized():
+            dist.init_process_group(backend.dist_backend, rank=rank, world_size=world)
+        return cls(rank, local_rank, world, device, backend)
+
+    @property
+    def distributed(self):
+        return self.num_processes > 1
+
+    @property
+    def is_main_process(self):
+        return self.process_index == 0
+
+    @property
+    def is_local_main_process(self):
+        return self.local_process_index == 0
+
+    def barrier(self):
+        if self.distributed:
+            dist.barrier()
