@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sys
 
-from .launch import Launch
+from .handle import Launch
 from .plan import make_plan
 from .starters import select_starter
 from .views import select_view

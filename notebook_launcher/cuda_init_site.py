@@ -18,11 +18,8 @@ importing this package stays cheap (a spawned rank that never uses torch never l
 from __future__ import annotations
 
 import functools
-import importlib.abc
-import importlib.util
 import os
 import sys
-import traceback
 
 _first_site = None
 _OWN_DIRS = (os.path.dirname(os.path.abspath(__file__)),)
@@ -40,6 +37,8 @@ def recording(original):
     def wrapper(*args, **kwargs):
         global _first_site
         if _first_site is None:
+            import traceback
+
             _first_site = _describe(traceback.extract_stack()[:-1])
         return original(*args, **kwargs)
 
@@ -64,12 +63,14 @@ def install_when_imported():
         sys.meta_path.insert(0, _AfterTorchImport())
 
 
-class _AfterTorchImport(importlib.abc.MetaPathFinder):
+class _AfterTorchImport:
     """Finds ``torch`` through the other finders and runs ``install()`` after its module has run."""
 
     def find_spec(self, name, path, target=None):
         if name != "torch":
             return None
+        import importlib.util
+
         sys.meta_path.remove(self)
         spec = importlib.util.find_spec(name)
         if spec is not None and spec.loader is not None:
@@ -77,7 +78,7 @@ class _AfterTorchImport(importlib.abc.MetaPathFinder):
         return spec
 
 
-class _InstallAfter(importlib.abc.Loader):
+class _InstallAfter:
     def __init__(self, loader):
         self._loader = loader
 

@@ -17,12 +17,10 @@ Example (what a start method calls in the new process)::
 from __future__ import annotations
 
 import ctypes
-import logging
 import os
 import pickle
 import signal
 import sys
-import traceback
 from dataclasses import dataclass
 
 import cloudpickle
@@ -89,6 +87,8 @@ def error_report(exc):
         >>> report["type"], report["message"]
         ('ValueError', 'boom')
     """
+    import traceback
+
     tb = exc.__traceback__
     if tb is not None and tb.tb_frame.f_code is run_worker.__code__:
         tb = tb.tb_next
@@ -154,6 +154,9 @@ def _redirect_output(pipes):
 
 def _repoint_logging(old_streams):
     """Logging handlers made in the kernel hold the kernel's streams; send them to this rank's."""
+    logging = sys.modules.get("logging")
+    if logging is None:  # nothing configured logging before this rank started
+        return
     new = {id(old_streams[0]): sys.stdout, id(old_streams[1]): sys.stderr}
     loggers = [logging.getLogger()] + [
         item for item in logging.Logger.manager.loggerDict.values() if isinstance(item, logging.Logger)

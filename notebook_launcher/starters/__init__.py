@@ -11,15 +11,18 @@ Example:
 
 from __future__ import annotations
 
-from .base import WorkerProcess
-from .fork import ForkStarter
-from .spawn import SpawnStarter
+import importlib
 
-__all__ = ["select_starter", "WorkerProcess", "ForkStarter", "SpawnStarter"]
+__all__ = ["select_starter"]
 
-_STARTERS = {"fork": ForkStarter, "spawn": SpawnStarter}
+_STARTERS = {"fork": ("fork", "ForkStarter"), "spawn": ("spawn", "SpawnStarter")}
 
 
 def select_starter(start_method):
-    """A new starter for a resolved start method ("fork" or "spawn")."""
-    return _STARTERS[start_method]()
+    """A new starter for a resolved start method ("fork" or "spawn").
+
+    Starters are imported here, not at package import, so a spawned rank loading its entry module
+    from this package does not pay for the others.
+    """
+    module, name = _STARTERS[start_method]
+    return getattr(importlib.import_module(f".{module}", __name__), name)()

@@ -1,0 +1,41 @@
+"""A minimal real-kernel driver for the benchmarks: run a cell, return its stdout, fail loudly."""
+
+from __future__ import annotations
+
+import queue
+
+from jupyter_client import KernelManager
+
+
+class BenchKernel:
+    def __init__(self):
+        self.manager = KernelManager()
+        self.manager.start_kernel()
+        self.client = self.manager.blocking_client()
+        self.client.start_channels()
+        self.client.wait_for_ready(timeout=60)
+
+    def run(self, code, timeout=600):
+        msg_id = self.client.execute(code)
+        out, error = [], None
+        while True:
+            try:
+                msg = self.client.get_iopub_msg(timeout=timeout)
+            except queue.Empty:
+                raise TimeoutError(f"cell did not finish in {timeout} s") from None
+            if msg["parent_header"].get("msg_id") != msg_id:
+                continue
+            kind, content = msg["msg_type"], msg["content"]
+            if kind == "stream" and content["name"] == "stdout":
+                out.append(content["text"])
+            elif kind == "error":
+                error = f"{content['ename']}: {content['evalue']}"
+            elif kind == "status" and content["execution_state"] == "idle":
+                break
+        if error:
+            raise RuntimeError(f"benchmark cell failed: {error}")
+        return "".join(out)
+
+    def close(self):
+        self.client.stop_channels()
+        self.manager.shutdown_kernel(now=True)

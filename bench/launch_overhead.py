@@ -1,0 +1,119 @@
+"""Launch overhead of a no-op function on 2 CPU processes, measured inside one real Jupyter kernel.
+
+Compares notebook_launcher (fork and spawn) with Hugging Face Accelerate's notebook_launcher and
+raw ``torch.multiprocessing.start_processes`` (fork), interleaved round by round; medians.
+Two times per launch: call → return, and call → the last rank inside the function.
+
+Targets (issue #2): fork ≤ 1/5 of Accelerate's overhead; spawn ≤ 2 × fork + one interpreter start
+(an interpreter start is measured here too: bare ``python -c pass``).
+
+Run: make bench   (or: .venv/bin/python bench/launch_overhead.py [--rounds 7])
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+from kernel import BenchKernel  # noqa: E402
+
+SETUP = r'''
+import json, os, statistics, subprocess, sys, tempfile, time
+import torch, torch.multiprocessing as torch_mp
+from notebook_launcher import notebook_launcher
+from accelerate import notebook_launcher as accelerate_launcher
+import contextlib, io
+
+MARKS = tempfile.mkdtemp()
+
+def noop():
+    rank = os.environ.get("RANK", "0")
+    with open(os.path.join(MARKS, rank), "w") as f:
+        f.write(repr(time.time()))
+
+def raw_entry(index):
+    os.environ["RANK"] = str(index)
+    noop()
+
+def measure(run):
+    for name in os.listdir(MARKS):
+        os.remove(os.path.join(MARKS, name))
+    start = time.time()
+    with contextlib.redirect_stdout(io.StringIO()):
+        run()
+    end = time.time()
+    inside = max(float(open(os.path.join(MARKS, n)).read()) for n in os.listdir(MARKS))
+    assert len(os.listdir(MARKS)) == 2, os.listdir(MARKS)
+    return end - start, inside - start
+
+RUNNERS = {
+    "notebook_launcher fork": lambda: notebook_launcher(noop, num_processes=2, start_method="fork", display="none"),
+    "notebook_launcher spawn": lambda: notebook_launcher(noop, num_processes=2, start_method="spawn", display="none"),
+    "accelerate notebook_launcher": lambda: accelerate_launcher(noop, num_processes=2),
+    "torch.multiprocessing fork": lambda: torch_mp.start_processes(raw_entry, nprocs=2, start_method="fork"),
+}
+TIMES = {name: [] for name in RUNNERS}
+for name, run in RUNNERS.items():   # warm-up: first-time imports are not launch overhead
+    measure(run)
+'''
+
+ROUND = r'''
+for name, run in RUNNERS.items():
+    TIMES[name].append(measure(run))
+'''
+
+REPORT = r'''
+def interpreter_start():
+    runs = []
+    for _ in range(5):
+        t = time.time(); subprocess.run([sys.executable, "-c", "pass"], check=True); runs.append(time.time() - t)
+    return statistics.median(runs)
+print(json.dumps({"times": TIMES, "interpreter": interpreter_start()}))
+'''
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rounds", type=int, default=7)
+    args = parser.parse_args()
+    kernel = BenchKernel()
+    try:
+        kernel.run(SETUP)
+        for _ in range(args.rounds):
+            kernel.run(ROUND)
+        data = json.loads(kernel.run(REPORT).strip().splitlines()[-1])
+    finally:
+        kernel.close()
+    report(data, args.rounds)
+
+
+def _median(values):
+    values = sorted(values)
+    mid = len(values) // 2
+    return values[mid] if len(values) % 2 else (values[mid - 1] + values[mid]) / 2
+
+
+def report(data, rounds):
+    times = data["times"]
+    medians = {name: (_median([r[0] for r in runs]), _median([r[1] for r in runs])) for name, runs in times.items()}
+    accelerate = medians["accelerate notebook_launcher"][0]
+    print(f"\nLaunch overhead, no-op function on 2 CPU processes, one kernel, {rounds} interleaved rounds (medians)\n")
+    print(f"{'launcher':<30} {'call→return':>12} {'call→all ranks in':>18} {'vs Accelerate':>14}")
+    for name, (total, inside) in medians.items():
+        print(f"{name:<30} {total * 1000:>10.1f}ms {inside * 1000:>16.1f}ms {total / accelerate:>13.2f}x")
+    fork, spawn = medians["notebook_launcher fork"][0], medians["notebook_launcher spawn"][0]
+    start = data["interpreter"]
+    print(f"\ninterpreter start (python -c pass): {start * 1000:.1f}ms")
+    print(f"target fork ≤ 1/5 of Accelerate: {fork * 1000:.1f}ms vs {accelerate / 5 * 1000:.1f}ms"
+          f" -> {'met' if fork <= accelerate / 5 else 'NOT met'}")
+    bound = 2 * fork + start
+    print(f"target spawn ≤ 2×fork + interpreter start: {spawn * 1000:.1f}ms vs {bound * 1000:.1f}ms"
+          f" -> {'met' if spawn <= bound else 'NOT met'}")
+
+
+if __name__ == "__main__":
+    main()
