@@ -153,19 +153,19 @@ def _redirect_output(pipes):
 
 
 def _repoint_logging(old_streams):
-    """Logging handlers made in the kernel hold the kernel's streams; send them to this rank's."""
+    """Logging handlers made in the kernel hold the kernel's streams; send them to this rank's.
+
+    Walks logging's registry of live handlers rather than every logger: in a forked kernel each
+    object touched costs a copy-on-write page fault, and a kernel with torch loaded has ~100 loggers.
+    """
     logging = sys.modules.get("logging")
     if logging is None:  # nothing configured logging before this rank started
         return
     new = {id(old_streams[0]): sys.stdout, id(old_streams[1]): sys.stderr}
-    loggers = [logging.getLogger()] + [
-        item for item in logging.Logger.manager.loggerDict.values() if isinstance(item, logging.Logger)
-    ]
-    for logger in loggers:
-        for handler in logger.handlers:
-            stream = getattr(handler, "stream", None)
-            if isinstance(handler, logging.StreamHandler) and id(stream) in new:
-                handler.setStream(new[id(stream)])
+    for ref in list(getattr(logging, "_handlerList", ())):
+        handler = ref()
+        if isinstance(handler, logging.StreamHandler) and id(getattr(handler, "stream", None)) in new:
+            handler.setStream(new[id(handler.stream)])
 
 
 def _cap_threads(threads):

@@ -192,3 +192,16 @@ def test_rank_output_appears_while_the_rank_is_still_running(kernel, tmp_path):
         fifo.write("go")
     rest = kernel.collect(msg_id, timeout=60)
     assert "[rank 0] second line" in rest.stdout
+
+
+def test_logging_configured_in_the_kernel_goes_to_the_rank_output(kernel):
+    result = kernel.ok(dedent("""
+        import logging
+        logging.basicConfig(level=logging.INFO, force=True)
+        def logs_something():
+            logging.getLogger("train").info("step done on rank %s", os.environ["RANK"])
+        notebook_launcher(logs_something, num_processes=2)
+        logging.basicConfig(level=logging.WARNING, force=True)
+    """))
+    assert "[rank 0] INFO:train:step done on rank 0" in result.stderr
+    assert "[rank 1] INFO:train:step done on rank 1" in result.stderr
