@@ -25,6 +25,7 @@ demo: $(STAMP)
 
 bench: $(STAMP)
 	$(PY) bench/launch_overhead.py
+	$(PY) bench/step_overhead.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache test-artifacts

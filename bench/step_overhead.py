@@ -1,0 +1,118 @@
+"""Time per training step on 2 CPU ranks: hand-written DDP vs trainer_core vs Hugging Face Accelerate.
+
+The same MLP, data, batch size and optimizer in all three; each run trains WARMUP + STEPS steps and
+reports the median step time of rank 0 after warm-up. Variants are interleaved round by round and
+the table shows the median over rounds.
+
+Targets (issue #3): ours ≤ 1.03 × hand-written DDP and ≤ 1.0 × Accelerate.
+
+Run: .venv/bin/python bench/step_overhead.py [--rounds 5]
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+from torch.utils.data import DataLoader, TensorDataset
+
+from notebook_launcher import launch
+
+WARMUP, STEPS, BATCH = 10, 60, 64
+
+
+def _setup():
+    torch.manual_seed(0)
+    data = TensorDataset(torch.randn(BATCH * 2 * (WARMUP + STEPS), 512), torch.randint(0, 10, (BATCH * 2 * (WARMUP + STEPS),)))
+    model = nn.Sequential(nn.Linear(512, 1024), nn.ReLU(), nn.Linear(1024, 1024), nn.ReLU(), nn.Linear(1024, 10))
+    return data, model, torch.optim.SGD(model.parameters(), lr=0.01)
+
+
+def _timed(loader, step):
+    times = []
+    start = time.perf_counter()
+    for x, y in loader:
+        step(x, y)
+        now = time.perf_counter()
+        times.append(now - start)
+        start = now
+    return statistics.median(times[WARMUP:])
+
+
+def hand_written_ddp():
+    import torch.distributed as dist
+    from torch.nn.parallel import DistributedDataParallel
+    from torch.utils.data.distributed import DistributedSampler
+
+    dist.init_process_group("gloo")
+    data, model, optimizer = _setup()
+    model = DistributedDataParallel(model)
+    loader = DataLoader(data, batch_size=BATCH, sampler=DistributedSampler(data, shuffle=True, seed=0))
+
+    def step(x, y):
+        loss = F.cross_entropy(model(x), y)
+        loss.backward()
+        optimizer.step()
+        optimizer.zero_grad()
+
+    return _timed(loader, step)
+
+
+def _with(accelerator_class, **options):
+    def run():
+        accelerator = accelerator_class(**options)
+        data, model, optimizer = _setup()
+        model, optimizer, loader = accelerator.prepare(model, optimizer, DataLoader(data, batch_size=BATCH, shuffle=True))
+
+        def step(x, y):
+            loss = F.cross_entropy(model(x), y)
+            accelerator.backward(loss)
+            optimizer.step()
+            optimizer.zero_grad()
+
+        return _timed(loader, step)
+
+    return run
+
+
+def trainer_core_accelerator():
+    from trainer_core import Accelerator
+
+    return _with(Accelerator)()
+
+
+def hf_accelerate():
+    from accelerate import Accelerator
+
+    return _with(Accelerator, cpu=True)()
+
+
+VARIANTS = {"hand-written DDP": hand_written_ddp, "trainer_core Accelerator": trainer_core_accelerator,
+            "HF Accelerate (cpu=True)": hf_accelerate}
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rounds", type=int, default=5)
+    args = parser.parse_args()
+    times = {name: [] for name in VARIANTS}
+    for _ in range(args.rounds):
+        for name, function in VARIANTS.items():
+            times[name].append(launch(function, num_processes=2, display="none").wait())
+    medians = {name: statistics.median(values) for name, values in times.items()}
+    ddp, hf, ours = medians["hand-written DDP"], medians["HF Accelerate (cpu=True)"], medians["trainer_core Accelerator"]
+    print(f"\nTime per step, 2 CPU ranks (gloo), MLP 512-1024-1024-10, batch {BATCH}/rank, "
+          f"median of {STEPS} steps, median of {args.rounds} interleaved rounds\n")
+    print(f"{'variant':<28} {'ms/step':>9} {'vs DDP':>8} {'vs HF':>8}")
+    for name, value in medians.items():
+        print(f"{name:<28} {value * 1000:>9.2f} {value / ddp:>7.3f}x {value / hf:>7.3f}x")
+    print(f"\ntarget ours ≤ 1.03 × DDP: {ours / ddp:.3f} -> {'met' if ours <= 1.03 * ddp else 'NOT met'}")
+    print(f"target ours ≤ 1.0 × HF Accelerate: {ours / hf:.3f} -> {'met' if ours <= hf else 'NOT met'}")
+
+
+if __name__ == "__main__":
+    main()
