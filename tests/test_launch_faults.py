@@ -117,8 +117,9 @@ def test_kernel_interrupt_ends_every_rank_and_the_next_launch_works(kernel):
     kernel.collect(msg_id, timeout=60, until=lambda r: r.stdout.count("training") == 2)
     assert len(kernel.children()) == 2
     kernel.interrupt()
-    result = kernel.collect(msg_id, timeout=30)
+    result = kernel.collect(msg_id, timeout=30)     # result.seconds: from the interrupt to the idle kernel
     assert result.error["ename"] == "KeyboardInterrupt"
+    assert result.seconds < 3
     assert kernel.children() == []
     assert kernel.ok("print(notebook_launcher(lambda: 'again', num_processes=2))").stdout.strip() == "again"
 

@@ -292,6 +292,33 @@ def test_scheduler_steps_only_when_the_optimizer_steps():
     assert lr == 1.0 * 0.5 ** 3
 
 
+def test_fp16_scaler_and_clipping_on_cpu():
+    accelerator = Accelerator(mixed_precision="fp16")
+    model = accelerator.prepare(nn.Linear(4, 2))
+    optimizer = accelerator.prepare(torch.optim.SGD(model.parameters(), lr=0.1))
+    before = model.weight.detach().clone()
+    output = model(torch.randn(8, 4))
+    assert output.dtype == torch.float32             # outputs come back in fp32 for the loss
+    accelerator.backward(output.pow(2).mean())
+    assert model.weight.grad.abs().max() > 100      # gradients are scaled while in flight
+    norm = accelerator.clip_grad_norm_(model.parameters(), max_norm=1e-3)
+    assert 0 < float(norm) < 100                    # the norm is measured on unscaled gradients
+    optimizer.step()
+    assert not optimizer.step_was_skipped and not torch.equal(before, model.weight)
+    assert (model.weight - before).norm() <= 0.1 * 1e-3 + 1e-6
+
+
+def test_free_memory_drops_prepared_references():
+    import weakref
+
+    accelerator = Accelerator()
+    model = accelerator.prepare(nn.Linear(2, 2))
+    ref = weakref.ref(model)
+    assert accelerator.free_memory(model) == [None]
+    del model
+    assert ref() is None and accelerator.step == 0
+
+
 def test_launcher_mixed_precision_becomes_the_accelerator_default():
     results = on_ranks(lambda: Accelerator().mixed_precision, num_processes=2, mixed_precision="bf16")
     assert results == ["bf16", "bf16"]
