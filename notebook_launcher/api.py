@@ -25,7 +25,7 @@ def launch(function, args=(), num_processes=None, *, device="auto", start_method
         mixed_precision: "no", "fp16" or "bf16": the default of every Accelerator in the ranks.
         use_port: the rendezvous port; None picks a free one for every launch.
         master_addr, node_rank, num_nodes: where rank 0 listens, and this node's place (multi-node).
-        display: "auto", "text" (``[rank N]`` lines in the cell) or "none".
+        display: "auto" (the live widget in a Jupyter kernel, else text), "widget", "text" (``[rank N]`` lines) or "none".
         grace_period: seconds between SIGTERM and SIGKILL when ranks are ended.
 
     Returns:

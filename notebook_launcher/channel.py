@@ -31,7 +31,7 @@ __all__ = ["ChannelWriter", "FrameReader", "LineReader", "worker_channel", "set_
 
 _HEADER = struct.Struct("<Q")
 
-STATUS, RESULT, ERROR, METRIC = "status", "result", "error", "metric"
+STATUS, RESULT, ERROR, METRIC, DISPLAY = "status", "result", "error", "metric", "display"
 
 
 class ChannelWriter:
@@ -77,10 +77,15 @@ class FrameReader:
 class LineReader:
     """Splits a captured byte stream into text lines (UTF-8, undecodable bytes replaced).
 
+    A carriage return rewrites the current line, as on a terminal: progress bars (tqdm) that redraw
+    with ``\r`` become one line holding their last frame, and ``live`` shows the frame being drawn.
+
     Example:
         >>> lines = LineReader()
-        >>> lines.feed(b"a\\nb"), lines.feed(b"c\\n"), lines.finish()
-        (['a\\n'], ['bc\\n'], [])
+        >>> lines.feed(b"a\nb"), lines.feed(b"c\n"), lines.finish()
+        (['a\n'], ['bc\n'], [])
+        >>> lines.feed(b" 10%\r 50%"), lines.live, lines.feed(b"\r100%\n")
+        ([], ' 50%', ['100%\n'])
     """
 
     def __init__(self):
@@ -91,13 +96,23 @@ class LineReader:
         """Add bytes; return the complete lines (each ending in a newline)."""
         text = self._partial + self._decoder.decode(chunk)
         *lines, self._partial = text.split("\n")
-        return [line + "\n" for line in lines]
+        return [_last_frame(line) + "\n" for line in lines]
+
+    @property
+    def live(self):
+        """The last frame of the line being written (no newline yet), or ""."""
+        return _last_frame(self._partial)
 
     def finish(self):
         """Return what is left after the stream ended, as a last line."""
-        rest = self._partial + self._decoder.decode(b"", final=True)
+        rest = _last_frame(self._partial + self._decoder.decode(b"", final=True))
         self._partial = ""
         return [rest] if rest else []
+
+
+def _last_frame(line):
+    line = line[:-1] if line.endswith("\r") else line
+    return line.rsplit("\r", 1)[-1]
 
 
 _current = None

@@ -29,7 +29,7 @@ from multiprocessing.connection import wait
 
 import psutil
 
-from .channel import ERROR, METRIC, RESULT, STATUS, FrameReader, LineReader
+from .channel import DISPLAY, ERROR, METRIC, RESULT, STATUS, FrameReader, LineReader
 from .errors import LaunchError, WorkerError, describe_exit, rebuild_exception
 from .threads import run_in_thread
 from .worker import WorkerPipes, WorkerSpec
@@ -132,14 +132,17 @@ class Supervisor:
             self._terminate()
 
     def _loop(self):
+        refresh = None
         while any(not rank.exited for rank in self._ranks):
-            timeout = None if self._kill_at is None else max(0.0, self._kill_at - time.monotonic())
+            deadlines = [d for d in (self._kill_at, refresh) if d is not None]
+            timeout = max(0.0, min(deadlines) - time.monotonic()) if deadlines else None
             for fd in wait(list(self._watch), timeout):
                 if fd in self._watch:
                     self._handle(fd, *self._watch[fd])
             if self._kill_at is not None and time.monotonic() >= self._kill_at:
                 self._kill_remaining()
-            self._notify("flush")
+            delay = self._notify("flush")
+            refresh = None if delay is None else time.monotonic() + delay
 
     def _handle(self, fd, rank, kind):
         if kind == "wake":
@@ -174,8 +177,10 @@ class Supervisor:
             for event in rank.frames.feed(chunk):
                 self._on_event(rank, *event)
         else:
-            for line in rank.lines[kind].feed(chunk):
+            reader = rank.lines[kind]
+            for line in reader.feed(chunk):
                 self._on_line(rank, kind, line)
+            self._notify("on_live", rank.rank, kind, reader.live)
 
     def _close_pipe(self, rank, kind):
         fd = rank.pipes.pop(kind)
@@ -196,6 +201,9 @@ class Supervisor:
         elif kind == METRIC:
             self._record.add_metric(rank.rank, payload, when)
             self._notify("on_metric", rank.rank, payload)
+        elif kind == DISPLAY:
+            self._record.add_output(rank.rank, "stdout", payload.get("text/plain", "<display>") + "\n")
+            self._notify("on_display", rank.rank, payload)
         elif kind == RESULT:
             rank.reported = True
             self._on_result(rank, payload, when)
@@ -305,9 +313,10 @@ class Supervisor:
 
     def _notify(self, method, *args):
         try:
-            getattr(self._view, method)(*args)
+            return getattr(self._view, method)(*args)
         except Exception:  # a broken view must not stop the supervision of the ranks
             traceback.print_exc(file=sys.__stderr__)
+            return None
 
 
 def _make_pipes():

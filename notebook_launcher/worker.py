@@ -6,7 +6,8 @@ The bootstrap
 2. makes the pipes from the kernel its file descriptors 1 and 2 and points ``sys.stdout`` /
    ``sys.stderr`` at them, line-buffered, so Python and C-level output (gloo, NCCL) both arrive,
    in order, tagged with this rank;
-3. applies the rank's environment and caps intra-op threads;
+3. applies the rank's environment, caps intra-op threads, and makes the notebook machinery a fork
+   inherits (display, widgets, tqdm's notebook bars) safe to use (``rank_notebook``);
 4. runs ``function(*args)`` and sends back the return value, or the exception with its traceback.
 
 Example (what a start method calls in the new process)::
@@ -26,6 +27,7 @@ from dataclasses import dataclass
 import cloudpickle
 
 from .channel import ERROR, RESULT, STATUS, ChannelWriter, set_worker_channel
+from .rank_notebook import make_safe
 
 __all__ = ["WorkerSpec", "WorkerPipes", "run_worker", "error_report"]
 
@@ -61,6 +63,7 @@ def run_worker(spec, pipes, load_payload):
     _cap_threads(spec.threads)
     channel = ChannelWriter(pipes.events)
     set_worker_channel(channel)
+    make_safe(channel)
     channel.send(STATUS, "running")
     try:
         function, args = load_payload()

@@ -70,7 +70,9 @@ class KernelSession:
             manager_args = {"kernel_name": "nltest",
                             "kernel_spec_manager": KernelSpecManager(kernel_dirs=[self._spec_dir.name])}
         self.manager = KernelManager(**manager_args)
-        self.manager.start_kernel(cwd=cwd or os.getcwd())
+        # jupyter_client draws no widgets: launches show text unless a test asks for the widget
+        env = {**os.environ, "NOTEBOOK_LAUNCHER_DISPLAY": os.environ.get("NOTEBOOK_LAUNCHER_DISPLAY", "text")}
+        self.manager.start_kernel(cwd=cwd or os.getcwd(), env=env)
         self.client = self.manager.blocking_client()
         self.client.start_channels()
         self.client.wait_for_ready(timeout=60)

@@ -1,7 +1,8 @@
 """How a launch shows itself in the cell, behind one small interface, chosen once by ``select_view``.
 
-A view gets ``on_start(launch)``, ``on_status(rank, status)``, ``on_output(rank, stream, text)``,
-``on_metric(rank, metric)``, ``flush()`` and ``on_finish(launch)``, all from the launch's supervisor thread.
+A view gets ``on_start(launch)``, ``on_status``, ``on_output``, ``on_live``, ``on_display``,
+``on_metric``, ``flush()`` and ``on_finish(launch)``; all but ``on_start`` come from the launch's
+supervisor thread.
 
 Example:
     >>> type(select_view("text")).__name__
@@ -10,18 +11,52 @@ Example:
 
 from __future__ import annotations
 
+import os
+import sys
+
 from .base import LaunchView
 from .text import TextView
 
 __all__ = ["LaunchView", "TextView", "select_view", "DISPLAY_CHOICES"]
 
-DISPLAY_CHOICES = ("auto", "text", "none")
+DISPLAY_CHOICES = ("auto", "widget", "text", "none")
 
 
 def select_view(display="auto"):
-    """The view for ``display``: "text" prints ``[rank N]`` lines, "none" shows nothing."""
+    """The view for ``display``.
+
+    "widget" is the live widget, "text" prints ``[rank N]`` lines, "none" shows nothing. "auto" is
+    the widget inside a Jupyter kernel with ipywidgets, text elsewhere; the environment variable
+    ``NOTEBOOK_LAUNCHER_DISPLAY`` overrides "auto" (headless runs set it to "text").
+    """
     if display not in DISPLAY_CHOICES:
         raise ValueError(f"display={display!r} is not valid; use one of {', '.join(map(repr, DISPLAY_CHOICES))}")
+    if display == "auto":
+        display = _auto_display(os.environ.get("NOTEBOOK_LAUNCHER_DISPLAY"))
     if display == "none":
         return LaunchView()
+    if display == "widget":
+        if not _widgets_possible():
+            raise ValueError("display='widget' needs a Jupyter kernel with ipywidgets installed; use 'text'")
+        from .widget import WidgetView
+
+        return WidgetView()
     return TextView()
+
+
+def _auto_display(forced):
+    if forced in ("widget", "text", "none"):
+        return forced
+    return "widget" if _widgets_possible() else "text"
+
+
+def _widgets_possible():
+    ipython = sys.modules.get("IPython")
+    shell = ipython.get_ipython() if ipython is not None else None
+    if shell is None or not hasattr(shell, "kernel"):
+        return False
+    try:
+        import ipywidgets  # noqa: F401
+    except ImportError:
+        return False
+    return True

@@ -16,8 +16,19 @@ class LaunchView:
     def on_metric(self, rank, metric):
         pass
 
+    def on_live(self, rank, stream, text):
+        """The line a rank is still writing (a progress bar's latest frame); "" when none."""
+
+    def on_display(self, rank, data):
+        """A rank called ``display()``: ``data`` is the mime bundle (text/plain, image/png, ...)."""
+
     def flush(self):
-        """Called after each batch of events, so output can be shown in chunks, not line by line."""
+        """Called after each batch of events, so output is shown in chunks, not line by line.
+
+        Returns None, or seconds after which the view wants to be called again even without events
+        (to show what it held back, or to refresh an elapsed time).
+        """
+        return None
 
     def on_finish(self, launch):
         pass
