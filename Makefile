@@ -7,9 +7,15 @@ STAMP := $(VENV)/.installed
 # the package itself requires a range.
 TORCH_PIN := torch==2.13.0
 
-.PHONY: env test demo bench clean
+.PHONY: env test demo bench clean browser
 
 env: $(STAMP)
+
+# Debian's Chromium for the browser tests (Playwright drives it; it never downloads a browser).
+browser:
+	@command -v chromium >/dev/null || { [ "$$(id -u)" = 0 ] && apt-get update -qq && \
+		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; } || \
+		{ echo "browser tests need Debian's chromium: apt-get install chromium"; exit 1; }
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -17,7 +23,7 @@ $(STAMP): pyproject.toml
 	$(PY) -m pip install --quiet -e ".[test,demo]"
 	touch $(STAMP)
 
-test: $(STAMP)
+test: $(STAMP) browser
 	$(PY) -m pytest
 
 demo: $(STAMP)
@@ -26,6 +32,7 @@ demo: $(STAMP)
 bench: $(STAMP)
 	$(PY) bench/launch_overhead.py
 	$(PY) bench/step_overhead.py
+	$(PY) bench/log_overhead.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache test-artifacts

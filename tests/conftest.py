@@ -52,10 +52,14 @@ def kernel_left_clean(request):
 
 @pytest.fixture(autouse=True)
 def no_stray_processes():
-    """Fail the test if it leaves a child process of the test runner behind."""
-    before = {child.pid for child in psutil.Process(os.getpid()).children(recursive=True)}
+    """Fail the test if it leaves behind a process it started (a rank launched from the test itself).
+
+    Only new direct children count: processes that long-lived fixtures (a kernel, a JupyterLab
+    server, a browser) start below themselves belong to those fixtures.
+    """
+    before = {child.pid for child in psutil.Process(os.getpid()).children()}
     yield
-    after = psutil.Process(os.getpid()).children(recursive=True)
+    after = psutil.Process(os.getpid()).children()
     stray = [child for child in after if child.pid not in before and _alive(child)]
     for child in stray:
         child.kill()

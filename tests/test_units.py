@@ -147,3 +147,25 @@ def test_cloudpickle_tracker_maps_classes_back():
         pass
     copy = cloudpickle.loads(cloudpickle.dumps(Sent))
     assert cloudpickle.loads(cloudpickle.dumps(copy())).__class__ is Sent
+
+
+def test_render_chips_logs_and_charts():
+    from notebook_launcher.views.render import log_html, metrics_html, series_by_key, status_chips
+
+    chips = status_chips({1: "failed", 0: "done"})
+    assert chips.index("rank 0: done") < chips.index("rank 1: failed")
+    log = log_html([("stdout", "a<b>\n"), ("stderr", "oops\n")], live=" 40%", hidden=3)
+    assert "a&lt;b&gt;" in log and 'class="nl-stderr"' in log and " 40%" in log and "3 earlier lines" in log
+    assert "column-reverse" in log            # keeps the box scrolled to the newest line
+    same = series_by_key([{"rank": r, "step": s, "values": {"loss": float(s)}} for r in (0, 1) for s in range(3)])
+    assert metrics_html(same).count("<polyline") == 1
+    differ = series_by_key([{"rank": r, "step": s, "values": {"loss": float(s + r)}} for r in (0, 1) for s in range(3)])
+    assert metrics_html(differ).count("<polyline") == 2
+    assert "no metrics yet" in metrics_html({})
+
+
+def test_carriage_returns_rewrite_the_line():
+    lines = LineReader()
+    assert lines.feed(b"10%\r50%") == [] and lines.live == "50%"
+    assert lines.feed(b"\r100%\r\n") == ["100%\n"]
+    assert lines.feed(b"windows line\r\n") == ["windows line\n"]

@@ -47,7 +47,7 @@ def log_html(lines, live="", hidden=0, height=260):
     body = "".join(parts) or '<span style="color:#888">(no output yet)</span>'
     return (f'<div class="nl-log" style="max-height:{height}px;overflow:auto;display:flex;'
             f'flex-direction:column-reverse;border:1px solid #ddd;padding:4px">'
-            f'<pre style="margin:0;white-space:pre-wrap;font-size:12px;line-height:1.3">{body}</pre></div>')
+            f'<pre style="flex:none;margin:0;white-space:pre-wrap;font-size:12px;line-height:1.3">{body}</pre></div>')
 
 
 def series_by_key(metrics):

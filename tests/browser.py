@@ -1,0 +1,99 @@
+"""A real JupyterLab server and a real browser (Debian's Chromium through Playwright) for UI tests.
+
+``LabServer`` starts ``jupyter lab`` on a free port in a scratch folder with its own settings (no
+news pop-up) and stops it by PID. ``open_notebook`` writes a notebook, opens it with a reset
+workspace, waits until its kernel is idle and returns the page.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import shutil
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import nbformat
+
+CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
+ARTIFACTS = Path(__file__).resolve().parent.parent / "test-artifacts"
+CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+                 "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+
+
+class LabServer:
+    def __init__(self, root):
+        from notebook_launcher.ports import free_port
+
+        self.root = Path(root)
+        self.port = free_port("127.0.0.1")
+        self.token = secrets.token_hex(16)
+        settings = self.root / ".settings" / "@jupyterlab" / "apputils-extension"
+        settings.mkdir(parents=True)
+        (settings / "notification.jupyterlab-settings").write_text(
+            json.dumps({"fetchNews": "false", "checkForUpdates": False}))
+        env = {k: v for k, v in os.environ.items() if k != "NOTEBOOK_LAUNCHER_DISPLAY"}
+        self.log = open(self.root / "lab.log", "w")
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "jupyterlab", "--no-browser", "--allow-root", f"--port={self.port}",
+             "--ServerApp.ip=127.0.0.1", f"--ServerApp.token={self.token}", f"--ServerApp.root_dir={self.root}",
+             f"--LabApp.user_settings_dir={self.root / '.settings'}", f"--LabApp.workspaces_dir={self.root / '.ws'}"],
+            stdout=self.log, stderr=subprocess.STDOUT, env=env, cwd=self.root)
+        self._wait_ready(timeout=90)
+
+    def url(self, path):
+        separator = "&" if "?" in path else "?"
+        return f"http://127.0.0.1:{self.port}{path}{separator}token={self.token}"
+
+    def _wait_ready(self, timeout):
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                raise RuntimeError(f"jupyter lab exited: {(self.root / 'lab.log').read_text()[-2000:]}")
+            try:
+                urllib.request.urlopen(self.url("/api/status"), timeout=2).read()
+                return
+            except OSError:
+                time.sleep(0.2)  # polling an outside server for readiness, bounded by the deadline
+        raise TimeoutError("jupyter lab did not answer in time")
+
+    def stop(self):
+        self.process.terminate()
+        try:
+            self.process.wait(15)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait()
+        self.log.close()
+
+
+def write_notebook(path, cells):
+    notebook = nbformat.v4.new_notebook()
+    notebook.cells = [nbformat.v4.new_code_cell("# loaded")] + [nbformat.v4.new_code_cell(c) for c in cells]
+    notebook.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3 (ipykernel)", "language": "python"}
+    nbformat.write(notebook, path)
+
+
+def open_notebook(browser, server, name, cells):
+    write_notebook(server.root / name, cells)
+    page = browser.new_page(viewport={"width": 1400, "height": 1000})
+    page.goto(server.url(f"/lab/tree/{name}?reset"))
+    page.get_by_text("# loaded").first.wait_for(timeout=60_000)
+    page.locator(".jp-Notebook-ExecutionIndicator[data-status='idle']").first.wait_for(timeout=60_000)
+    return page
+
+
+def run_all(page):
+    page.locator(".lm-MenuBar-itemLabel", has_text="Run").first.click()
+    page.locator(".lm-Menu-itemLabel", has_text="Run All Cells").first.click()
+
+
+def screenshot(target, name):
+    ARTIFACTS.mkdir(exist_ok=True)
+    path = ARTIFACTS / name
+    target.screenshot(path=str(path))
+    return path
