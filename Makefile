@@ -7,7 +7,7 @@ STAMP := $(VENV)/.installed
 # the package itself requires a range.
 TORCH_PIN := torch==2.13.0
 
-.PHONY: env test demo bench clean browser
+.PHONY: env test demo bench clean browser labextension
 
 env: $(STAMP)
 
@@ -17,13 +17,24 @@ browser:
 		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; } || \
 		{ echo "browser tests need Debian's chromium: apt-get install chromium"; exit 1; }
 
+LABEXT := notebook_launcher/labextension/static/style.js
+
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet $(TORCH_PIN)
-	$(PY) -m pip install --quiet -e ".[test,demo]"
+	SKIP_JUPYTER_BUILDER=1 $(PY) -m pip install --quiet -e ".[test,demo]"
 	touch $(STAMP)
 
-test: $(STAMP) browser
+# The JupyterLab extension: built with npm and JupyterLab's builder, linked into the environment.
+$(LABEXT): $(STAMP) labextension/package.json labextension/package-lock.json labextension/tsconfig.json \
+		$(wildcard labextension/src/*.ts) $(wildcard labextension/style/*)
+	cd labextension && npm install --no-audit --no-fund --loglevel=error && PATH="$(abspath $(VENV))/bin:$$PATH" npm run build:prod
+	$(VENV)/bin/jupyter-builder develop --overwrite . >/dev/null
+	touch $(LABEXT)
+
+labextension: $(LABEXT)
+
+test: $(STAMP) $(LABEXT) browser
 	$(PY) -m pytest
 
 demo: $(STAMP)
@@ -35,4 +46,4 @@ bench: $(STAMP)
 	$(PY) bench/log_overhead.py
 
 clean:
-	rm -rf $(VENV) .pytest_cache test-artifacts
+	rm -rf $(VENV) .pytest_cache test-artifacts labextension/node_modules labextension/lib notebook_launcher/labextension

@@ -27,6 +27,7 @@ _PUBLIC = {
     "LaunchError": "errors",
     "WorkerError": "errors",
     "WorkerTraceback": "errors",
+    "kernel_settings": "settings",
 }
 
 
@@ -36,6 +37,30 @@ def __getattr__(name):
     value = getattr(importlib.import_module(f".{_PUBLIC[name]}", __name__), name)
     globals()[name] = value
     return value
+
+
+def _jupyter_labextension_paths():
+    """Where JupyterLab finds the prebuilt sidebar extension (``jupyter labextension develop``)."""
+    return [{"src": "labextension", "dest": "notebook-launcher"}]
+
+
+def load_ipython_extension(ipython):
+    """``%load_ext notebook_launcher``: register the sidebar's comm target in this kernel."""
+    from .kernel_comm import register
+
+    register(ipython)
+
+
+def _register_in_kernel():
+    """Importing the package inside a Jupyter kernel makes the sidebar work without %load_ext."""
+    import sys
+
+    ipython = sys.modules.get("IPython")
+    if ipython is not None and getattr(ipython.get_ipython(), "kernel", None) is not None:
+        load_ipython_extension(ipython.get_ipython())
+
+
+_register_in_kernel()
 
 
 def __dir__():

@@ -6,23 +6,27 @@ import sys
 
 from .handle import Launch
 from .plan import make_plan
+from .settings import kernel_settings
 from .starters import select_starter
 from .views import select_view
 
 __all__ = ["notebook_launcher", "launch"]
 
 
-def launch(function, args=(), num_processes=None, *, device="auto", start_method="auto", mixed_precision="no",
+def launch(function, args=(), num_processes=None, *, device="auto", start_method=None, mixed_precision=None,
            use_port=None, master_addr="127.0.0.1", node_rank=0, num_nodes=1, display="auto", grace_period=2.0):
     """Start ``function(*args)`` on ``num_processes`` ranks and return a ``Launch`` handle at once.
 
     Args:
         function: the training function; defined in a notebook cell is fine.
         args: positional arguments for it (a tuple or list).
-        num_processes: ranks on this machine; None = one per GPU on a GPU machine, 1 on CPU.
+        num_processes: ranks on this machine; None = the kernel's choice (the JupyterLab sidebar or
+            ``kernel_settings()``), else one per GPU on a GPU machine, 1 on CPU.
         device: "auto" (CUDA when a GPU is present, else CPU), "cpu" or "cuda".
-        start_method: "auto" (fork when the kernel is fork-safe, else spawn with a notice), "fork", "spawn".
-        mixed_precision: "no", "fp16" or "bf16": the default of every Accelerator in the ranks.
+        start_method: "auto" (fork when the kernel is fork-safe, else spawn with a notice), "fork",
+            "spawn"; None = the kernel's choice (default "auto").
+        mixed_precision: "no", "fp16" or "bf16": the default of every Accelerator in the ranks;
+            None = the kernel's choice (default "no").
         use_port: the rendezvous port; None picks a free one for every launch.
         master_addr, node_rank, num_nodes: where rank 0 listens, and this node's place (multi-node).
         display: "auto" (the live widget in a Jupyter kernel, else text), "widget", "text" (``[rank N]`` lines) or "none".
@@ -39,9 +43,12 @@ def launch(function, args=(), num_processes=None, *, device="auto", start_method
         >>> job.wait()
     """
     view = select_view(display)
-    plan, notice = make_plan(function, args, num_processes, device=device, start_method=start_method,
-                             mixed_precision=mixed_precision, use_port=use_port, master_addr=master_addr,
-                             node_rank=node_rank, num_nodes=num_nodes, grace_period=grace_period)
+    defaults = kernel_settings()
+    plan, notice = make_plan(function, args, num_processes, device=device,
+                             start_method=defaults.start_method if start_method is None else start_method,
+                             mixed_precision=defaults.mixed_precision if mixed_precision is None else mixed_precision,
+                             use_port=use_port, master_addr=master_addr, node_rank=node_rank, num_nodes=num_nodes,
+                             grace_period=grace_period, default_num_processes=defaults.num_processes)
     if notice:
         print(notice, file=sys.stderr)
     starter = select_starter(plan.start_method)

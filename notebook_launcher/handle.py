@@ -17,15 +17,49 @@ import weakref
 from .errors import LaunchError
 from .record import LaunchRecord
 from .supervisor import Supervisor
+from .views.base import CompositeView, LaunchView
 
-__all__ = ["Launch", "active_launches"]
+__all__ = ["Launch", "active_launches", "observe_launches"]
 
 _ACTIVE = weakref.WeakSet()
+_OBSERVERS = []
 
 
 def active_launches():
     """Launches of this kernel that have not finished yet."""
     return [launch for launch in list(_ACTIVE) if not launch.done]
+
+
+def observe_launches(callback):
+    """Call ``callback(launch)`` when any launch of this kernel starts, a rank changes status, or it ends.
+
+    Returns a function that stops the calls. Callbacks run on the launch's supervisor thread.
+    """
+    _OBSERVERS.append(callback)
+    return lambda: _OBSERVERS.remove(callback) if callback in _OBSERVERS else None
+
+
+class _Observed(LaunchView):
+    def __init__(self):
+        self._launch = None
+
+    def on_start(self, launch):
+        self._launch = launch
+        self._tell(launch)
+
+    def on_status(self, rank, status):
+        self._tell(self._launch)
+
+    def on_finish(self, launch):
+        self._tell(launch)
+
+    @staticmethod
+    def _tell(launch):
+        for callback in list(_OBSERVERS):
+            try:
+                callback(launch)
+            except Exception:  # an observer (the sidebar) must never break a launch
+                pass
 
 
 @atexit.register
@@ -47,11 +81,11 @@ class Launch:
         self.plan = plan
         self._view = view
         self._record = LaunchRecord(plan.num_processes, plan.global_rank(0))
-        self._supervisor = Supervisor(plan, starter, self._record, view, self)
+        self._supervisor = Supervisor(plan, starter, self._record, CompositeView(view, _Observed()), self)
 
     def start(self):
         """Start the ranks (in the background) and return self."""
-        self._view.on_start(self)
+        self._supervisor.view.on_start(self)
         _ACTIVE.add(self)
         self._supervisor.start()
         return self

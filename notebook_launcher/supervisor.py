@@ -63,7 +63,7 @@ class Supervisor:
         self._plan = plan
         self._starter = starter
         self._record = record
-        self._view = view
+        self.view = view
         self._launch = launch
         self._ranks = []
         self._watch = {}
@@ -313,7 +313,7 @@ class Supervisor:
 
     def _notify(self, method, *args):
         try:
-            return getattr(self._view, method)(*args)
+            return getattr(self.view, method)(*args)
         except Exception:  # a broken view must not stop the supervision of the ranks
             traceback.print_exc(file=sys.__stderr__)
             return None

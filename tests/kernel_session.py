@@ -77,6 +77,7 @@ class KernelSession:
         self.client.start_channels()
         self.client.wait_for_ready(timeout=60)
         self.process = psutil.Process(self.manager.provisioner.process.pid)
+        self._comm_stash = []
 
     def submit(self, code):
         """Send a cell without waiting; returns its message id."""
@@ -94,6 +95,9 @@ class KernelSession:
             try:
                 msg = self.client.get_iopub_msg(timeout=remaining)
             except queue.Empty:
+                continue
+            if msg["msg_type"] in ("comm_msg", "comm_close"):
+                self._comm_stash.append(msg)
                 continue
             if msg["parent_header"].get("msg_id") != msg_id:
                 continue
@@ -127,6 +131,43 @@ class KernelSession:
 
         result = self.ok(f"print(repr({expression}))", timeout)
         return ast.literal_eval(result.stdout.strip())
+
+    def open_comm(self, target, data):
+        """Open a comm to ``target`` as a front end would; returns its id."""
+        import uuid
+
+        comm_id = uuid.uuid4().hex
+        self.client.session.send(self.client.shell_channel.socket, "comm_open",
+                                 {"comm_id": comm_id, "target_name": target, "data": data})
+        return comm_id
+
+    def send_comm(self, comm_id, data):
+        self.client.session.send(self.client.shell_channel.socket, "comm_msg", {"comm_id": comm_id, "data": data})
+
+    def comm_message(self, comm_id, match=lambda data: True, timeout=30):
+        """The next message on comm ``comm_id`` whose data satisfies ``match`` (earlier ones are dropped).
+
+        Returns the data, or None when the kernel closed the comm.
+        """
+        deadline = time.monotonic() + timeout
+        while True:
+            while self._comm_stash:
+                msg = self._comm_stash.pop(0)
+                if msg["content"].get("comm_id") != comm_id:
+                    continue
+                if msg["msg_type"] == "comm_close":
+                    return None
+                if match(msg["content"]["data"]):
+                    return msg["content"]["data"]
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise TimeoutError(f"no matching message on comm {comm_id} within {timeout} s")
+            try:
+                msg = self.client.get_iopub_msg(timeout=remaining)
+            except queue.Empty:
+                continue
+            if msg["msg_type"] in ("comm_msg", "comm_close"):
+                self._comm_stash.append(msg)
 
     def interrupt(self):
         self.manager.interrupt_kernel()

@@ -32,3 +32,42 @@ class LaunchView:
 
     def on_finish(self, launch):
         pass
+
+
+class CompositeView(LaunchView):
+    """Several views fed the same events (the cell's view, and the kernel's launch observers)."""
+
+    def __init__(self, *views):
+        self.views = views
+
+    def on_start(self, launch):
+        for view in self.views:
+            view.on_start(launch)
+
+    def on_status(self, rank, status):
+        for view in self.views:
+            view.on_status(rank, status)
+
+    def on_output(self, rank, stream, text):
+        for view in self.views:
+            view.on_output(rank, stream, text)
+
+    def on_live(self, rank, stream, text):
+        for view in self.views:
+            view.on_live(rank, stream, text)
+
+    def on_display(self, rank, data):
+        for view in self.views:
+            view.on_display(rank, data)
+
+    def on_metric(self, rank, metric):
+        for view in self.views:
+            view.on_metric(rank, metric)
+
+    def flush(self):
+        delays = [delay for delay in (view.flush() for view in self.views) if delay is not None]
+        return min(delays) if delays else None
+
+    def on_finish(self, launch):
+        for view in self.views:
+            view.on_finish(launch)

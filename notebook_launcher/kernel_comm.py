@@ -1,0 +1,120 @@
+"""The kernel side of the JupyterLab sidebar: a comm target that reports and takes settings.
+
+``register()`` runs when the package is imported in a kernel and on ``%load_ext notebook_launcher``.
+Each sidebar that opens a comm gets the kernel's state (devices, settings, launches) and then an
+update whenever a launch starts, a rank changes status, or a launch ends. The messages are written
+down in ``comm_messages``. Received messages are only ever checked settings; nothing is executed.
+
+Works with the standalone ``comm`` package (ipykernel ≥ 6.18) and falls back to the kernel's own comm
+manager (ipykernel 6.17, as on Colab).
+"""
+
+from __future__ import annotations
+
+import sys
+import threading
+
+from .comm_messages import launch_info
+from .handle import active_launches, observe_launches
+from .inventory import device_inventory
+from .settings import SETTING_CHOICES, kernel_settings
+
+__all__ = ["register", "TARGET"]
+
+TARGET = "notebook_launcher"
+_HISTORY = 20
+_finished = []  # LaunchInfo of the last finished launches (snapshots: no results are kept alive)
+_lock = threading.Lock()
+_registered = False
+
+
+def register(ipython=None):
+    """Register the comm target in the running kernel; False when there is no kernel."""
+    global _registered
+    if _registered:
+        return True
+    manager = _comm_manager(ipython)
+    if manager is None:
+        return False
+    manager.register_target(TARGET, _open)
+    observe_launches(_remember)
+    _registered = True
+    return True
+
+
+def _comm_manager(ipython):
+    ipython = ipython or _get_ipython()
+    kernel = getattr(ipython, "kernel", None)
+    if kernel is None:
+        return None
+    try:
+        import comm
+
+        return comm.get_comm_manager()
+    except (ImportError, AttributeError):
+        return getattr(kernel, "comm_manager", None)
+
+
+def _get_ipython():
+    ipython = sys.modules.get("IPython")
+    return ipython.get_ipython() if ipython is not None else None
+
+
+def _remember(launch):
+    if launch.done:
+        with _lock:
+            _finished[:] = ([info for info in _finished if info["id"] != launch.id] + [launch_info(launch)])[-_HISTORY:]
+
+
+def launches():
+    """LaunchInfo of the running launches and the last finished ones, oldest first."""
+    with _lock:
+        finished = list(_finished)
+    running = [launch_info(launch) for launch in active_launches()]
+    ids = {info["id"] for info in running}
+    return [info for info in finished if info["id"] not in ids] + running
+
+
+def state():
+    inventory = device_inventory()
+    return {"type": "state", "inventory": inventory, "settings": kernel_settings().as_dict(),
+            "choices": {name: list(values) for name, values in SETTING_CHOICES.items()}, "launches": launches()}
+
+
+class _SidebarChannel:
+    def __init__(self, comm):
+        self._comm = comm
+        self._stop_observing = observe_launches(self._launch_changed)
+        comm.on_msg(self._on_msg)
+        comm.on_close(lambda _msg: self._stop_observing())
+
+    def _on_msg(self, msg):
+        data = msg.get("content", {}).get("data") or {}
+        kind = data.get("type") if isinstance(data, dict) else None
+        if kind == "get_state":
+            self._comm.send(state())
+        elif kind == "set_settings":
+            self._set_settings(data)
+        else:
+            self._reply(data, f"unknown message type {kind!r}; expected 'get_state' or 'set_settings'")
+
+    def _set_settings(self, data):
+        try:
+            kernel_settings().update(data.get("settings"), device_inventory()["max_processes"])
+        except ValueError as err:
+            self._reply(data, str(err))
+        else:
+            self._reply(data, None)
+
+    def _reply(self, data, error):
+        request = data.get("request_id") if isinstance(data, dict) else None
+        self._comm.send({"type": "reply", "request_id": request, "ok": error is None, "error": error,
+                         "settings": kernel_settings().as_dict()})
+
+    def _launch_changed(self, launch):
+        self._comm.send({"type": "launch", "launch": launch_info(launch)})
+
+
+def _open(comm, open_msg):
+    _SidebarChannel(comm)
+    comm.send(state())

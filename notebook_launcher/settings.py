@@ -1,0 +1,63 @@
+"""The kernel's launch defaults, which the JupyterLab sidebar (or code) may change.
+
+``launch(num_processes=None, start_method=None, mixed_precision=None)`` takes these. Changes are
+checked as a whole and applied all-or-nothing, so a bad message changes nothing.
+
+Example:
+    >>> settings = LauncherSettings()
+    >>> settings.update({"start_method": "spawn"}, max_processes=2)
+    >>> settings.as_dict()
+    {'num_processes': None, 'start_method': 'spawn', 'mixed_precision': 'no'}
+    >>> settings.update({"num_processes": 9}, max_processes=2)
+    Traceback (most recent call last):
+    ...
+    ValueError: num_processes must be an int from 1 to 2 (the devices found), or None; got 9
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+
+__all__ = ["LauncherSettings", "kernel_settings", "SETTING_CHOICES"]
+
+SETTING_CHOICES = {"start_method": ("auto", "fork", "spawn"), "mixed_precision": ("no", "fp16", "bf16")}
+
+
+@dataclass
+class LauncherSettings:
+    num_processes: int | None = None
+    start_method: str = "auto"
+    mixed_precision: str = "no"
+
+    def as_dict(self):
+        return asdict(self)
+
+    def update(self, changes, max_processes):
+        """Apply ``changes`` (a dict of some of the fields) after checking all of them."""
+        if not isinstance(changes, dict):
+            raise ValueError(f"settings must be an object, got {type(changes).__name__}")
+        unknown = sorted(set(changes) - set(self.as_dict()))
+        if unknown:
+            raise ValueError(f"unknown settings {unknown}; known: {sorted(self.as_dict())}")
+        for name, value in changes.items():
+            _check(name, value, max_processes)
+        for name, value in changes.items():
+            setattr(self, name, value)
+
+
+def _check(name, value, max_processes):
+    if name == "num_processes":
+        valid = value is None or (isinstance(value, int) and not isinstance(value, bool) and 1 <= value <= max_processes)
+        if not valid:
+            raise ValueError(f"num_processes must be an int from 1 to {max_processes} (the devices found), or None;"
+                             f" got {value!r}")
+    elif value not in SETTING_CHOICES[name]:
+        raise ValueError(f"{name} must be one of {list(SETTING_CHOICES[name])}; got {value!r}")
+
+
+_kernel_settings = LauncherSettings()
+
+
+def kernel_settings():
+    """This kernel's settings (one per kernel process: the sidebar talks to the kernel, not to a launch)."""
+    return _kernel_settings

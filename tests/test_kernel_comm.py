@@ -1,0 +1,92 @@
+"""The sidebar's kernel side, against a real kernel: state, settings, bad messages, launch updates."""
+
+from textwrap import dedent
+
+import pytest
+
+from kernel_session import KernelSession
+
+TARGET = "notebook_launcher"
+
+
+def _state(kernel):
+    comm = kernel.open_comm(TARGET, {"type": "get_state"})
+    return comm, kernel.comm_message(comm, lambda d: d["type"] == "state")
+
+
+def test_state_reports_devices_settings_and_choices(kernel):
+    comm, state = _state(kernel)
+    assert state["inventory"]["cpu"]["count"] == kernel.eval("len(os.sched_getaffinity(0))")
+    assert state["inventory"]["cuda"] == [] and state["inventory"]["device"] == "cpu"
+    assert state["inventory"]["max_processes"] == state["inventory"]["cpu"]["count"]
+    assert state["settings"] == {"num_processes": None, "start_method": "auto", "mixed_precision": "no"}
+    assert state["choices"] == {"start_method": ["auto", "fork", "spawn"], "mixed_precision": ["no", "fp16", "bf16"]}
+    assert kernel.eval("__import__('torch').cuda.is_initialized()") is False
+
+
+def test_settings_round_trip_and_num_processes_none_uses_the_choice(kernel):
+    comm, _ = _state(kernel)
+    kernel.send_comm(comm, {"type": "set_settings", "request_id": "a", "settings": {"num_processes": 2,
+                                                                                   "mixed_precision": "bf16"}})
+    reply = kernel.comm_message(comm, lambda d: d["type"] == "reply")
+    assert reply == {"type": "reply", "request_id": "a", "ok": True, "error": None,
+                     "settings": {"num_processes": 2, "start_method": "auto", "mixed_precision": "bf16"}}
+    try:
+        result = kernel.ok("print(launch(lambda: (os.environ['WORLD_SIZE'], os.environ['ACCELERATE_MIXED_PRECISION'])).wait())")
+        assert result.stdout.strip() == "('2', 'bf16')"
+    finally:
+        kernel.send_comm(comm, {"type": "set_settings", "request_id": "b",
+                                "settings": {"num_processes": None, "mixed_precision": "no"}})
+        assert kernel.comm_message(comm, lambda d: d["type"] == "reply")["ok"] is True
+
+
+@pytest.mark.parametrize("message, error", [
+    ({"type": "set_settings", "request_id": "x", "settings": {"num_processes": 99}},
+     "num_processes must be an int from 1 to {max} (the devices found), or None; got 99"),
+    ({"type": "set_settings", "request_id": "x", "settings": {"num_processes": 2, "start_method": "thread"}},
+     "start_method must be one of ['auto', 'fork', 'spawn']; got 'thread'"),
+    ({"type": "set_settings", "request_id": "x", "settings": {"code": "import os; os.remove('x')"}},
+     "unknown settings ['code']"),
+    ({"type": "set_settings", "request_id": "x", "settings": "2"}, "settings must be an object, got str"),
+    ({"type": "execute", "request_id": "x", "code": "print(1)"}, "unknown message type 'execute'"),
+])
+def test_bad_messages_get_an_error_and_change_nothing(kernel, message, error):
+    comm, before = _state(kernel)
+    kernel.send_comm(comm, message)
+    reply = kernel.comm_message(comm, lambda d: d["type"] == "reply")
+    assert reply["ok"] is False and error.format(max=before["inventory"]["max_processes"]) in reply["error"]
+    assert reply["settings"] == before["settings"]          # all-or-nothing: num_processes=2 was not applied
+
+
+def test_launches_stream_updates_while_they_run(kernel, tmp_path):
+    gate = tmp_path / "gate"
+    comm, _ = _state(kernel)
+    kernel.ok(dedent(f"""
+        def gated():
+            with open({str(gate)!r}) as f:
+                f.read()
+        os.mkfifo({str(gate)!r})
+        job = launch(gated, num_processes=2, display="none")
+    """))
+    job_id = kernel.eval("job.id")
+    running = kernel.comm_message(comm, lambda d: d["type"] == "launch" and d["launch"]["status"] == "running")
+    assert running["launch"]["id"] == job_id and running["launch"]["ranks"] == [0, 1]
+    with open(gate, "w") as fifo:
+        fifo.write("go")
+    done = kernel.comm_message(comm, lambda d: d["type"] == "launch" and d["launch"]["status"] == "succeeded")
+    assert done["launch"]["rank_status"] == {"0": "done", "1": "done"}
+    kernel.ok("job.wait()")
+    _, state = _state(kernel)
+    assert job_id in [launch["id"] for launch in state["launches"]]
+
+
+def test_a_kernel_without_the_package_closes_the_comm_until_load_ext():
+    session = KernelSession()
+    try:
+        comm = session.open_comm(TARGET, {"type": "get_state"})
+        assert session.comm_message(comm) is None           # no such target: the kernel closes the comm
+        session.ok("%load_ext notebook_launcher")
+        comm = session.open_comm(TARGET, {"type": "get_state"})
+        assert session.comm_message(comm)["type"] == "state"
+    finally:
+        session.shutdown()

@@ -1,0 +1,76 @@
+"""The JupyterLab sidebar in a real JupyterLab and Debian's Chromium: load, devices, device count,
+a launch with no num_processes, the launch listed, and a kernel restart followed.
+
+Screenshots are saved under test-artifacts/.
+"""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from browser import CHROMIUM, CHROMIUM_ARGS, LabServer, open_notebook, run_all, screenshot
+
+pytestmark = pytest.mark.skipif(not os.path.exists(CHROMIUM), reason="Debian's chromium is not installed")
+
+CELL = '''
+import os
+from notebook_launcher import notebook_launcher
+sizes = notebook_launcher(lambda: os.environ["WORLD_SIZE"], display="text")
+print("world size:", sizes)
+'''
+
+BLOCKING_CELL = '''
+import threading
+notebook_launcher(lambda: threading.Event().wait(), display="text")
+'''
+
+
+@pytest.fixture(scope="module")
+def lab(tmp_path_factory):
+    server = LabServer(tmp_path_factory.mktemp("lab"))
+    yield server
+    server.stop()
+
+
+@pytest.fixture(scope="module")
+def browser():
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as playwright:
+        chromium = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        yield chromium
+        chromium.close()
+
+
+def test_sidebar_sets_the_device_count_that_a_launch_uses(lab, browser):
+    page = open_notebook(browser, lab, "sidebar.ipynb", [CELL, BLOCKING_CELL])
+    page.locator('.jp-SideBar .lm-TabBar-tab[data-id="notebook-launcher-sidebar"]').click()
+    sidebar = page.locator("#notebook-launcher-sidebar")
+    sidebar.get_by_text("notebook_launcher is not loaded in this kernel.").wait_for(timeout=30_000)
+    sidebar.get_by_role("button", name="Load notebook_launcher").click()
+    cpus = len(os.sched_getaffinity(0))
+    sidebar.get_by_text(f"CPU: {cpus} cores").wait_for(timeout=30_000)
+    picker = sidebar.locator('[data-testid="nl-num-processes"]')
+    assert picker.locator("option").all_inner_texts() == ["default (1)"] + [str(n) for n in range(1, cpus + 1)]
+    picker.select_option("2")
+    page.wait_for_function("() => document.querySelector('[data-testid=nl-num-processes]').value === '2'")
+    run_all(page)
+    page.get_by_text("world size: 2").wait_for(timeout=120_000)
+    sidebar.locator(".nl-launch-succeeded", has_text="2 ranks").first.wait_for(timeout=30_000)
+    assert sidebar.locator(".nl-launch-succeeded .nl-rank-done").count() == 2
+    assert sidebar.locator('[data-testid="nl-num-processes"]').input_value() == "2"
+
+    stop = sidebar.locator(".nl-launch-running .nl-stop")      # the second cell's launch never returns
+    sidebar.locator(".nl-launch-running .nl-rank-running").nth(1).wait_for(timeout=60_000)
+    screenshot(sidebar, "sidebar.png")
+    stop.click()
+    page.get_by_text("KeyboardInterrupt").first.wait_for(timeout=30_000)
+    sidebar.locator(".nl-launch-stopped").first.wait_for(timeout=30_000)
+
+    page.locator(".lm-MenuBar-itemLabel", has_text="Kernel").first.click()
+    page.locator(".lm-Menu-itemLabel", has_text="Restart Kernel…").first.click()
+    page.locator(".jp-Dialog-button.jp-mod-accept").click()
+    sidebar.get_by_text("notebook_launcher is not loaded in this kernel.").wait_for(timeout=60_000)
+    page.close()
