@@ -32,6 +32,8 @@ def run(path, save=None, timeout=900):
             if output.get("output_type") == "stream":
                 target = sys.stderr if output["name"] == "stderr" else sys.stdout
                 target.write(output["text"])
+            elif output.get("output_type") == "error":
+                print(f"{output['ename']}: {output['evalue']}")
             elif output.get("output_type") in ("execute_result", "display_data"):
                 text = output.get("data", {}).get("text/plain")
                 if text:

@@ -33,6 +33,22 @@ def test_quickstart_trains_to_90_percent_on_two_ranks(tmp_path):
     assert "succeeded" in out
 
 
+def test_mnist_notebook_falls_back_to_digits_offline_on_two_cpu_ranks(tmp_path):
+    out = run_notebook("mnist_gpu.ipynb", tmp_path, MNIST_EPOCHS="1")
+    assert "0 GPU(s) found: training on 2 CPU processes" in out
+    assert "using scikit-learn digits upscaled to 28x28" in out
+    assert re.search(r"digits test accuracy after 1 epochs on 2 processes: 0\.[5-9]", out)
+
+
+def test_faults_notebook_shows_each_fault_and_resumes_exactly(tmp_path):
+    out = run_notebook("faults_and_restarts.ipynb", tmp_path)
+    assert "ValueError: [rank 1] batch 17 has shape (3, 5), expected (3, 4)" in out
+    assert "WorkerError: rank 1 was killed by signal SIGKILL" in out
+    assert "stopped>" in out and "relaunch: fine" in out
+    assert "the crash: rank 1 exited with code 1 without returning a result" in out
+    assert "resumed weights equal the uninterrupted run's: True" in out
+
+
 @pytest.mark.parametrize("notebook", sorted(p.name for p in NOTEBOOKS.glob("*.ipynb")))
 def test_every_notebook_opens_with_what_it_shows(notebook):
     import nbformat
