@@ -34,8 +34,23 @@ $(LABEXT): $(STAMP) labextension/package.json labextension/package-lock.json lab
 
 labextension: $(LABEXT)
 
-test: $(STAMP) $(LABEXT) browser
+# Colab's kernel versions (ipykernel 6.17, ipywidgets 7.7, no standalone `comm` package): the
+# kernel-level tests run a second time with kernels started from this environment.
+COLAB_VENV := .venv-colab
+COLAB_STAMP := $(COLAB_VENV)/.installed
+KERNEL_TESTS := tests/test_launch_basics.py tests/test_launch_faults.py tests/test_launch_checks.py \
+	tests/test_widget.py tests/test_kernel_comm.py
+
+$(COLAB_STAMP): pyproject.toml
+	$(PYTHON) -m venv $(COLAB_VENV)
+	$(COLAB_VENV)/bin/pip install --quiet $(TORCH_PIN)
+	$(COLAB_VENV)/bin/pip install --quiet ipykernel==6.17.1 ipywidgets==7.7.1 cloudpickle psutil scikit-learn accelerate tqdm
+	touch $(COLAB_STAMP)
+
+test: $(STAMP) $(LABEXT) browser $(COLAB_STAMP)
 	$(PY) -m pytest
+	@echo "--- again with Colab's kernel versions (ipykernel 6.17, ipywidgets 7.7) ---"
+	PYTHONPATH=$(CURDIR) NL_TEST_KERNEL_PYTHON=$(abspath $(COLAB_VENV))/bin/python $(PY) -m pytest $(KERNEL_TESTS)
 
 demo: $(STAMP)
 	$(PY) notebooks/run_notebook.py notebooks/quickstart.ipynb
@@ -46,4 +61,4 @@ bench: $(STAMP)
 	$(PY) bench/log_overhead.py
 
 clean:
-	rm -rf $(VENV) .pytest_cache test-artifacts labextension/node_modules labextension/lib notebook_launcher/labextension
+	rm -rf $(VENV) $(COLAB_VENV) .pytest_cache test-artifacts labextension/node_modules labextension/lib notebook_launcher/labextension
