@@ -28,6 +28,8 @@ _PUBLIC = {
     "WorkerError": "errors",
     "WorkerTraceback": "errors",
     "kernel_settings": "settings",
+    "set_defaults": "settings",
+    "device_picker": "picker",
 }
 
 

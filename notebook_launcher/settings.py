@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 
-__all__ = ["LauncherSettings", "kernel_settings", "SETTING_CHOICES"]
+__all__ = ["LauncherSettings", "kernel_settings", "set_defaults", "SETTING_CHOICES"]
 
 SETTING_CHOICES = {"start_method": ("auto", "fork", "spawn"), "mixed_precision": ("no", "fp16", "bf16")}
 
@@ -61,3 +61,21 @@ _kernel_settings = LauncherSettings()
 def kernel_settings():
     """This kernel's settings (one per kernel process: the sidebar talks to the kernel, not to a launch)."""
     return _kernel_settings
+
+
+def set_defaults(**changes):
+    """Set this kernel's launch defaults from code — what the JupyterLab sidebar sets.
+
+    For Colab, Kaggle and VS Code, which have no sidebar (``device_picker()`` is the same as a widget).
+
+    Example:
+        >>> set_defaults(num_processes=2, mixed_precision="bf16")   # doctest: +SKIP
+        {'num_processes': 2, 'start_method': 'auto', 'mixed_precision': 'bf16'}
+
+    Raises:
+        ValueError: an unknown name or a value outside the choices / the devices found.
+    """
+    from .devices import select_device
+
+    kernel_settings().update(changes, select_device("auto").count())
+    return kernel_settings().as_dict()

@@ -90,3 +90,18 @@ def test_a_kernel_without_the_package_closes_the_comm_until_load_ext():
         assert session.comm_message(comm)["type"] == "state"
     finally:
         session.shutdown()
+
+
+def test_device_picker_and_set_defaults_change_what_launches_use(kernel):
+    """For Colab, Kaggle and VS Code, which have no sidebar."""
+    kernel.ok("from notebook_launcher import device_picker, set_defaults, kernel_settings\npicker = device_picker()")
+    try:
+        kernel.ok("picker.children[1].children[0].value = 2\npicker.children[1].children[2].value = 'bf16'")
+        assert kernel.eval("kernel_settings().as_dict()") == {"num_processes": 2, "start_method": "auto",
+                                                             "mixed_precision": "bf16"}
+        assert kernel.ok("print(launch(lambda: os.environ['WORLD_SIZE']).wait())").stdout.strip() == "2"
+        error = kernel.run("set_defaults(num_processes=64)").error
+        assert error["ename"] == "ValueError" and "num_processes must be an int from 1 to" in error["evalue"]
+        assert kernel.eval("kernel_settings().num_processes") == 2
+    finally:
+        kernel.ok("set_defaults(num_processes=None, mixed_precision='no')")
