@@ -89,17 +89,8 @@ class KernelSession:
         start = time.monotonic()
         deadline = start + timeout
         while True:
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                raise TimeoutError(f"cell still busy after {timeout} s; outputs so far: {result.outputs}")
-            try:
-                msg = self.client.get_iopub_msg(timeout=remaining)
-            except queue.Empty:
-                continue
-            if msg["msg_type"] in ("comm_msg", "comm_close"):
-                self._comm_stash.append(msg)
-                continue
-            if msg["parent_header"].get("msg_id") != msg_id:
+            msg = self._next_iopub(deadline, lambda: f"cell still busy after {timeout} s; outputs: {result.outputs}")
+            if msg is None or msg["parent_header"].get("msg_id") != msg_id:
                 continue
             kind, content = msg["msg_type"], msg["content"]
             if kind == "stream":
@@ -159,15 +150,22 @@ class KernelSession:
                     return None
                 if match(msg["content"]["data"]):
                     return msg["content"]["data"]
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                raise TimeoutError(f"no matching message on comm {comm_id} within {timeout} s")
-            try:
-                msg = self.client.get_iopub_msg(timeout=remaining)
-            except queue.Empty:
-                continue
-            if msg["msg_type"] in ("comm_msg", "comm_close"):
-                self._comm_stash.append(msg)
+            self._next_iopub(deadline, lambda: f"no matching message on comm {comm_id} within {timeout} s")
+
+    def _next_iopub(self, deadline, timeout_message):
+        """The next iopub message before ``deadline``; comm messages are kept for ``comm_message``
+        (and None returned), so reading a cell's output never loses them."""
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            raise TimeoutError(timeout_message())
+        try:
+            msg = self.client.get_iopub_msg(timeout=remaining)
+        except queue.Empty:
+            return None
+        if msg["msg_type"] in ("comm_msg", "comm_close"):
+            self._comm_stash.append(msg)
+            return None
+        return msg
 
     def interrupt(self):
         self.manager.interrupt_kernel()

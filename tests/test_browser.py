@@ -9,7 +9,7 @@ import os
 
 import pytest
 
-from browser import CHROMIUM, CHROMIUM_ARGS, LabServer, open_notebook, run_all, screenshot
+from browser import CHROMIUM, browser, lab, open_notebook, run_all, screenshot  # noqa: F401 (fixtures)
 
 pytestmark = pytest.mark.skipif(not os.path.exists(CHROMIUM), reason="Debian's chromium is not installed")
 
@@ -25,23 +25,6 @@ def train():
 job = launch(train, num_processes=2)
 job.wait()
 '''
-
-
-@pytest.fixture(scope="module")
-def lab(tmp_path_factory):
-    server = LabServer(tmp_path_factory.mktemp("lab"))
-    yield server
-    server.stop()
-
-
-@pytest.fixture(scope="module")
-def browser():
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as playwright:
-        chromium = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        yield chromium
-        chromium.close()
 
 
 def test_widget_renders_tabs_chips_and_chart_in_jupyterlab(lab, browser):
