@@ -6,16 +6,17 @@ them, so no address or secret is needed to keep other processes out, and a pipe 
 drops data: a writer blocks when the kernel reads slowly rather than losing a line. The kernel reads
 all pipes without blocking, so a worker killed mid-frame leaves only a partial frame that is ignored.
 
-Events are ``(kind, payload, time)`` tuples pickled with the standard pickler; payloads hold only
+Events are ``(kind, payload, time, rank)`` tuples pickled with the standard pickler; payloads hold only
 builtins (result values and exceptions travel as cloudpickle bytes inside them), so decoding a frame
 never imports user code.
 
 Example:
     >>> import os
     >>> r, w = os.pipe()
-    >>> ChannelWriter(w).send("status", "running")
-    >>> FrameReader().feed(os.read(r, 4096))[0][:2]
-    ('status', 'running')
+    >>> ChannelWriter(w, rank=0).send("status", "running")
+    >>> event = FrameReader().feed(os.read(r, 4096))[0]
+    >>> event[:2], event[3]
+    (('status', 'running'), 0)
 """
 
 from __future__ import annotations
@@ -31,19 +32,26 @@ __all__ = ["ChannelWriter", "FrameReader", "LineReader", "worker_channel", "set_
 
 _HEADER = struct.Struct("<Q")
 
-STATUS, RESULT, ERROR, METRIC, DISPLAY = "status", "result", "error", "metric", "display"
+STATUS, RESULT, ERROR, METRIC, DISPLAY, OUTPUT = "status", "result", "error", "metric", "display", "output"
 
 
 class ChannelWriter:
-    """The worker's end of the event channel; safe to use from several threads."""
+    """The worker's end of the event channel; safe to use from several threads.
 
-    def __init__(self, fd):
+    ``rank`` tags every event unless ``send`` names another (a worker carrying several ranks, as
+    torch_xla's do). ``lock`` replaces the thread lock when processes forked from this one share the
+    pipe: a frame must reach the pipe whole.
+    """
+
+    def __init__(self, fd, rank=None, lock=None):
         self._fd = fd
-        self._lock = threading.Lock()
+        self.rank = rank
+        self._lock = lock or threading.Lock()
 
-    def send(self, kind, payload):
+    def send(self, kind, payload, rank=None):
         """Send one event; blocks while the pipe is full, never drops it."""
-        data = pickle.dumps((kind, payload, time.time()), protocol=pickle.HIGHEST_PROTOCOL)
+        rank = self.rank if rank is None else rank
+        data = pickle.dumps((kind, payload, time.time(), rank), protocol=pickle.HIGHEST_PROTOCOL)
         frame = memoryview(_HEADER.pack(len(data)) + data)
         with self._lock:
             while frame:

@@ -29,7 +29,7 @@ from multiprocessing.connection import wait
 
 import psutil
 
-from .channel import DISPLAY, ERROR, METRIC, RESULT, STATUS, FrameReader, LineReader
+from .channel import DISPLAY, ERROR, METRIC, OUTPUT, RESULT, STATUS, FrameReader, LineReader
 from .errors import LaunchError, WorkerError, describe_exit, rebuild_exception
 from .threads import run_in_thread
 from .worker import WorkerPipes, WorkerSpec
@@ -41,18 +41,20 @@ _READ_LIMIT = 1 << 20  # bytes read from one pipe per round, so one chatty rank 
 _EXIT_AFTER_RESULT = 10.0  # seconds a rank that returned may take to exit before it is ended
 
 
-class _Rank:
-    """The kernel's side of one rank: its process, its pipe read ends and their decoders."""
+class _Worker:
+    """The kernel's side of one started process: its pipe read ends, their decoders, and the ranks
+    it carries (one under fork and spawn; every local rank for a torch_xla host). Output on its
+    file descriptors belongs to its first rank; events name their own rank."""
 
-    def __init__(self, rank, process, pipes):
-        self.rank = rank
+    def __init__(self, ranks, process, pipes):
+        self.ranks = ranks
+        self.rank = ranks[0]
         self.process = process
         self.pipes = {"events": pipes.events, "stdout": pipes.stdout, "stderr": pipes.stderr}
         self.frames = FrameReader()
         self.lines = {"stdout": LineReader(), "stderr": LineReader()}
         self.exitcode = None
         self.exited = False
-        self.reported = False
         self.signalled = False
 
 
@@ -65,7 +67,8 @@ class Supervisor:
         self._record = record
         self.view = view
         self._launch = launch
-        self._ranks = []
+        self._ranks = []  # the workers
+        self._reported = set()  # ranks that sent a result or an error
         self._watch = {}
         self._doomed = []
         self._terminating = False
@@ -108,21 +111,21 @@ class Supervisor:
     def _start_ranks(self):
         plan = self._plan
         self._watch[self._wake_r] = (None, "wake")
-        for local_rank in range(plan.num_processes):
+        for group in self._starter.groups(plan):
             if self._stop_requested:
                 break
-            rank = plan.global_rank(local_rank)
-            spec = WorkerSpec(rank, local_rank, plan.environment(local_rank), os.getpid(), plan.threads)
+            specs = [WorkerSpec(plan.global_rank(local), local, plan.environment(local), os.getpid(), plan.threads)
+                     for local in group]
             with _START_LOCK:
                 ours, theirs = _make_pipes()
                 try:
-                    process = self._starter.start(plan, spec, theirs)
+                    process = self._starter.start(plan, specs, theirs)
                 except BaseException:
                     _close_all(ours)
                     raise
                 finally:
                     _close_all(theirs)
-            state = _Rank(rank, process, ours)
+            state = _Worker([spec.rank for spec in specs], process, ours)
             self._ranks.append(state)
             for kind, fd in state.pipes.items():
                 self._watch[fd] = (state, kind)
@@ -194,33 +197,38 @@ class Supervisor:
         self._record.add_output(rank.rank, stream, text)
         self._notify("on_output", rank.rank, stream, text)
 
-    def _on_event(self, rank, kind, payload, when):
+    def _on_event(self, worker, kind, payload, when, rank):
+        rank = worker.rank if rank is None else rank
         if kind == STATUS:
-            self._record.set_rank_status(rank.rank, payload)
-            self._notify("on_status", rank.rank, payload)
+            self._record.set_rank_status(rank, payload)
+            self._notify("on_status", rank, payload)
+        elif kind == OUTPUT:
+            stream, text = payload
+            self._record.add_output(rank, stream, text)
+            self._notify("on_output", rank, stream, text)
         elif kind == METRIC:
-            self._record.add_metric(rank.rank, payload, when)
-            self._notify("on_metric", rank.rank, payload)
+            self._record.add_metric(rank, payload, when)
+            self._notify("on_metric", rank, payload)
         elif kind == DISPLAY:
-            self._record.add_output(rank.rank, "stdout", payload.get("text/plain", "<display>") + "\n")
-            self._notify("on_display", rank.rank, payload)
+            self._record.add_output(rank, "stdout", payload.get("text/plain", "<display>") + "\n")
+            self._notify("on_display", rank, payload)
         elif kind == RESULT:
-            rank.reported = True
+            self._reported.add(rank)
             self._on_result(rank, payload, when)
         elif kind == ERROR:
-            rank.reported = True
-            self._fail(rank, rebuild_exception(rank.rank, payload), when)
+            self._reported.add(rank)
+            self._fail(rank, rebuild_exception(rank, payload), when)
 
     def _on_result(self, rank, payload, when):
         try:
             value = pickle.loads(payload)
         except Exception as err:
-            self._fail(rank, WorkerError(rank.rank, f"rank {rank.rank}'s return value could not be unpickled in"
-                                                    f" the kernel: {type(err).__name__}: {err}"), when)
+            self._fail(rank, WorkerError(rank, f"rank {rank}'s return value could not be unpickled in"
+                                               f" the kernel: {type(err).__name__}: {err}"), when)
             return
-        self._record.add_result(rank.rank, value)
-        self._notify("on_status", rank.rank, "done")
-        if all(r.reported for r in self._ranks) and self._kill_at is None:
+        self._record.add_result(rank, value)
+        self._notify("on_status", rank, "done")
+        if len(self._reported) == self._plan.num_processes and self._kill_at is None:
             self._kill_at = time.monotonic() + max(self._plan.grace_period, _EXIT_AFTER_RESULT)
 
     def _on_exit(self, rank):
@@ -231,18 +239,19 @@ class Supervisor:
             self._read(rank, kind, drain=True)
         for kind in list(rank.pipes):
             self._close_pipe(rank, kind)
-        if rank.reported:
-            return
-        if rank.signalled:
-            self._record.set_rank_status(rank.rank, "stopped")
-            self._notify("on_status", rank.rank, "stopped")
-        else:
-            message = describe_exit(rank.rank, rank.exitcode)
-            self._fail(rank, WorkerError(rank.rank, message, exitcode=rank.exitcode), time.time())
+        for carried in rank.ranks:
+            if carried in self._reported:
+                continue
+            if rank.signalled:
+                self._record.set_rank_status(carried, "stopped")
+                self._notify("on_status", carried, "stopped")
+            else:
+                message = describe_exit(carried, rank.exitcode)
+                self._fail(carried, WorkerError(carried, message, exitcode=rank.exitcode), time.time())
 
     def _fail(self, rank, exception, when):
-        self._record.add_failure(rank.rank, exception, when)
-        self._notify("on_status", rank.rank, "failed")
+        self._record.add_failure(rank, exception, when)
+        self._notify("on_status", rank, "failed")
         self._terminate()
 
     # -- ending -----------------------------------------------------------------------------------

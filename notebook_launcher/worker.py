@@ -29,7 +29,7 @@ import cloudpickle
 from .channel import ERROR, RESULT, STATUS, ChannelWriter, set_worker_channel
 from .rank_notebook import make_safe
 
-__all__ = ["WorkerSpec", "WorkerPipes", "run_worker", "error_report"]
+__all__ = ["WorkerSpec", "WorkerPipes", "run_worker", "prepare_process", "run_rank", "error_report"]
 
 _PR_SET_PDEATHSIG = 1
 
@@ -56,26 +56,40 @@ class WorkerPipes:
 
 def run_worker(spec, pipes, load_payload):
     """Run one rank to the end and return its exit code (0 with a result sent, 1 with an error sent)."""
+    channel = prepare_process(spec, pipes)
+    return run_rank(channel, spec.rank, load_payload)
+
+
+def prepare_process(spec, pipes, channel_lock=None):
+    """Set up a launched process (signals, output, environment, threads); return its channel.
+
+    ``channel_lock`` is for processes whose forks share the channel (torch_xla's rank processes).
+    """
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     _die_with_parent(spec.parent_pid)
     _redirect_output(pipes)
     os.environ.update(spec.env)
     _cap_threads(spec.threads)
-    channel = ChannelWriter(pipes.events)
+    channel = ChannelWriter(pipes.events, rank=spec.rank, lock=channel_lock)
     set_worker_channel(channel)
     make_safe(channel)
-    channel.send(STATUS, "running")
+    return channel
+
+
+def run_rank(channel, rank, load_payload):
+    """Run the function as ``rank`` and report its return value or exception; returns an exit code."""
+    channel.send(STATUS, "running", rank=rank)
     try:
         function, args = load_payload()
         value = function(*args)
         payload = _pickle_result(value)
     except BaseException as exc:  # the rank's failure, whatever it is, goes back to the kernel
         _flush_output()
-        channel.send(ERROR, error_report(exc))
+        channel.send(ERROR, error_report(exc), rank=rank)
         code = 1
     else:
         _flush_output()
-        channel.send(RESULT, payload)
+        channel.send(RESULT, payload, rank=rank)
         code = 0
     _close_process_group()
     _flush_output()
@@ -93,7 +107,7 @@ def error_report(exc):
     import traceback
 
     tb = exc.__traceback__
-    if tb is not None and tb.tb_frame.f_code is run_worker.__code__:
+    if tb is not None and tb.tb_frame.f_code is run_rank.__code__:
         tb = tb.tb_next
     return {
         "type": type(exc).__qualname__,

@@ -27,7 +27,7 @@ def test_frames_survive_arbitrary_chunking_and_large_payloads():
         events.extend(reader.feed(chunk))
     sender.join()
     os.close(r)
-    assert [(kind, payload) for kind, payload, _ in events] == [("result", big), ("status", "x")]
+    assert [(kind, payload) for kind, payload, _, _ in events] == [("result", big), ("status", "x")]
 
 
 def test_a_partial_frame_yields_nothing():

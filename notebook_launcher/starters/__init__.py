@@ -1,7 +1,8 @@
 """Ways to start the ranks, one small class each, chosen once by ``select_starter``.
 
 A starter has ``prepare(plan)`` (run in the kernel before anything starts: may raise
-``LaunchError``), ``start(plan, spec, pipes)`` (start one rank, return a ``WorkerProcess``) and
+``LaunchError``), ``groups(plan)`` (which local ranks each started process carries),
+``start(plan, specs, pipes)`` (start one process for those ranks, return a ``WorkerProcess``) and
 ``cleanup()``. Everything after the start — reading output, errors, stopping — is the same for all.
 
 Example:

@@ -25,7 +25,12 @@ class ForkStarter:
             for module in _WARM_IMPORTS:
                 importlib.import_module(module)
 
-    def start(self, plan, spec, pipes):
+    def groups(self, plan):
+        """One process per rank."""
+        return [[local] for local in range(plan.num_processes)]
+
+    def start(self, plan, specs, pipes):
+        (spec,) = specs
         context = multiprocessing.get_context("fork")
         process = context.Process(
             target=_fork_main,

@@ -36,7 +36,12 @@ class SpawnStarter:
             pickle.dump(list(sys.path), file)
             file.write(payload)
 
-    def start(self, plan, spec, pipes):
+    def groups(self, plan):
+        """One process per rank."""
+        return [[local] for local in range(plan.num_processes)]
+
+    def start(self, plan, specs, pipes):
+        (spec,) = specs
         death_r, death_w = os.pipe()
         encoded = base64.b64encode(pickle.dumps((spec, pipes.events))).decode()
         try:
