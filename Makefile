@@ -47,10 +47,23 @@ $(COLAB_STAMP): pyproject.toml
 	$(COLAB_VENV)/bin/pip install --quiet ipykernel==6.17.1 ipywidgets==7.7.1 cloudpickle psutil scikit-learn accelerate tqdm
 	touch $(COLAB_STAMP)
 
-test: $(STAMP) $(LABEXT) browser $(COLAB_STAMP)
+# torch_xla 2.9 pins torch 2.9 (a CUDA build: ~7 GB); kept between local runs. Its CPU device
+# (PJRT_DEVICE=CPU) runs the XLA launch path here.
+XLA_VENV := .venv-xla
+XLA_STAMP := $(XLA_VENV)/.installed
+
+$(XLA_STAMP):
+	$(PYTHON) -m venv $(XLA_VENV)
+	$(XLA_VENV)/bin/pip install --quiet torch==2.9.0 torch_xla==2.9.0
+	$(XLA_VENV)/bin/pip install --quiet ipykernel ipywidgets cloudpickle psutil
+	touch $(XLA_STAMP)
+
+test: $(STAMP) $(LABEXT) browser $(COLAB_STAMP) $(XLA_STAMP)
 	$(PY) -m pytest
 	@echo "--- again with Colab's kernel versions (ipykernel 6.17, ipywidgets 7.7) ---"
 	PYTHONPATH=$(CURDIR) NL_TEST_KERNEL_PYTHON=$(abspath $(COLAB_VENV))/bin/python $(PY) -m pytest $(KERNEL_TESTS)
+	@echo "--- the XLA path, on torch_xla's CPU device ---"
+	PYTHONPATH=$(CURDIR) NL_TEST_XLA=1 NL_TEST_KERNEL_PYTHON=$(abspath $(XLA_VENV))/bin/python $(PY) -m pytest tests/test_xla.py
 
 demo: $(STAMP)
 	$(PY) notebooks/run_notebook.py notebooks/quickstart.ipynb
@@ -61,4 +74,4 @@ bench: $(STAMP)
 	$(PY) bench/log_overhead.py
 
 clean:
-	rm -rf $(VENV) $(COLAB_VENV) .pytest_cache test-artifacts labextension/node_modules labextension/lib notebook_launcher/labextension
+	rm -rf $(VENV) $(COLAB_VENV) $(XLA_VENV) .pytest_cache test-artifacts labextension/node_modules labextension/lib notebook_launcher/labextension

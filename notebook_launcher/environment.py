@@ -47,6 +47,9 @@ def worker_environment(*, local_rank, num_processes, node_rank, num_nodes, maste
     }
     if device_name == "cpu":
         env["ACCELERATE_USE_CPU"] = "true"
+    if device_name == "xla":  # XLA ranks learn who they are from torch_xla's runtime, not from these
+        for key in ("RANK", "LOCAL_RANK", "ROLE_RANK", "MASTER_ADDR", "MASTER_PORT"):
+            del env[key]
     if "OMP_NUM_THREADS" not in os.environ:
         env["OMP_NUM_THREADS"] = threads
     return {key: str(value) for key, value in env.items()}

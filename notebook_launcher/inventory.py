@@ -20,7 +20,9 @@ import subprocess
 from .devices import select_device
 from .devices.cpu import usable_cpus
 
-__all__ = ["device_inventory", "parse_nvidia_smi", "tpu_cores"]
+__all__ = ["device_inventory", "parse_nvidia_smi", "tpu_cores", "is_tpu_host"]
+
+_TPU_VARIABLES = ("TPU_ACCELERATOR_TYPE", "TPU_NAME", "ISTPUVM", "COLAB_TPU_ADDR", "TPU_WORKER_ID")
 
 
 def parse_nvidia_smi(text):
@@ -60,6 +62,23 @@ def tpu_cores(environ=None, accel_glob="/dev/accel*"):
         return int(match.group(1)), kind
     chips = len(glob.glob(accel_glob))
     return chips, kind or None
+
+
+def is_tpu_host(environ=None, accel_glob="/dev/accel*"):
+    """A TPU VM (Colab, Kaggle, Cloud): PJRT_DEVICE=TPU, a TPU variable, or TPU chips in /dev.
+
+    Looks at the host only; the XLA runtime is not touched.
+
+    Example:
+        >>> is_tpu_host({"TPU_ACCELERATOR_TYPE": "v3-8"}, accel_glob="/nonexistent*")
+        True
+        >>> is_tpu_host({"PJRT_DEVICE": "CPU"}, accel_glob="/nonexistent*")
+        False
+    """
+    env = os.environ if environ is None else environ
+    if env.get("PJRT_DEVICE", "").upper() == "TPU" or any(env.get(name) for name in _TPU_VARIABLES):
+        return True
+    return bool(glob.glob(accel_glob))
 
 
 def device_inventory():

@@ -93,7 +93,7 @@ def make_plan(function, args=(), num_processes=None, *, device="auto", start_met
     chosen = select_device(device)
     count = resolve_num_processes(num_processes, chosen, default_num_processes)
     port = resolve_port(use_port, master_addr, node_rank)
-    method, notice = resolve_start_method(start_method)
+    method, notice = resolve_start_method(start_method, chosen)
     plan = LaunchPlan(function, tuple(args), count, chosen, method, mixed_precision, master_addr, port,
                       node_rank, num_nodes, float(grace_period))
     return plan, notice
@@ -151,6 +151,9 @@ def resolve_num_processes(num_processes, device, default=None):
     if num_processes > found:
         raise ValueError(f"num_processes={num_processes} is more than the {device.describe()} found;"
                          f" use at most {found}")
+    refused = device.process_rule(num_processes)
+    if refused:
+        raise ValueError(refused)
     return num_processes
 
 
@@ -162,8 +165,10 @@ def resolve_port(use_port, master_addr, node_rank):
     return use_port
 
 
-def resolve_start_method(requested):
-    """Pick fork or spawn. "auto" forks when that is safe and spawns otherwise, with a notice."""
+def resolve_start_method(requested, device=None):
+    """Pick fork or spawn ("xla" for torch_xla). "auto" forks when safe and spawns otherwise, with a notice."""
+    if device is not None and device.name == "xla":
+        return resolve_xla_start(requested)
     can_fork = "fork" in multiprocessing.get_all_start_methods()
     if requested == "spawn":
         return "spawn", None
@@ -180,3 +185,14 @@ def resolve_start_method(requested):
                           f" the launched function, or pass start_method='spawn'")
     return "spawn", (f"notebook_launcher: {reasons}, so workers are spawned instead of forked"
                      f" (notebook data passed to them is pickled into every worker)")
+
+
+def resolve_xla_start(requested):
+    """torch_xla's ``xmp.spawn`` forks from a notebook: spawn is refused, and so is an unsafe fork."""
+    if requested == "spawn":
+        raise ValueError("start_method='spawn' is not possible on XLA devices: in a notebook torch_xla must fork;"
+                         " use 'auto' or 'fork'")
+    hazards = fork_hazards()
+    if hazards:
+        raise LaunchError(f"cannot start XLA ranks from this kernel: {'; '.join(hazards)}")
+    return "xla", None

@@ -14,7 +14,7 @@ import sys
 
 from . import cuda_init_site
 
-__all__ = ["fork_hazards", "cuda_hazard", "process_group_hazard"]
+__all__ = ["fork_hazards", "cuda_hazard", "process_group_hazard", "xla_hazard"]
 
 
 def cuda_hazard():
@@ -35,7 +35,17 @@ def process_group_hazard():
     return "a torch.distributed process group is initialized in this kernel (call destroy_process_group() first)"
 
 
-_CHECKS = (cuda_hazard, process_group_hazard)
+def xla_hazard():
+    """The XLA runtime started in the kernel (an XLA device or tensor was made there): forks cannot use it."""
+    torch_xla = sys.modules.get("torch_xla")
+    runtime = getattr(torch_xla, "_XLAC", None)
+    if runtime is None or not runtime._xla_runtime_is_initialized():
+        return None
+    return ("the XLA runtime was started in this kernel (an XLA device or tensor was created here); restart the"
+            " kernel and create XLA devices only inside the launched function")
+
+
+_CHECKS = (cuda_hazard, process_group_hazard, xla_hazard)
 
 
 def fork_hazards():

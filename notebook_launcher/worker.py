@@ -66,7 +66,7 @@ def prepare_process(spec, pipes, channel_lock=None):
     ``channel_lock`` is for processes whose forks share the channel (torch_xla's rank processes).
     """
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-    _die_with_parent(spec.parent_pid)
+    die_with_parent(spec.parent_pid)
     _redirect_output(pipes)
     os.environ.update(spec.env)
     _cap_threads(spec.threads)
@@ -149,7 +149,7 @@ def _pickle_result(value):
                         f" the kernel: {type(err).__name__}: {err}") from err
 
 
-def _die_with_parent(parent_pid):
+def die_with_parent(parent_pid):
     """Have the kernel's death kill this rank (Linux), and exit now if it already died."""
     if sys.platform.startswith("linux"):
         libc = ctypes.CDLL(None, use_errno=True)

@@ -56,7 +56,7 @@ def _strip_ansi(text):
 class KernelSession:
     """One running kernel. ``run(code)`` executes a cell and waits for it to be idle."""
 
-    def __init__(self, cwd=None):
+    def __init__(self, cwd=None, env=None):
         self._spec_dir = None
         manager_args = {}
         python = os.environ.get("NL_TEST_KERNEL_PYTHON")
@@ -71,8 +71,9 @@ class KernelSession:
                             "kernel_spec_manager": KernelSpecManager(kernel_dirs=[self._spec_dir.name])}
         self.manager = KernelManager(**manager_args)
         # jupyter_client draws no widgets: launches show text unless a test asks for the widget
-        env = {**os.environ, "NOTEBOOK_LAUNCHER_DISPLAY": os.environ.get("NOTEBOOK_LAUNCHER_DISPLAY", "text")}
-        self.manager.start_kernel(cwd=cwd or os.getcwd(), env=env)
+        kernel_env = {**os.environ, "NOTEBOOK_LAUNCHER_DISPLAY": os.environ.get("NOTEBOOK_LAUNCHER_DISPLAY", "text"),
+                      **(env or {})}
+        self.manager.start_kernel(cwd=cwd or os.getcwd(), env=kernel_env)
         self.client = self.manager.blocking_client()
         self.client.start_channels()
         self.client.wait_for_ready(timeout=60)

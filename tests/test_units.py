@@ -169,3 +169,28 @@ def test_carriage_returns_rewrite_the_line():
     assert lines.feed(b"10%\r50%") == [] and lines.live == "50%"
     assert lines.feed(b"\r100%\r\n") == ["100%\n"]
     assert lines.feed(b"windows line\r\n") == ["windows line\n"]
+
+
+def test_tpu_host_detection_looks_at_the_host_only(tmp_path):
+    from notebook_launcher.inventory import is_tpu_host, tpu_cores
+
+    nothing = str(tmp_path / "accel*")
+    assert is_tpu_host({"PJRT_DEVICE": "TPU"}, nothing) and is_tpu_host({"ISTPUVM": "1"}, nothing)
+    assert not is_tpu_host({}, nothing) and not is_tpu_host({"PJRT_DEVICE": "CPU"}, nothing)
+    (tmp_path / "accel0").touch()
+    assert is_tpu_host({}, str(tmp_path / "accel*"))
+    assert tpu_cores({"TPU_ACCELERATOR_TYPE": "v2-8"}) == (8, "v2-8")
+    assert tpu_cores({}, accel_glob=str(tmp_path / "accel*")) == (1, None)
+
+
+def test_xla_process_rule_and_environment(monkeypatch):
+    from notebook_launcher.devices import XlaDevice
+
+    monkeypatch.setenv("PJRT_DEVICE", "CPU")
+    monkeypatch.setenv("CPU_NUM_DEVICES", "8")
+    device = XlaDevice()
+    assert device.process_rule(1) is None and device.process_rule(8) is None
+    assert "runs either 1 process or one rank per core (8 here)" in device.process_rule(4)
+    env = worker_environment(local_rank=0, num_processes=8, node_rank=0, num_nodes=1, master_addr="x",
+                             master_port=1, mixed_precision="bf16", device_name="xla", threads=1)
+    assert "RANK" not in env and "MASTER_PORT" not in env and env["WORLD_SIZE"] == "8"

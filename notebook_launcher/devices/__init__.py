@@ -12,20 +12,28 @@ from __future__ import annotations
 
 from .cpu import CpuDevice
 from .cuda import CudaDevice
+from .xla import XlaDevice
 
-__all__ = ["CpuDevice", "CudaDevice", "select_device", "DEVICE_CHOICES"]
+__all__ = ["CpuDevice", "CudaDevice", "XlaDevice", "select_device", "DEVICE_CHOICES"]
 
-DEVICE_CHOICES = ("auto", "cpu", "cuda")
+DEVICE_CHOICES = ("auto", "cpu", "cuda", "xla", "tpu")
 
 
 def select_device(requested="auto"):
-    """Return the device for ``requested`` ("auto" = CUDA when a GPU is present, else CPU).
+    """Return the device for ``requested``.
+
+    "auto" is XLA on a TPU host, else CUDA when a GPU is present, else CPU. "tpu" and "xla" both
+    mean torch_xla's device (on a CPU host with ``PJRT_DEVICE=CPU``, its CPU device).
 
     Raises:
         ValueError: an unknown name, or "cuda" when no GPU is found.
     """
+    from ..inventory import is_tpu_host
+
     if requested not in DEVICE_CHOICES:
         raise ValueError(f"device={requested!r} is not one of {', '.join(map(repr, DEVICE_CHOICES))}")
+    if requested in ("xla", "tpu") or (requested == "auto" and is_tpu_host()):
+        return XlaDevice()
     cuda = CudaDevice()
     if requested == "cuda" and cuda.count() == 0:
         raise ValueError("device='cuda' was asked for, but no CUDA GPU was found (NVML sees none)")

@@ -29,6 +29,9 @@ class CpuDevice:
     def default_processes(self):
         return 1
 
+    def process_rule(self, num_processes):
+        return None
+
     def describe(self):
         n = self.count()
         return f"{n} CPU{'s' if n != 1 else ''}"

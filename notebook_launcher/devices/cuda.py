@@ -36,6 +36,9 @@ class CudaDevice:
     def default_processes(self):
         return self.count()
 
+    def process_rule(self, num_processes):
+        return None
+
     def describe(self):
         n = self.count()
         return f"{n} CUDA GPU{'s' if n != 1 else ''}"

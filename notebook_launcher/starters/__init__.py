@@ -16,11 +16,11 @@ import importlib
 
 __all__ = ["select_starter"]
 
-_STARTERS = {"fork": ("fork", "ForkStarter"), "spawn": ("spawn", "SpawnStarter")}
+_STARTERS = {"fork": ("fork", "ForkStarter"), "spawn": ("spawn", "SpawnStarter"), "xla": ("xla", "XlaStarter")}
 
 
 def select_starter(start_method):
-    """A new starter for a resolved start method ("fork" or "spawn").
+    """A new starter for a resolved start method ("fork", "spawn" or "xla").
 
     Starters are imported here, not at package import, so a spawned rank loading its entry module
     from this package does not pay for the others.

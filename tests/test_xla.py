@@ -1,0 +1,130 @@
+"""The XLA path (TPUs) through torch_xla, run here on torch_xla's CPU device (``PJRT_DEVICE=CPU``).
+
+Runs only in ``make test``'s XLA pass (``NL_TEST_XLA=1``), whose kernels come from the separate
+torch 2.9 + torch_xla 2.9 environment. ``CPU_NUM_DEVICES=2`` makes torch_xla run two ranks as
+threads of one process, as on TPU v2/v3; collectives between them do not work on CPU (upstream
+pytorch/xla#9089), so those tests use none. The TPU-host detection is driven by its environment
+inputs (``TPU_ACCELERATOR_TYPE``), the test-only way to take the TPU branch on a CPU host.
+"""
+
+from __future__ import annotations
+
+import os
+from textwrap import dedent
+
+import pytest
+
+from kernel_session import KernelSession
+
+pytestmark = pytest.mark.skipif(os.environ.get("NL_TEST_XLA") != "1", reason="needs the torch_xla environment")
+
+
+def _kernel(**env):
+    session = KernelSession(env={"PJRT_DEVICE": "CPU", **env})
+    session.ok("import os, sys, threading\nfrom notebook_launcher import notebook_launcher, launch")
+    return session
+
+
+@pytest.fixture(scope="module")
+def kernel():
+    session = _kernel(CPU_NUM_DEVICES="1")
+    yield session
+    session.shutdown()
+
+
+@pytest.fixture(scope="module")
+def threads_kernel():
+    session = _kernel(CPU_NUM_DEVICES="2")
+    yield session
+    session.shutdown()
+
+
+def test_one_xla_device_returns_rank_0_value_and_output(kernel):
+    result = kernel.ok(dedent("""
+        def on_xla(scale):
+            import torch, torch_xla, torch_xla.runtime as xr
+            t = torch.ones(4, device=torch_xla.device()) * scale
+            print("ordinal", xr.global_ordinal(), "of", xr.world_size(), "sum", t.sum().item())
+            return {"ordinal": xr.global_ordinal(), "sum": t.sum().item()}
+        job = launch(on_xla, args=(2.5,), device="xla")
+        value = job.wait()
+        import torch_xla
+    """))
+    assert kernel.eval("value") == {"ordinal": 0, "sum": 10.0}
+    assert "[rank 0] ordinal 0 of 1 sum 10.0" in result.stdout
+    assert kernel.eval("job.plan.start_method") == "xla"
+    assert kernel.eval("torch_xla._XLAC._xla_runtime_is_initialized()") is False
+    assert kernel.children() == []
+
+
+def test_a_failing_xla_rank_raises_its_own_exception(kernel):
+    kernel.ok("def xla_fails():\n    raise KeyError('no such column')")
+    result = kernel.run("notebook_launcher(xla_fails, device='xla')")
+    assert result.error["ename"] == "KeyError" and "raise KeyError('no such column')" in result.traceback
+    assert kernel.children() == []
+
+
+def test_interrupt_ends_the_xla_host_and_its_ranks(kernel):
+    kernel.ok("def xla_waits():\n    print('waiting', flush=True)\n    threading.Event().wait()")
+    msg_id = kernel.submit("notebook_launcher(xla_waits, device='xla')")
+    kernel.collect(msg_id, timeout=120, until=lambda r: "[rank 0] waiting" in r.stdout)
+    kernel.interrupt()
+    result = kernel.collect(msg_id, timeout=30)
+    assert result.error["ename"] == "KeyboardInterrupt" and result.seconds < 3
+    assert kernel.children() == []
+
+
+def test_xla_rules_are_explained(kernel, threads_kernel):
+    spawn = kernel.run("launch(lambda: 0, device='xla', start_method='spawn')")
+    assert spawn.error["ename"] == "ValueError" and "in a notebook torch_xla must fork" in spawn.error["evalue"]
+    too_many = kernel.run("launch(lambda: 0, device='xla', num_processes=2)")
+    assert too_many.error["ename"] == "ValueError" and "more than the 1 XLA device found" in too_many.error["evalue"]
+    session = _kernel(CPU_NUM_DEVICES="4")
+    try:
+        between = session.run("launch(lambda: 0, device='xla', num_processes=3)")
+        assert between.error["ename"] == "ValueError"
+        assert "torch_xla: it runs either 1 process or one rank per core (4 here)" in between.error["evalue"]
+    finally:
+        session.shutdown()
+
+
+def test_thread_ranks_keep_their_output_apart(threads_kernel):
+    threads_kernel.ok(dedent("""
+        def chatty_threads():
+            import torch_xla.runtime as xr
+            for i in range(3):
+                print(f"ordinal {xr.global_ordinal()} line {i}")
+            print(f"note from {xr.global_ordinal()}", file=sys.stderr)
+            return (xr.global_ordinal(), os.getpid())
+        job = launch(chatty_threads, device="xla", display="none")
+        job.wait()
+    """))
+    results = threads_kernel.eval("job.results")
+    assert [ordinal for ordinal, _ in results] == [0, 1]
+    assert results[0][1] == results[1][1]                       # both ranks ran in one process
+    for rank in (0, 1):
+        assert threads_kernel.eval(f"job.logs({rank}, 'stdout')") == "".join(
+            f"ordinal {rank} line {i}\n" for i in range(3))
+        assert threads_kernel.eval(f"job.logs({rank}, 'stderr')") == f"note from {rank}\n"
+
+
+def test_xla_runtime_started_in_the_kernel_is_refused_before_anything_starts():
+    session = _kernel(CPU_NUM_DEVICES="1")
+    try:
+        session.ok("import torch, torch_xla\nx = torch.ones(1, device=torch_xla.device())")
+        refused = session.run("launch(lambda: 0, device='xla')")
+        assert refused.error["ename"] == "LaunchError"
+        assert "the XLA runtime was started in this kernel" in refused.error["evalue"]
+        auto_cpu = session.ok("print(launch(lambda: 'ok', device='cpu', num_processes=1).wait())")
+        assert auto_cpu.stdout.strip() == "ok" and "spawned instead of forked" in auto_cpu.stderr
+    finally:
+        session.shutdown()
+
+
+def test_a_tpu_host_takes_the_xla_path_by_default():
+    session = _kernel(CPU_NUM_DEVICES="1", TPU_ACCELERATOR_TYPE="v3-8")
+    try:
+        result = session.ok("job = launch(lambda: 7)\nprint(job.wait(), job.plan.device.name, job.plan.start_method)")
+        assert result.stdout.split() == ["7", "xla", "xla"]
+    finally:
+        session.shutdown()
