@@ -128,3 +128,60 @@ def test_a_tpu_host_takes_the_xla_path_by_default():
         assert result.stdout.split() == ["7", "xla", "xla"]
     finally:
         session.shutdown()
+
+
+XLA_TRAINING = dedent("""
+    def train_on_xla(ckpt):
+        import torch, torch.nn as nn, torch.nn.functional as F
+        from torch.utils.data import DataLoader, TensorDataset
+        from trainer_core import Accelerator, set_seed
+        set_seed(0)
+        accelerator = Accelerator(mixed_precision="bf16")
+        g = torch.Generator().manual_seed(0)
+        x = torch.randn(200, 6, generator=g)
+        y = (x[:, 0] > 0).long()
+        model = nn.Sequential(nn.Linear(6, 32), nn.ReLU(), nn.Linear(32, 2))
+        optimizer = torch.optim.SGD(model.parameters(), lr=0.5)
+        train_dl = DataLoader(TensorDataset(x, y), batch_size=16, shuffle=True)
+        eval_dl = DataLoader(TensorDataset(x, y), batch_size=64)
+        model, optimizer, train_dl, eval_dl = accelerator.prepare(model, optimizer, train_dl, eval_dl)
+        losses = []
+        for epoch in range(3):
+            for xb, yb in train_dl:
+                loss = F.cross_entropy(model(xb), yb)
+                accelerator.backward(loss)
+                optimizer.step()
+                optimizer.zero_grad()
+            losses.append(accelerator.reduce(loss.detach(), "mean").item())
+        seen = 0
+        correct = 0
+        for xb, yb in eval_dl:
+            preds, labels = accelerator.gather_for_metrics((model(xb).argmax(-1), yb))
+            seen += len(labels)
+            correct += (preds == labels).sum().item()
+        accelerator.save_state(ckpt)
+        weights = {k: v.cpu() for k, v in accelerator.unwrap_model(model).state_dict().items()}
+        again = Accelerator()
+        fresh = again.prepare(nn.Sequential(nn.Linear(6, 32), nn.ReLU(), nn.Linear(32, 2)))
+        again.load_state(ckpt)
+        reloaded = {k: v.cpu() for k, v in again.unwrap_model(fresh).state_dict().items()}
+        try:
+            Accelerator(mixed_precision="fp16")
+            fp16 = "accepted"
+        except ValueError as err:
+            fp16 = str(err)
+        return {"device": accelerator.device.type, "world": accelerator.num_processes, "losses": losses,
+                "seen": seen, "accuracy": correct / seen, "reloaded_equal": all(torch.equal(weights[k], reloaded[k]) for k in weights),
+                "fp16": fp16, "batch_device": xb.device.type}
+""")
+
+
+def test_trainer_core_trains_on_the_xla_device(kernel, tmp_path):
+    kernel.ok(XLA_TRAINING)
+    kernel.ok(f"xla_result = notebook_launcher(train_on_xla, args=({str(tmp_path / 'ckpt')!r},), device='xla')", timeout=300)
+    result = kernel.eval("xla_result")
+    assert result["device"] == "xla" and result["batch_device"] == "xla" and result["world"] == 1
+    assert result["losses"][-1] < result["losses"][0]
+    assert result["seen"] == 200 and result["accuracy"] > 0.8
+    assert result["reloaded_equal"] is True
+    assert "mixed_precision='fp16' is not supported on XLA devices; use 'bf16'" in result["fp16"]

@@ -63,6 +63,7 @@ class Accelerator:
         self._data_state = DataState()
         self._models, self._optimizers, self._schedulers, self._dataloaders = [], [], [], []
         self._unscaled = set()
+        self._moved = {}  # id(parameter before prepare) -> (that parameter, the one the device holds)
         self._metrics = MetricLog()
 
     # -- who and where ----------------------------------------------------------------------------
@@ -125,9 +126,19 @@ class Accelerator:
         return obj
 
     def prepare_model(self, model):
-        """Move to the device, wrap in DDP when distributed, run forward under the precision's autocast."""
+        """Move to the device, wrap in DDP when distributed, run forward under the precision's autocast.
+
+        Moving to some devices (XLA) replaces the parameter objects; optimizers made before are
+        pointed at the new ones when they are prepared (before or after the model).
+        """
+        before = dict(model.named_parameters())
         model = model.to(self.device)
-        if self.state.distributed:
+        for name, parameter in model.named_parameters():
+            if parameter is not before[name]:
+                self._moved[id(before[name])] = (before[name], parameter)
+        for optimizer in self._optimizers:
+            optimizer.rebind(self._moved)
+        if self.state.distributed and self.state.backend.wraps_ddp:
             model = DistributedDataParallel(model, **self.state.backend.ddp_options(self.local_process_index))
         if self.precision.name != "no":
             model.forward = _autocast_forward(model.forward, self.precision)
@@ -136,6 +147,7 @@ class Accelerator:
 
     def prepare_optimizer(self, optimizer):
         prepared = PreparedOptimizer(optimizer, self)
+        prepared.rebind(self._moved)
         self._optimizers.append(prepared)
         return prepared
 
@@ -292,7 +304,7 @@ class Accelerator:
     def save(self, obj, path):
         """``torch.save`` on the main process only, atomically (temp file + rename)."""
         if self.is_main_process:
-            checkpoint.atomic_save(obj, path)
+            checkpoint.atomic_save(obj, path, self.state.backend.save)
         self.wait_for_everyone()
 
     def save_state(self, output_dir):
@@ -309,7 +321,7 @@ class Accelerator:
             tmp = f"{output_dir}.tmp"
             if os.path.exists(tmp):
                 shutil.rmtree(tmp)
-            checkpoint.write_checkpoint(tmp, parts, rng_by_rank, meta)
+            checkpoint.write_checkpoint(tmp, parts, rng_by_rank, meta, self.state.backend.save)
             checkpoint.publish_directory(tmp, output_dir)
         self.wait_for_everyone()
         return output_dir
@@ -319,7 +331,8 @@ class Accelerator:
         directory = checkpoint.resolve_checkpoint(input_dir)
 
         def load(name):
-            return torch.load(os.path.join(directory, f"{name}.pt"), map_location=self.device, weights_only=False)
+            return torch.load(os.path.join(directory, f"{name}.pt"), weights_only=False,
+                              map_location=self.state.backend.load_location(self.device))
 
         for i, model in enumerate(self._models):
             self.unwrap_model(model).load_state_dict(load(f"model_{i}"))

@@ -22,22 +22,22 @@ import torch
 __all__ = ["atomic_save", "write_checkpoint", "publish_directory", "resolve_checkpoint"]
 
 
-def atomic_save(obj, path):
-    """``torch.save`` to ``path.tmp``, fsync, then rename over ``path``."""
+def atomic_save(obj, path, save=torch.save):
+    """``save`` (``torch.save``, or the backend's) to ``path.tmp``, fsync, then rename over ``path``."""
     tmp = f"{path}.tmp"
     with open(tmp, "wb") as file:
-        torch.save(obj, file)
+        save(obj, file)
         file.flush()
         os.fsync(file.fileno())
     os.replace(tmp, path)
 
 
-def write_checkpoint(directory, parts, rng_by_rank, meta):
+def write_checkpoint(directory, parts, rng_by_rank, meta, save=torch.save):
     """Write a checkpoint into ``directory`` (which must not exist yet)."""
     os.makedirs(directory)
     for name, state in parts.items():
         with open(os.path.join(directory, f"{name}.pt"), "wb") as file:
-            torch.save(state, file)
+            save(state, file)
             file.flush()
             os.fsync(file.fileno())
     for rank, states in enumerate(rng_by_rank):

@@ -101,7 +101,8 @@ class PreparedDataLoader:
         self._data_state = data_state
         self.epoch = 0
         self._sampler = _sharded_sampler(loader, state, seed)
-        self._loader = _rebuild(loader, self._sampler) if self._sampler is not None else loader
+        sharded = _rebuild(loader, self._sampler) if self._sampler is not None else loader
+        self._loader = state.backend.device_loader(sharded, state.device)
 
     @property
     def dataset(self):

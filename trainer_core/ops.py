@@ -11,7 +11,6 @@ Example (assuming 2 processes, rank r holds ``torch.tensor([r])``):
 from __future__ import annotations
 
 import torch
-import torch.distributed as dist
 
 __all__ = ["apply_to_tensors", "gather", "gather_object", "reduce", "pad_across_processes", "broadcast_object"]
 
@@ -28,11 +27,9 @@ def apply_to_tensors(function, data):
     return data
 
 
-def _sizes(state, tensor):
-    size = torch.tensor([tensor.shape[0] if tensor.dim() else 1], device=tensor.device)
-    sizes = [torch.zeros_like(size) for _ in range(state.num_processes)]
-    dist.all_gather(sizes, size)
-    return [int(s.item()) for s in sizes]
+def _sizes(state, tensor, dim=0):
+    size = torch.tensor([tensor.shape[dim] if tensor.dim() else 1], device=tensor.device)
+    return [int(s.item()) for s in state.backend.all_gather(size, state.num_processes)]
 
 
 def _gather_one(state, tensor):
@@ -43,8 +40,7 @@ def _gather_one(state, tensor):
         tensor = tensor.unsqueeze(0)
     sizes = _sizes(state, tensor)
     padded = _pad_dim0(tensor, max(sizes))
-    parts = [torch.empty_like(padded) for _ in range(state.num_processes)]
-    dist.all_gather(parts, padded)
+    parts = state.backend.all_gather(padded, state.num_processes)
     return torch.cat([part[:n] for part, n in zip(parts, sizes)], dim=0)
 
 
@@ -64,8 +60,7 @@ def gather_object(state, obj):
     """Every rank's picklable ``obj`` as a list in rank order (lists are concatenated)."""
     if not state.distributed:
         return list(obj) if isinstance(obj, list) else [obj]
-    parts = [None] * state.num_processes
-    dist.all_gather_object(parts, obj)
+    parts = state.backend.all_gather_object(obj, state.num_processes)
     if all(isinstance(part, list) for part in parts):
         return [item for part in parts for item in part]
     return parts
@@ -75,9 +70,7 @@ def broadcast_object(state, obj, src=0):
     """Rank ``src``'s ``obj`` on every rank."""
     if not state.distributed:
         return obj
-    box = [obj]
-    dist.broadcast_object_list(box, src=src)
-    return box[0]
+    return state.backend.broadcast_object(obj, src)
 
 
 def reduce(state, data, reduction="sum"):
@@ -86,9 +79,7 @@ def reduce(state, data, reduction="sum"):
         raise ValueError(f"reduction={reduction!r} is not valid; use 'sum' or 'mean'")
 
     def one(tensor):
-        result = tensor.clone()
-        if state.distributed:
-            dist.all_reduce(result, op=dist.ReduceOp.SUM)
+        result = state.backend.all_reduce_sum(tensor) if state.distributed else tensor.clone()
         if reduction == "mean":
             result = result / state.num_processes
         return result
@@ -102,10 +93,7 @@ def pad_across_processes(state, data, dim=0, pad_index=0, pad_first=False):
     def one(tensor):
         if not state.distributed or tensor.dim() <= dim:
             return tensor
-        size = torch.tensor([tensor.shape[dim]], device=tensor.device)
-        sizes = [torch.zeros_like(size) for _ in range(state.num_processes)]
-        dist.all_gather(sizes, size)
-        longest = max(int(s.item()) for s in sizes)
+        longest = max(_sizes(state, tensor, dim))
         if longest == tensor.shape[dim]:
             return tensor
         shape = list(tensor.shape)

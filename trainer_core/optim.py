@@ -32,6 +32,11 @@ class PreparedOptimizer:
     def load_state_dict(self, state_dict):
         self.optimizer.load_state_dict(state_dict)
 
+    def rebind(self, moved):
+        """Point param groups at the parameters that replaced theirs (``moved``: id → (old, new))."""
+        for group in self.optimizer.param_groups:
+            group["params"] = [moved[id(p)][1] if id(p) in moved else p for p in group["params"]]
+
     def zero_grad(self, set_to_none=True):
         if self._accelerator.sync_gradients:
             self.optimizer.zero_grad(set_to_none=set_to_none)
@@ -42,7 +47,7 @@ class PreparedOptimizer:
             return None
         scaler = self._accelerator.scaler
         if scaler is None:
-            result = self.optimizer.step(closure) if closure is not None else self.optimizer.step()
+            result = self._accelerator.state.backend.optimizer_step(self.optimizer, closure)
             self.step_was_skipped = False
         else:
             scale = scaler.get_scale()

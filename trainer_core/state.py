@@ -1,9 +1,9 @@
 """Who this process is in the training job: built once from the environment, passed around as a value.
 
 The launcher (or torchrun) sets ``RANK``, ``WORLD_SIZE``, ``LOCAL_RANK``, ``LOCAL_WORLD_SIZE``,
-``MASTER_ADDR``/``MASTER_PORT``; without them this is a single process. With more than one process
-the default process group is created here if the user's code has not made one yet, and reused if it
-has — so a second Accelerator in the same process just works.
+``MASTER_ADDR``/``MASTER_PORT``; without them this is a single process (on XLA the runtime says who
+is who). With more than one process the default process group is created here if the user's code
+has not made one yet, and reused if it has — so a second Accelerator in the same process just works.
 
 Example:
     >>> state = DistributedState.from_environment(use_cpu=True)
@@ -18,7 +18,6 @@ from dataclasses import dataclass
 from typing import Any
 
 import torch
-import torch.distributed as dist
 
 from .backends import select_backend
 
@@ -36,14 +35,12 @@ class DistributedState:
     @classmethod
     def from_environment(cls, use_cpu=False, environ=None):
         env = os.environ if environ is None else environ
-        rank = int(env.get("RANK", 0))
-        world = int(env.get("WORLD_SIZE", 1))
-        local_rank = int(env.get("LOCAL_RANK", 0))
         use_cpu = use_cpu or env.get("ACCELERATE_USE_CPU", "").lower() in ("1", "true", "yes")
-        backend = select_backend(use_cpu, env.get("NOTEBOOK_LAUNCHER_DEVICE"))
+        hint = env.get("NOTEBOOK_LAUNCHER_DEVICE") or ("xla" if env.get("PJRT_DEVICE") else None)
+        backend = select_backend(use_cpu, hint)
+        rank, local_rank, world = backend.topology(env)
         device = backend.device(local_rank)
-        if world > 1 and not dist.is_initialized():
-            dist.init_process_group(backend.dist_backend, rank=rank, world_size=world)
+        backend.connect(rank, world)
         return cls(rank, local_rank, world, device, backend)
 
     @property
@@ -60,4 +57,4 @@ class DistributedState:
 
     def barrier(self):
         if self.distributed:
-            dist.barrier()
+            self.backend.barrier()

@@ -18,7 +18,12 @@ __all__ = ["select_backend", "CpuBackend", "CudaBackend"]
 
 
 def select_backend(use_cpu=False, device_hint=None):
-    """CUDA when a GPU is visible and neither ``use_cpu`` nor the launcher's device says CPU."""
+    """XLA when the launcher says so; else CUDA when a GPU is visible and neither ``use_cpu`` nor the
+    launcher's device says CPU; else CPU."""
+    if device_hint == "xla" and not use_cpu:
+        from .xla import XlaBackend
+
+        return XlaBackend()
     if use_cpu or device_hint == "cpu":
         return CpuBackend()
     if device_hint == "cuda" or CudaBackend.available():

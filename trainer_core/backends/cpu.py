@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import torch
 
+from .torch_distributed import TorchDistributed
 
-class CpuBackend:
+
+class CpuBackend(TorchDistributed):
     name = "cpu"
     dist_backend = "gloo"
     autocast_device = "cpu"

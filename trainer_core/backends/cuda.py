@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import torch
 
+from .torch_distributed import TorchDistributed
 
-class CudaBackend:
+
+class CudaBackend(TorchDistributed):
     name = "cuda"
     dist_backend = "nccl"
     autocast_device = "cuda"
