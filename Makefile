@@ -55,7 +55,7 @@ XLA_STAMP := $(XLA_VENV)/.installed
 $(XLA_STAMP):
 	$(PYTHON) -m venv $(XLA_VENV)
 	$(XLA_VENV)/bin/pip install --quiet torch==2.9.0 torch_xla==2.9.0
-	$(XLA_VENV)/bin/pip install --quiet ipykernel ipywidgets cloudpickle psutil
+	$(XLA_VENV)/bin/pip install --quiet ipykernel ipywidgets cloudpickle psutil scikit-learn
 	touch $(XLA_STAMP)
 
 test: $(STAMP) $(LABEXT) browser $(COLAB_STAMP) $(XLA_STAMP)

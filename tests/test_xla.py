@@ -185,3 +185,21 @@ def test_trainer_core_trains_on_the_xla_device(kernel, tmp_path):
     assert result["seen"] == 200 and result["accuracy"] > 0.8
     assert result["reloaded_equal"] is True
     assert "mixed_precision='fp16' is not supported on XLA devices; use 'bf16'" in result["fp16"]
+
+
+def test_the_tpu_notebook_runs_on_the_xla_cpu_device():
+    """notebooks/tpu_colab_kaggle.ipynb, cell by cell, in a kernel of the torch_xla environment."""
+    import nbformat
+
+    path = os.path.join(os.path.dirname(__file__), "..", "notebooks", "tpu_colab_kaggle.ipynb")
+    cells = [cell.source for cell in nbformat.read(path, as_version=4).cells if cell.cell_type == "code"]
+    session = _kernel(CPU_NUM_DEVICES="1", TPU_NOTEBOOK_EPOCHS="4")
+    try:
+        outputs = [session.ok(source, timeout=300).stdout for source in cells]
+    finally:
+        session.shutdown()
+    text = "".join(outputs)
+    assert "nothing to install" in text
+    assert "[rank 0] 1 XLA ranks on CPU" in text
+    accuracy = float(text.split("accuracy on the TPU ranks: ")[1].split()[0])
+    assert accuracy > 0.85
