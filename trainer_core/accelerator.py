@@ -20,10 +20,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import gc
-import json
 import os
-import pickle
-import shutil
 
 import torch
 from torch.nn.parallel import DistributedDataParallel
@@ -35,7 +32,6 @@ from .data import DataState, PreparedDataLoader
 from .metrics import MetricLog
 from .optim import PreparedOptimizer, PreparedScheduler
 from .precision import select_precision
-from .seeding import restore_rng_states, rng_states
 from .state import DistributedState
 
 __all__ = ["Accelerator"]
@@ -309,49 +305,11 @@ class Accelerator:
 
     def save_state(self, output_dir):
         """Save models, optimizers, schedulers, scaler, every rank's RNG state and the step, atomically."""
-        rng_by_rank = ops.gather_object(self.state, [rng_states()])
-        if self.is_main_process:
-            parts = {f"model_{i}": self.unwrap_model(m).state_dict() for i, m in enumerate(self._models)}
-            parts.update({f"optimizer_{i}": o.state_dict() for i, o in enumerate(self._optimizers)})
-            parts.update({f"scheduler_{i}": s.state_dict() for i, s in enumerate(self._schedulers)})
-            if self.scaler is not None:
-                parts["scaler"] = self.scaler.state_dict()
-            meta = {"step": self.step, "num_processes": self.num_processes,
-                    "dataloader_epochs": [loader.epoch for loader in self._dataloaders]}
-            tmp = f"{output_dir}.tmp"
-            if os.path.exists(tmp):
-                shutil.rmtree(tmp)
-            checkpoint.write_checkpoint(tmp, parts, rng_by_rank, meta, self.state.backend.save)
-            checkpoint.publish_directory(tmp, output_dir)
-        self.wait_for_everyone()
-        return output_dir
+        return checkpoint.save_state(self, output_dir)
 
     def load_state(self, input_dir):
         """Restore what ``save_state`` wrote, on every rank."""
-        directory = checkpoint.resolve_checkpoint(input_dir)
-
-        def load(name):
-            return torch.load(os.path.join(directory, f"{name}.pt"), weights_only=False,
-                              map_location=self.state.backend.load_location(self.device))
-
-        for i, model in enumerate(self._models):
-            self.unwrap_model(model).load_state_dict(load(f"model_{i}"))
-        for i, optimizer in enumerate(self._optimizers):
-            optimizer.load_state_dict(load(f"optimizer_{i}"))
-        for i, scheduler in enumerate(self._schedulers):
-            scheduler.load_state_dict(load(f"scheduler_{i}"))
-        if self.scaler is not None:
-            self.scaler.load_state_dict(load("scaler"))
-        with open(os.path.join(directory, "state.json")) as file:
-            meta = json.load(file)
-        self.step = meta["step"]
-        for loader, epoch in zip(self._dataloaders, meta["dataloader_epochs"]):
-            loader.set_epoch(epoch)
-        rng_file = os.path.join(directory, f"random_states_{self.process_index}.pkl")
-        if os.path.exists(rng_file):
-            with open(rng_file, "rb") as file:
-                restore_rng_states(pickle.load(file))
-        self.wait_for_everyone()
+        checkpoint.load_state(self, input_dir)
 
     def free_memory(self, *objects):
         """Drop the references this Accelerator holds (and ``objects``), collect, empty the device cache."""
