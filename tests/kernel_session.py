@@ -122,7 +122,18 @@ class KernelSession:
         import ast
 
         result = self.ok(f"print(repr({expression}))", timeout)
-        return ast.literal_eval(result.stdout.strip())
+        try:
+            return ast.literal_eval(result.stdout.strip())
+        except SyntaxError:
+            raise AssertionError(f"eval of {expression!r} printed {result.outputs!r}") from None
+
+    def first_message(self, match, timeout=30):
+        """The first iopub message, of any cell, for which ``match(msg)`` is true (others are dropped)."""
+        deadline = time.monotonic() + timeout
+        while True:
+            msg = self._next_iopub(deadline, lambda: f"no matching message within {timeout} s")
+            if msg is not None and match(msg):
+                return msg
 
     def open_comm(self, target, data):
         """Open a comm to ``target`` as a front end would; returns its id."""

@@ -206,3 +206,27 @@ def test_logging_configured_in_the_kernel_goes_to_the_rank_output(kernel):
     """))
     assert "[rank 0] INFO:train:step done on rank 0" in result.stderr
     assert "[rank 1] INFO:train:step done on rank 1" in result.stderr
+
+
+def test_late_output_of_a_background_launch_goes_to_the_launching_cell(kernel, tmp_path):
+    """ipykernel >= 7 routes output by context; the supervisor writes from a copy of the launching
+    cell's context, so lines printed after that cell finished still belong to it."""
+    if kernel.eval("int(__import__('ipykernel').__version__.split('.')[0])") < 7:
+        pytest.skip("ipykernel < 7 sends background output to whichever cell is running")
+    gate = tmp_path / "gate"
+    kernel.ok(dedent(f"""
+        def prints_late():
+            with open({str(gate)!r}) as f:
+                f.read()
+            print("late line", flush=True)
+        os.mkfifo({str(gate)!r})
+    """))
+    launching = kernel.submit("job = launch(prints_late, num_processes=1, display='text')")
+    assert "late line" not in kernel.collect(launching).stdout
+    other = kernel.submit("print('another cell'); job.wait()")      # busy while the line is printed
+    with open(gate, "w") as fifo:
+        fifo.write("go")
+    late = kernel.first_message(lambda m: m["msg_type"] == "stream" and "late line" in m["content"]["text"])
+    assert late["content"]["text"] == "[rank 0] late line\n"
+    assert late["parent_header"]["msg_id"] == launching != other
+    kernel.collect(other)
