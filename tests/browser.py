@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import secrets
 import shutil
 import subprocess
@@ -84,13 +85,16 @@ def open_notebook(browser, server, name, cells):
     page = browser.new_page(viewport={"width": 1400, "height": 1000})
     page.goto(server.url(f"/lab/tree/{name}?reset"))
     page.get_by_text("# loaded").first.wait_for(timeout=60_000)
-    page.locator(".jp-Notebook-ExecutionIndicator[data-status='idle']").first.wait_for(timeout=60_000)
+    # JupyterLab drops a run asked for before its kernel connection is up: wait for the status bar
+    page.locator(".jp-StatusBar-TextItem", has_text=re.compile(r"\|\s*Idle")).first.wait_for(timeout=90_000)
     return page
 
 
 def run_all(page):
+    """Run every cell; fail at once (not at some later wait) if the marker cell did not run."""
     page.locator(".lm-MenuBar-itemLabel", has_text="Run").first.click()
     page.locator(".lm-Menu-itemLabel", has_text="Run All Cells").first.click()
+    page.locator(".jp-InputPrompt", has_text="[1]").first.wait_for(timeout=60_000)
 
 
 def screenshot(target, name):
