@@ -32,6 +32,8 @@ from .rank_notebook import make_safe
 __all__ = ["WorkerSpec", "WorkerPipes", "run_worker", "prepare_process", "run_rank", "error_report"]
 
 _PR_SET_PDEATHSIG = 1
+# Loaded once when the kernel imports this module, so forked ranks do not each pay for dlopen.
+_LIBC = ctypes.CDLL(None, use_errno=True) if sys.platform.startswith("linux") else None
 
 
 @dataclass(frozen=True)
@@ -151,9 +153,8 @@ def _pickle_result(value):
 
 def die_with_parent(parent_pid):
     """Have the kernel's death kill this rank (Linux), and exit now if it already died."""
-    if sys.platform.startswith("linux"):
-        libc = ctypes.CDLL(None, use_errno=True)
-        libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+    if _LIBC is not None:
+        _LIBC.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
     if os.getppid() != parent_pid:
         os._exit(1)
 
