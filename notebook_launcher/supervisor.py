@@ -67,7 +67,7 @@ class Supervisor:
         self._record = record
         self.view = view
         self._launch = launch
-        self._ranks = []  # the workers
+        self._workers = []
         self._reported = set()  # ranks that sent a result or an error
         self._watch = {}
         self._doomed = []
@@ -125,18 +125,18 @@ class Supervisor:
                     raise
                 finally:
                     _close_all(theirs)
-            state = _Worker([spec.rank for spec in specs], process, ours)
-            self._ranks.append(state)
-            for kind, fd in state.pipes.items():
-                self._watch[fd] = (state, kind)
-            self._watch[process.sentinel] = (state, "exit")
+            worker = _Worker([spec.rank for spec in specs], process, ours)
+            self._workers.append(worker)
+            for kind, fd in worker.pipes.items():
+                self._watch[fd] = (worker, kind)
+            self._watch[process.sentinel] = (worker, "exit")
         if self._stop_requested:
             self._record.mark_stopped()
             self._terminate()
 
     def _loop(self):
         refresh = None
-        while any(not rank.exited for rank in self._ranks):
+        while any(not worker.exited for worker in self._workers):
             deadlines = [d for d in (self._kill_at, refresh) if d is not None]
             timeout = max(0.0, min(deadlines) - time.monotonic()) if deadlines else None
             for fd in wait(list(self._watch), timeout):
@@ -147,20 +147,20 @@ class Supervisor:
             delay = self._notify("flush")
             refresh = None if delay is None else time.monotonic() + delay
 
-    def _handle(self, fd, rank, kind):
+    def _handle(self, fd, worker, kind):
         if kind == "wake":
             os.read(fd, 64)
             self._record.mark_stopped()
             self._terminate()
         elif kind == "exit":
-            self._on_exit(rank)
+            self._on_exit(worker)
         else:
-            self._read(rank, kind, drain=False)
+            self._read(worker, kind, drain=False)
 
     # -- reading --------------------------------------------------------------------------------
 
-    def _read(self, rank, kind, drain):
-        fd = rank.pipes.get(kind)
+    def _read(self, worker, kind, drain):
+        fd = worker.pipes.get(kind)
         if fd is None:
             return
         total = 0
@@ -170,32 +170,32 @@ class Supervisor:
             except BlockingIOError:
                 return
             if not chunk:
-                self._close_pipe(rank, kind)
+                self._close_pipe(worker, kind)
                 return
             total += len(chunk)
-            self._consume(rank, kind, chunk)
+            self._consume(worker, kind, chunk)
 
-    def _consume(self, rank, kind, chunk):
+    def _consume(self, worker, kind, chunk):
         if kind == "events":
-            for event in rank.frames.feed(chunk):
-                self._on_event(rank, *event)
+            for event in worker.frames.feed(chunk):
+                self._on_event(worker, *event)
         else:
-            reader = rank.lines[kind]
+            reader = worker.lines[kind]
             for line in reader.feed(chunk):
-                self._on_line(rank, kind, line)
-            self._notify("on_live", rank.rank, kind, reader.live)
+                self._on_line(worker, kind, line)
+            self._notify("on_live", worker.rank, kind, reader.live)
 
-    def _close_pipe(self, rank, kind):
-        fd = rank.pipes.pop(kind)
+    def _close_pipe(self, worker, kind):
+        fd = worker.pipes.pop(kind)
         self._watch.pop(fd, None)
         os.close(fd)
         if kind != "events":
-            for line in rank.lines[kind].finish():
-                self._on_line(rank, kind, line)
+            for line in worker.lines[kind].finish():
+                self._on_line(worker, kind, line)
 
-    def _on_line(self, rank, stream, text):
-        self._record.add_output(rank.rank, stream, text)
-        self._notify("on_output", rank.rank, stream, text)
+    def _on_line(self, worker, stream, text):
+        self._record.add_output(worker.rank, stream, text)
+        self._notify("on_output", worker.rank, stream, text)
 
     def _on_event(self, worker, kind, payload, when, rank):
         rank = worker.rank if rank is None else rank
@@ -231,23 +231,23 @@ class Supervisor:
         if len(self._reported) == self._plan.num_processes and self._kill_at is None:
             self._kill_at = time.monotonic() + max(self._plan.grace_period, _EXIT_AFTER_RESULT)
 
-    def _on_exit(self, rank):
-        rank.exitcode = rank.process.wait()
-        rank.exited = True
-        self._watch.pop(rank.process.sentinel, None)
-        for kind in list(rank.pipes):
-            self._read(rank, kind, drain=True)
-        for kind in list(rank.pipes):
-            self._close_pipe(rank, kind)
-        for carried in rank.ranks:
-            if carried in self._reported:
+    def _on_exit(self, worker):
+        worker.exitcode = worker.process.wait()
+        worker.exited = True
+        self._watch.pop(worker.process.sentinel, None)
+        for kind in list(worker.pipes):
+            self._read(worker, kind, drain=True)
+        for kind in list(worker.pipes):
+            self._close_pipe(worker, kind)
+        for rank in worker.ranks:
+            if rank in self._reported:
                 continue
-            if rank.signalled:
-                self._record.set_rank_status(carried, "stopped")
-                self._notify("on_status", carried, "stopped")
+            if worker.signalled:
+                self._record.set_rank_status(rank, "stopped")
+                self._notify("on_status", rank, "stopped")
             else:
-                message = describe_exit(carried, rank.exitcode)
-                self._fail(carried, WorkerError(carried, message, exitcode=rank.exitcode), time.time())
+                message = describe_exit(rank, worker.exitcode)
+                self._fail(rank, WorkerError(rank, message, exitcode=worker.exitcode), time.time())
 
     def _fail(self, rank, exception, when):
         self._record.add_failure(rank, exception, when)
@@ -261,37 +261,37 @@ class Supervisor:
         if self._terminating:
             return
         self._terminating = True
-        for rank in self._ranks:
-            if rank.exited:
+        for worker in self._workers:
+            if worker.exited:
                 continue
-            rank.signalled = True
-            tree = _process_tree(rank.process.pid)
+            worker.signalled = True
+            tree = _process_tree(worker.process.pid)
             self._doomed.extend(tree)
             for process in tree:
                 _signal(process, signal.SIGTERM)
         self._kill_at = time.monotonic() + self._plan.grace_period
 
     def _kill_remaining(self):
-        for rank in self._ranks:
-            if not rank.exited:
-                rank.signalled = True
-                self._doomed.extend(_process_tree(rank.process.pid))
+        for worker in self._workers:
+            if not worker.exited:
+                worker.signalled = True
+                self._doomed.extend(_process_tree(worker.process.pid))
         for process in self._doomed:
             _signal(process, signal.SIGKILL)
         self._kill_at = None
 
     def _shutdown(self):
         try:
-            if any(not rank.exited for rank in self._ranks):
+            if any(not worker.exited for worker in self._workers):
                 self._terminate()
                 self._finish_exits()
             self._end_stragglers()
-            for rank in self._ranks:
-                for kind in list(rank.pipes):
-                    self._read(rank, kind, drain=True)
-                    if kind in rank.pipes:
-                        self._close_pipe(rank, kind)
-                rank.process.release()
+            for worker in self._workers:
+                for kind in list(worker.pipes):
+                    self._read(worker, kind, drain=True)
+                    if kind in worker.pipes:
+                        self._close_pipe(worker, kind)
+                worker.process.release()
         finally:
             os.close(self._wake_r)
             os.close(self._wake_w)
@@ -303,13 +303,13 @@ class Supervisor:
 
     def _finish_exits(self):
         """After a launcher fault: wait for the signalled ranks (bounded), then kill what is left."""
-        for rank in self._ranks:
-            if rank.exited:
+        for worker in self._workers:
+            if worker.exited:
                 continue
-            if rank.process.wait(max(0.0, self._kill_at - time.monotonic())) is None:
+            if worker.process.wait(max(0.0, self._kill_at - time.monotonic())) is None:
                 self._kill_remaining()
-                rank.process.wait()
-            rank.exited = True
+                worker.process.wait()
+            worker.exited = True
 
     def _end_stragglers(self):
         """Descendants of ranks that were signalled must not survive their rank."""
