@@ -32,6 +32,7 @@ import psutil
 from .channel import DISPLAY, ERROR, METRIC, OUTPUT, RESULT, STATUS, FrameReader, LineReader
 from .errors import LaunchError, WorkerError, describe_exit, rebuild_exception
 from .threads import run_in_thread
+from .views.base import display_text
 from .worker import WorkerPipes, WorkerSpec
 
 __all__ = ["Supervisor"]
@@ -210,7 +211,7 @@ class Supervisor:
             self._record.add_metric(rank, payload, when)
             self._notify("on_metric", rank, payload)
         elif kind == DISPLAY:
-            self._record.add_output(rank, "stdout", payload.get("text/plain", "<display>") + "\n")
+            self._record.add_output(rank, "stdout", display_text(payload))
             self._notify("on_display", rank, payload)
         elif kind == RESULT:
             self._reported.add(rank)

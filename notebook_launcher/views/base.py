@@ -1,6 +1,16 @@
 """The view interface; this base shows nothing (``display="none"``)."""
 
 
+def display_text(data):
+    """How a rank's ``display()`` bundle reads in its log: its text/plain form, as one line.
+
+    Example:
+        >>> display_text({"text/plain": "{'answer': 42}", "image/png": "..."})
+        "{'answer': 42}\\n"
+    """
+    return data.get("text/plain", "<display>") + "\n"
+
+
 class LaunchView:
     """Receives a launch's events from its supervisor thread. Override what you show."""
 
@@ -20,7 +30,11 @@ class LaunchView:
         """The line a rank is still writing (a progress bar's latest frame); "" when none."""
 
     def on_display(self, rank, data):
-        """A rank called ``display()``: ``data`` is the mime bundle (text/plain, image/png, ...)."""
+        """A rank called ``display()``: ``data`` is the mime bundle (text/plain, image/png, ...).
+
+        Views show it as a line of the rank's output unless they override this.
+        """
+        self.on_output(rank, "stdout", display_text(data))
 
     def flush(self):
         """Called after each batch of events, so output is shown in chunks, not line by line.

@@ -22,9 +22,6 @@ class TextView(LaunchView):
         if not text.endswith("\n"):
             out.write("\n")
 
-    def on_display(self, rank, data):
-        self.on_output(rank, "stdout", data.get("text/plain", "<display>") + "\n")
-
     def flush(self):
         for out in self._streams.values():
             out.flush()

@@ -76,9 +76,6 @@ class WidgetView(LaunchView):
             self._live[rank] = text
             self._dirty.add(rank)
 
-    def on_display(self, rank, data):
-        self.on_output(rank, "stdout", data.get("text/plain", "<display>") + "\n")
-
     def on_metric(self, rank, metric):
         self._metrics.append({"rank": rank, **metric})
         self._dirty.add("metrics")
