@@ -19,7 +19,6 @@ import urllib.request
 from pathlib import Path
 
 import nbformat
-import pytest
 
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 ARTIFACTS = Path(__file__).resolve().parent.parent / "test-artifacts"
@@ -103,21 +102,3 @@ def screenshot(target, name):
     target.screenshot(path=str(path))
     return path
 
-
-@pytest.fixture(scope="module")
-def lab(tmp_path_factory):
-    """A JupyterLab server of its own for the test module."""
-    server = LabServer(tmp_path_factory.mktemp("lab"))
-    yield server
-    server.stop()
-
-
-@pytest.fixture(scope="module")
-def browser():
-    """Debian's Chromium, driven by Playwright (which never downloads a browser here)."""
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as playwright:
-        chromium = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        yield chromium
-        chromium.close()

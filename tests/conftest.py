@@ -7,6 +7,7 @@ import os
 import psutil
 import pytest
 
+from browser import CHROMIUM, CHROMIUM_ARGS, LabServer
 from kernel_session import KernelSession
 
 
@@ -71,3 +72,22 @@ def _alive(process):
         return process.status() != psutil.STATUS_ZOMBIE
     except psutil.NoSuchProcess:
         return False
+
+
+@pytest.fixture(scope="module")
+def lab(tmp_path_factory):
+    """A JupyterLab server of its own for the test module (browser tests)."""
+    server = LabServer(tmp_path_factory.mktemp("lab"))
+    yield server
+    server.stop()
+
+
+@pytest.fixture(scope="module")
+def browser():
+    """Debian's Chromium, driven by Playwright (which never downloads a browser here)."""
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as playwright:
+        chromium = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        yield chromium
+        chromium.close()

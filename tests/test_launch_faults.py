@@ -3,7 +3,6 @@
 Timings are upper bounds taken from the kernel's own clock around the call, never sleeps.
 """
 
-import re
 from textwrap import dedent
 
 import pytest

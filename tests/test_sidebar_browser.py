@@ -10,7 +10,7 @@ import os
 
 import pytest
 
-from browser import CHROMIUM, browser, lab, open_notebook, run_all, screenshot  # noqa: F401 (fixtures)
+from browser import CHROMIUM, open_notebook, run_all, screenshot
 
 pytestmark = pytest.mark.skipif(not os.path.exists(CHROMIUM), reason="Debian's chromium is not installed")
 

@@ -3,8 +3,6 @@ and notebook machinery (tqdm, display, widgets) used from inside a rank."""
 
 from textwrap import dedent
 
-import pytest
-
 WIDGET_MIME = "application/vnd.jupyter.widget-view+json"
 
 
