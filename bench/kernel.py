@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import queue
 
 from jupyter_client import KernelManager
@@ -39,3 +40,16 @@ class BenchKernel:
     def close(self):
         self.client.stop_channels()
         self.manager.shutdown_kernel(now=True)
+
+
+def run_rounds(setup, one_round, report, rounds, round_timeout=600):
+    """In one fresh kernel: run ``setup``, then ``one_round`` ``rounds`` times, then ``report``, which
+    must print one JSON line; return it decoded."""
+    kernel = BenchKernel()
+    try:
+        kernel.run(setup)
+        for _ in range(rounds):
+            kernel.run(one_round, timeout=round_timeout)
+        return json.loads(kernel.run(report).strip().splitlines()[-1])
+    finally:
+        kernel.close()

@@ -13,13 +13,13 @@ Run: make bench   (or: .venv/bin/python bench/launch_overhead.py [--rounds 7])
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
+from statistics import median
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from kernel import BenchKernel  # noqa: E402
+from kernel import run_rounds  # noqa: E402
 
 SETUP = r'''
 import json, os, statistics, subprocess, sys, tempfile, time
@@ -80,26 +80,12 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=7)
     args = parser.parse_args()
-    kernel = BenchKernel()
-    try:
-        kernel.run(SETUP)
-        for _ in range(args.rounds):
-            kernel.run(ROUND)
-        data = json.loads(kernel.run(REPORT).strip().splitlines()[-1])
-    finally:
-        kernel.close()
-    report(data, args.rounds)
-
-
-def _median(values):
-    values = sorted(values)
-    mid = len(values) // 2
-    return values[mid] if len(values) % 2 else (values[mid - 1] + values[mid]) / 2
+    report(run_rounds(SETUP, ROUND, REPORT, args.rounds), args.rounds)
 
 
 def report(data, rounds):
     times = data["times"]
-    medians = {name: (_median([r[0] for r in runs]), _median([r[1] for r in runs])) for name, runs in times.items()}
+    medians = {name: (median([r[0] for r in runs]), median([r[1] for r in runs])) for name, runs in times.items()}
     accelerate = medians["accelerate notebook_launcher"][0]
     print(f"\nLaunch overhead, no-op function on 2 CPU processes, one kernel, {rounds} interleaved rounds (medians)\n")
     print(f"{'launcher':<30} {'call→return':>12} {'call→all ranks in':>18} {'vs Accelerate':>14}")

@@ -12,13 +12,13 @@ Run: .venv/bin/python bench/log_overhead.py [--rounds 3]
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
+from statistics import median
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from kernel import BenchKernel  # noqa: E402
+from kernel import run_rounds  # noqa: E402
 
 SETUP = r'''
 import json, statistics, time, torch
@@ -59,21 +59,14 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=3)
     args = parser.parse_args()
-    kernel = BenchKernel()
-    try:
-        kernel.run(SETUP)
-        for _ in range(args.rounds):
-            kernel.run(ROUND, timeout=900)
-        data = json.loads(kernel.run(REPORT).strip().splitlines()[-1])
-    finally:
-        kernel.close()
-    medians = {name: sorted(values)[len(values) // 2] for name, values in data["times"].items()}
+    data = run_rounds(SETUP, ROUND, REPORT, args.rounds, round_timeout=900)
+    medians = {name: median(values) for name, values in data["times"].items()}
     base, quiet = medians["no printing"], medians["100k lines, display=none"]
     print(f"\nA rank printing 100k lines during 200 compute steps, time inside the rank, median of {args.rounds}\n")
     print(f"{'variant':<30} {'seconds':>8} {'vs no printing':>15} {'vs display=none':>16}")
     for name, value in medians.items():
         print(f"{name:<30} {value:>8.2f} {value / base:>14.3f}x {value / quiet:>15.3f}x")
-    renders = sorted(data["renders"])[len(data["renders"]) // 2]
+    renders = median(data["renders"])
     widget = medians["100k lines, display=widget"]
     print(f"\nwidget updates per second (median): {renders:.1f}")
     print(f"target: widget costs ≤ a few percent over capturing alone: {widget / quiet:.3f}x ->"
