@@ -14,7 +14,7 @@ os.environ.setdefault("PYTORCH_NVML_BASED_CUDA_CHECK", "1")
 
 import importlib  # noqa: E402
 
-from . import cuda_init_site  # noqa: E402
+from .devices import cuda_init_site  # noqa: E402
 
 cuda_init_site.install_when_imported()
 
@@ -22,14 +22,14 @@ cuda_init_site.install_when_imported()
 _PUBLIC = {
     "notebook_launcher": "api",
     "launch": "api",
-    "Launch": "handle",
-    "active_launches": "handle",
+    "Launch": "launching.handle",
+    "active_launches": "launching.handle",
     "LaunchError": "errors",
     "WorkerError": "errors",
     "WorkerTraceback": "errors",
-    "kernel_settings": "settings",
-    "set_defaults": "settings",
-    "device_picker": "picker",
+    "kernel_settings": "frontend.settings",
+    "set_defaults": "frontend.settings",
+    "device_picker": "frontend.picker",
 }
 
 
@@ -48,7 +48,7 @@ def _jupyter_labextension_paths():
 
 def load_ipython_extension(ipython):
     """``%load_ext notebook_launcher``: register the sidebar's comm target in this kernel."""
-    from .kernel_comm import register
+    from .frontend.comm import register
 
     register(ipython)
 

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import sys
 
-from .handle import Launch
-from .plan import make_plan
-from .settings import kernel_settings
+from .launching.handle import Launch
+from .launching.plan import make_plan
+from .frontend.settings import kernel_settings
 from .starters import select_starter
-from .views import select_view
+from .frontend.views import select_view
 
 __all__ = ["notebook_launcher", "launch"]
 

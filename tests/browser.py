@@ -28,7 +28,7 @@ CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic"
 
 class LabServer:
     def __init__(self, root):
-        from notebook_launcher.ports import free_port
+        from notebook_launcher.launching.ports import free_port
 
         self.root = Path(root)
         self.port = free_port("127.0.0.1")

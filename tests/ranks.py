@@ -11,7 +11,7 @@ import os
 import torch.multiprocessing as mp
 
 from notebook_launcher import launch
-from notebook_launcher.ports import free_port
+from notebook_launcher.launching.ports import free_port
 
 
 def on_ranks(function, *args, num_processes=2, **options):

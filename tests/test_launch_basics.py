@@ -123,7 +123,7 @@ def test_stop_ends_a_running_launch(kernel):
 
 def test_free_port_is_chosen_per_launch_and_released(kernel):
     kernel.ok(dedent("""
-        from notebook_launcher.ports import check_port_free
+        from notebook_launcher.launching.ports import check_port_free
         ports = []
         for _ in range(3):
             job = launch(lambda: 0, num_processes=2, display="none"); job.wait()

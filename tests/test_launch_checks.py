@@ -55,7 +55,7 @@ def test_a_fixed_port_in_use_is_a_clear_error(kernel):
 
 
 def test_a_fixed_free_port_is_used_as_given(kernel):
-    kernel.ok("from notebook_launcher.ports import free_port\nport = free_port('127.0.0.1')")
+    kernel.ok("from notebook_launcher.launching.ports import free_port\nport = free_port('127.0.0.1')")
     result = kernel.ok("print(notebook_launcher(lambda: os.environ['MASTER_PORT'], num_processes=2, use_port=str(port)))")
     assert result.stdout.strip() == str(kernel.eval("port"))
 
@@ -83,7 +83,7 @@ def test_cuda_initialized_in_the_kernel_names_the_cell_and_line(kernel):
     spawn fallback are the real ones."""
     kernel.ok(dedent("""
         import torch
-        from notebook_launcher import cuda_init_site
+        from notebook_launcher.devices import cuda_init_site
         fake_cuda_init = cuda_init_site.recording(lambda: None)
         real_is_initialized = torch.cuda.is_initialized
     """))

@@ -126,7 +126,7 @@ def test_kernel_interrupt_ends_every_rank_and_the_next_launch_works(kernel):
 def test_many_launches_leak_no_process_descriptor_or_port(kernel):
     kernel.ok(dedent("""
         import psutil
-        from notebook_launcher.ports import check_port_free
+        from notebook_launcher.launching.ports import check_port_free
         me = psutil.Process()
         def succeed(): return 1
         def fail(): raise RuntimeError("planned")

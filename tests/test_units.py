@@ -7,13 +7,13 @@ import threading
 import cloudpickle
 import pytest
 
-from notebook_launcher.channel import ChannelWriter, FrameReader, LineReader
-from notebook_launcher.environment import threads_per_rank, worker_environment
+from notebook_launcher.wire import ChannelWriter, FrameReader, LineReader
+from notebook_launcher.launching.environment import threads_per_rank, worker_environment
 from notebook_launcher.errors import WorkerError, WorkerTraceback, describe_exit, rebuild_exception
-from notebook_launcher.plan import check_port_number
-from notebook_launcher.record import LaunchRecord
-from notebook_launcher.threads import run_in_thread
-from notebook_launcher.worker import dumps_for_kernel, error_report
+from notebook_launcher.launching.plan import check_port_number
+from notebook_launcher.launching.record import LaunchRecord
+from notebook_launcher.launching.threads import run_in_thread
+from notebook_launcher.rank.bootstrap import dumps_for_kernel, error_report
 
 
 def test_frames_survive_arbitrary_chunking_and_large_payloads():
@@ -150,7 +150,7 @@ def test_cloudpickle_tracker_maps_classes_back():
 
 
 def test_render_chips_logs_and_charts():
-    from notebook_launcher.views.render import log_html, metrics_html, series_by_key, status_chips
+    from notebook_launcher.frontend.views.render import log_html, metrics_html, series_by_key, status_chips
 
     chips = status_chips({1: "failed", 0: "done"})
     assert chips.index("rank 0: done") < chips.index("rank 1: failed")
@@ -172,7 +172,7 @@ def test_carriage_returns_rewrite_the_line():
 
 
 def test_tpu_host_detection_looks_at_the_host_only(tmp_path):
-    from notebook_launcher.inventory import is_tpu_host, tpu_cores
+    from notebook_launcher.devices.inventory import is_tpu_host, tpu_cores
 
     nothing = str(tmp_path / "accel*")
     assert is_tpu_host({"PJRT_DEVICE": "TPU"}, nothing) and is_tpu_host({"ISTPUVM": "1"}, nothing)

@@ -78,7 +78,7 @@ def test_a_chatty_rank_is_throttled_and_bounded(kernel):
 
 
 def test_auto_display_is_the_widget_in_a_kernel(kernel):
-    kernel.ok("from notebook_launcher.views import select_view\nsaved = os.environ.pop('NOTEBOOK_LAUNCHER_DISPLAY')")
+    kernel.ok("from notebook_launcher.frontend.views import select_view\nsaved = os.environ.pop('NOTEBOOK_LAUNCHER_DISPLAY')")
     try:
         assert kernel.eval("type(select_view('auto')).__name__") == "WidgetView"
     finally:

@@ -28,7 +28,7 @@ def select_device(requested="auto"):
     Raises:
         ValueError: an unknown name, or "cuda" when no GPU is found.
     """
-    from ..inventory import is_tpu_host
+    from .inventory import is_tpu_host
 
     if requested not in DEVICE_CHOICES:
         raise ValueError(f"device={requested!r} is not one of {', '.join(map(repr, DEVICE_CHOICES))}")

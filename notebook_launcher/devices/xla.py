@@ -17,7 +17,7 @@ class XlaDevice:
     def count(self):
         if os.environ.get("PJRT_DEVICE", "").upper() == "CPU":
             return max(1, int(os.environ.get("CPU_NUM_DEVICES", "1")))
-        from ..inventory import tpu_cores
+        from .inventory import tpu_cores
 
         cores, _ = tpu_cores()
         return max(cores, 1)

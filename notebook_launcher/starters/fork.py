@@ -11,7 +11,7 @@ import importlib
 import multiprocessing
 import sys
 
-from ..worker import run_worker
+from ..rank.bootstrap import run_worker
 from .base import WorkerProcess
 
 _WARM_IMPORTS = ("torch._dynamo",)

@@ -3,7 +3,7 @@
 Used when the kernel cannot be forked (CUDA already initialized there) or when asked for. Functions
 and classes defined in notebook cells work because cloudpickle sends them by value. The payload is
 pickled once, in the kernel, before any rank starts, so an argument that cannot be pickled is
-reported by name and nothing runs. Each rank is ``python -m notebook_launcher.starters.spawn_main``
+reported by name and nothing runs. Each rank is ``python -m notebook_launcher.rank.spawn_main``
 with its pipes passed as file descriptors and its environment set before the interpreter starts
 (so ``OMP_NUM_THREADS`` applies to torch's thread pool).
 """
@@ -46,7 +46,7 @@ class SpawnStarter:
         encoded = base64.b64encode(pickle.dumps((spec, pipes.events))).decode()
         try:
             popen = subprocess.Popen(
-                [sys.executable, "-m", "notebook_launcher.starters.spawn_main", self._payload_path, encoded],
+                [sys.executable, "-m", "notebook_launcher.rank.spawn_main", self._payload_path, encoded],
                 stdin=subprocess.DEVNULL,
                 stdout=pipes.stdout,
                 stderr=pipes.stderr,

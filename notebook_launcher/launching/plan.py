@@ -15,10 +15,10 @@ import multiprocessing
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from .devices import select_device
+from ..devices import select_device
 from .environment import threads_per_rank, worker_environment
-from .errors import LaunchError
-from .devices.cpu import usable_cpus
+from ..errors import LaunchError
+from ..devices.cpu import usable_cpus
 from .ports import check_port_free, free_port
 from .preflight import fork_hazards
 

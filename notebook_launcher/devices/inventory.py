@@ -17,8 +17,8 @@ import re
 import shutil
 import subprocess
 
-from .devices import select_device
-from .devices.cpu import usable_cpus
+from . import select_device
+from .cpu import usable_cpus
 
 __all__ = ["device_inventory", "parse_nvidia_smi", "tpu_cores", "is_tpu_host"]
 

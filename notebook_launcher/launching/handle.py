@@ -14,10 +14,10 @@ import atexit
 import uuid
 import weakref
 
-from .errors import LaunchError
+from ..errors import LaunchError
 from .record import LaunchRecord
 from .supervisor import Supervisor
-from .views.base import CompositeView, LaunchView
+from ..frontend.views.base import CompositeView, LaunchView
 
 __all__ = ["Launch", "active_launches", "observe_launches"]
 

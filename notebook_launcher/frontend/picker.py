@@ -7,7 +7,7 @@ Example:
 
 from __future__ import annotations
 
-from .inventory import device_inventory
+from ..devices.inventory import device_inventory
 from .settings import SETTING_CHOICES, kernel_settings, set_defaults
 
 __all__ = ["device_picker"]

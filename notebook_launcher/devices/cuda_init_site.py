@@ -22,7 +22,7 @@ import os
 import sys
 
 _first_site = None
-_OWN_DIRS = (os.path.dirname(os.path.abspath(__file__)),)
+_OWN_DIRS = (os.path.dirname(os.path.dirname(os.path.abspath(__file__))),)  # the whole package
 
 
 def first_site():

@@ -14,9 +14,9 @@ from __future__ import annotations
 import sys
 import threading
 
-from .comm_messages import launch_info
-from .handle import active_launches, observe_launches
-from .inventory import device_inventory
+from .messages import launch_info
+from ..launching.handle import active_launches, observe_launches
+from ..devices.inventory import device_inventory
 from .settings import SETTING_CHOICES, kernel_settings
 
 __all__ = ["register", "TARGET"]

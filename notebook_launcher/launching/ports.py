@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import socket
 
-from .errors import LaunchError
+from ..errors import LaunchError
 
 __all__ = ["free_port", "check_port_free"]
 

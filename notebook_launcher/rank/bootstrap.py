@@ -26,8 +26,8 @@ from dataclasses import dataclass
 
 import cloudpickle
 
-from .channel import ERROR, RESULT, STATUS, ChannelWriter, set_worker_channel
-from .rank_notebook import make_safe
+from ..wire import ERROR, RESULT, STATUS, ChannelWriter, set_worker_channel
+from .notebook import make_safe
 
 __all__ = ["WorkerSpec", "WorkerPipes", "run_worker", "prepare_process", "run_rank", "error_report"]
 

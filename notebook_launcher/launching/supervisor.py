@@ -29,11 +29,11 @@ from multiprocessing.connection import wait
 
 import psutil
 
-from .channel import DISPLAY, ERROR, METRIC, OUTPUT, RESULT, STATUS, FrameReader, LineReader
-from .errors import LaunchError, WorkerError, describe_exit, rebuild_exception
+from ..wire import DISPLAY, ERROR, METRIC, OUTPUT, RESULT, STATUS, FrameReader, LineReader
+from ..errors import LaunchError, WorkerError, describe_exit, rebuild_exception
 from .threads import run_in_thread
-from .views.base import display_text
-from .worker import WorkerPipes, WorkerSpec
+from ..frontend.views.base import display_text
+from ..rank.bootstrap import WorkerPipes, WorkerSpec
 
 __all__ = ["Supervisor"]
 

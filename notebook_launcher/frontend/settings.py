@@ -75,7 +75,7 @@ def set_defaults(**changes):
     Raises:
         ValueError: an unknown name or a value outside the choices / the devices found.
     """
-    from .devices import select_device
+    from ..devices import select_device
 
     kernel_settings().update(changes, select_device("auto").count())
     return kernel_settings().as_dict()

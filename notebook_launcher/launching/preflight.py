@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import sys
 
-from . import cuda_init_site
+from ..devices import cuda_init_site
 
 __all__ = ["fork_hazards", "cuda_hazard", "process_group_hazard", "xla_hazard"]
 

@@ -1,4 +1,4 @@
-"""Entry point of a spawned rank: ``python -m notebook_launcher.starters.spawn_main PAYLOAD SPEC``."""
+"""Entry point of a spawned rank: ``python -m notebook_launcher.rank.spawn_main PAYLOAD SPEC``."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import sys
 
 import cloudpickle
 
-from ..worker import WorkerPipes, run_worker
+from .bootstrap import WorkerPipes, run_worker
 
 
 def main(payload_path, encoded_spec):
