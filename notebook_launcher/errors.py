@@ -1,20 +1,21 @@
-"""The error types a launch can raise, and how a worker's exception is rebuilt in the kernel.
+"""The error types a launch can raise, each its own type so it can be caught.
 
-Three kinds of failure reach the user, each its own type so it can be caught:
+Three kinds of failure reach the user:
 
 * ``LaunchError`` — the launcher refused or could not start (fork unsafe, an argument that cannot be
   pickled, a fixed port in use). Nothing ran.
-* the worker's own exception — rebuilt as the same type, its message prefixed with the rank and the
-  worker's traceback attached as ``__cause__`` (a ``WorkerTraceback``).
+* the rank's own exception — rebuilt as the same type, its message prefixed with the rank and the
+  rank's traceback attached as ``__cause__`` (a ``WorkerTraceback``).
 * ``WorkerError`` — a rank died (signal, exit code, no result) or raised something that cannot be rebuilt.
+
+How a rank's exception is reported and rebuilt is in ``wire`` (both ends of the pipe).
 """
 
 from __future__ import annotations
 
-import pickle
 import signal
 
-__all__ = ["LaunchError", "WorkerError", "WorkerTraceback", "rebuild_exception", "describe_exit"]
+__all__ = ["LaunchError", "WorkerError", "WorkerTraceback", "describe_exit"]
 
 
 class LaunchError(RuntimeError):
@@ -77,67 +78,6 @@ class WorkerTraceback(Exception):
 
     def __str__(self):
         return "\n" + self.text.rstrip("\n") + "\n"
-
-
-_NOT_REBUILT = (SystemExit, KeyboardInterrupt, GeneratorExit)
-
-
-def rebuild_exception(rank, report):
-    """Turn a worker's error report into the exception to raise in the kernel.
-
-    Args:
-        rank: the global rank that raised.
-        report: the dict a worker sends (``type``, ``message``, ``traceback``, ``pickled``).
-
-    Returns:
-        The worker's exception as its own type, message prefixed with ``[rank N]`` and the worker's
-        traceback as ``__cause__``; a ``WorkerError`` when it cannot be unpickled here or is an exit.
-
-    Example:
-        >>> import cloudpickle
-        >>> report = {"type": "ValueError", "message": "boom", "traceback": "...", "pickled": cloudpickle.dumps(ValueError("boom"))}
-        >>> exc = rebuild_exception(1, report)
-        >>> type(exc).__name__, str(exc)
-        ('ValueError', '[rank 1] boom')
-    """
-    exc, why = _unpickle(report.get("pickled"))
-    if exc is None or isinstance(exc, _NOT_REBUILT):
-        why = why or f"{report['type']} is not re-raised in the kernel"
-        return WorkerError(
-            rank,
-            f"rank {rank} raised {report['type']}: {report['message']} ({why})",
-            exc_type=report["type"],
-            remote_traceback=report["traceback"],
-        )
-    _name_the_rank(exc, rank)
-    exc.__cause__ = WorkerTraceback(report["traceback"])
-    exc.__suppress_context__ = True
-    return exc
-
-
-def _unpickle(data):
-    if data is None:
-        return None, "it could not be pickled in the worker"
-    try:
-        exc = pickle.loads(data)
-    except Exception as err:  # any failure here means "cannot rebuild"; the report still has the text
-        return None, f"it could not be rebuilt in the kernel: {type(err).__name__}: {err}"
-    if not isinstance(exc, BaseException):
-        return None, "the report held no exception"
-    return exc, None
-
-
-def _name_the_rank(exc, rank):
-    """Prefix the message with the rank when the message is the first argument; else add a note."""
-    prefix = f"[rank {rank}] "
-    args = exc.args
-    if args and isinstance(args[0], str) and str(exc) == args[0]:
-        exc.args = (prefix + args[0],) + tuple(args[1:])
-        if str(exc).startswith(prefix):
-            return
-        exc.args = args
-    if hasattr(exc, "add_note"):
-        exc.add_note(f"raised on rank {rank}")
 
 
 def describe_exit(rank, exitcode):

@@ -44,7 +44,7 @@ def test_settings_round_trip_and_num_processes_none_uses_the_choice(kernel):
     ({"type": "set_settings", "request_id": "x", "settings": {"num_processes": 99}},
      "num_processes must be an int from 1 to {max} (the devices found), or None; got 99"),
     ({"type": "set_settings", "request_id": "x", "settings": {"num_processes": 2, "start_method": "thread"}},
-     "start_method must be one of ['auto', 'fork', 'spawn']; got 'thread'"),
+     "start_method='thread' is not valid; use one of 'auto', 'fork', 'spawn'"),
     ({"type": "set_settings", "request_id": "x", "settings": {"code": "import os; os.remove('x')"}},
      "unknown settings ['code']"),
     ({"type": "set_settings", "request_id": "x", "settings": "2"}, "settings must be an object, got str"),

@@ -13,7 +13,7 @@ import pytest
     ("launch(f, num_processes=os.cpu_count() + 1)", "ValueError", "is more than the 2 CPUs found; use at most 2"),
     ("launch(f, mixed_precision='fp8')", "ValueError", "mixed_precision='fp8' is not valid; use one of 'no', 'fp16', 'bf16'"),
     ("launch(f, start_method='forkserver')", "ValueError", "start_method='forkserver' is not valid; use one of 'auto', 'fork', 'spawn'"),
-    ("launch(f, device='tpu9')", "ValueError", "device='tpu9' is not one of"),
+    ("launch(f, device='tpu9')", "ValueError", "device='tpu9' is not valid; use one of 'auto', 'cpu', 'cuda', 'xla', 'tpu'"),
     ("launch(f, device='cuda')", "ValueError", "no CUDA GPU was found"),
     ("launch(f, display='fancy')", "ValueError", "display='fancy' is not valid"),
     ("launch(f, use_port=70000)", "ValueError", "use_port must be None or a port number in 1..65535, got 70000"),

@@ -31,6 +31,7 @@ from . import checkpoint, ops
 from .data import DataState, PreparedDataLoader
 from .metrics import MetricLog
 from .optim import PreparedOptimizer, PreparedScheduler
+from .prepared import PreparedObjects
 from .precision import select_precision
 from .state import DistributedState
 
@@ -57,9 +58,7 @@ class Accelerator:
         self.step = 0
         self.sync_gradients = True
         self._data_state = DataState()
-        self._models, self._optimizers, self._schedulers, self._dataloaders = [], [], [], []
-        self._unscaled = set()
-        self._moved = {}  # id(parameter before prepare) -> (that parameter, the one the device holds)
+        self.prepared = PreparedObjects()
         self._metrics = MetricLog()
 
     # -- who and where ----------------------------------------------------------------------------
@@ -129,33 +128,29 @@ class Accelerator:
         """
         before = dict(model.named_parameters())
         model = model.to(self.device)
-        for name, parameter in model.named_parameters():
-            if parameter is not before[name]:
-                self._moved[id(before[name])] = (before[name], parameter)
-        for optimizer in self._optimizers:
-            optimizer.rebind(self._moved)
+        self.prepared.note_moved(before, dict(model.named_parameters()))
         if self.state.distributed and self.state.backend.wraps_ddp:
             model = DistributedDataParallel(model, **self.state.backend.ddp_options(self.local_process_index))
         if self.precision.name != "no":
             model.forward = _autocast_forward(model.forward, self.precision)
-        self._models.append(model)
+        self.prepared.models.append(model)
         return model
 
     def prepare_optimizer(self, optimizer):
         prepared = PreparedOptimizer(optimizer, self)
-        prepared.rebind(self._moved)
-        self._optimizers.append(prepared)
+        prepared.rebind(self.prepared.moved)
+        self.prepared.optimizers.append(prepared)
         return prepared
 
     def prepare_scheduler(self, scheduler):
-        prepared = PreparedScheduler(scheduler, self._optimizers)
-        self._schedulers.append(prepared)
+        prepared = PreparedScheduler(scheduler, self.prepared.optimizers)
+        self.prepared.schedulers.append(prepared)
         return prepared
 
     def prepare_data_loader(self, loader):
         seed = ops.broadcast_object(self.state, torch.initial_seed() % 2**31)
         prepared = PreparedDataLoader(loader, self.state, self._data_state, seed)
-        self._dataloaders.append(prepared)
+        self.prepared.dataloaders.append(prepared)
         return prepared
 
     # -- training step ----------------------------------------------------------------------------
@@ -181,18 +176,12 @@ class Accelerator:
         """``loss.backward()``, divided for gradient accumulation and scaled for fp16."""
         if self.gradient_accumulation_steps > 1:
             loss = loss / self.gradient_accumulation_steps
-        if self.scaler is not None:
-            loss = self.scaler.scale(loss)
-        loss.backward(**kwargs)
+        self.precision.scale_loss(loss).backward(**kwargs)
 
     def unscale_gradients(self):
         """Unscale fp16 gradients of every prepared optimizer (once per step)."""
-        if self.scaler is None:
-            return
-        for optimizer in self._optimizers:
-            if id(optimizer.optimizer) not in self._unscaled:
-                self.scaler.unscale_(optimizer.optimizer)
-                self._unscaled.add(id(optimizer.optimizer))
+        for optimizer in self.prepared.optimizers:
+            self.precision.unscale(optimizer.optimizer)
 
     def clip_grad_norm_(self, parameters, max_norm, norm_type=2):
         """Clip the gradient norm (after unscaling fp16 gradients); returns the total norm."""
@@ -305,19 +294,23 @@ class Accelerator:
 
     def save_state(self, output_dir):
         """Save models, optimizers, schedulers, scaler, every rank's RNG state and the step, atomically."""
-        return checkpoint.save_state(self, output_dir)
+        return checkpoint.save_state(self.prepared, self._checkpoint_context(), output_dir)
 
     def load_state(self, input_dir):
         """Restore what ``save_state`` wrote, on every rank."""
-        checkpoint.load_state(self, input_dir)
+        self.step = checkpoint.load_state(self.prepared, self._checkpoint_context(), input_dir)
 
     def free_memory(self, *objects):
         """Drop the references this Accelerator holds (and ``objects``), collect, empty the device cache."""
-        self._models, self._optimizers, self._schedulers, self._dataloaders = [], [], [], []
+        self.prepared.clear()
+        self.precision.forget()
         self.step = 0
         gc.collect()
         self.state.backend.empty_cache()
         return [None] * len(objects)
+
+    def _checkpoint_context(self):
+        return checkpoint.CheckpointContext(self.state, self.precision.scaler, self.step, self.unwrap_model)
 
     def end_training(self):
         self.wait_for_everyone()

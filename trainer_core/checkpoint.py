@@ -16,61 +16,76 @@ import json
 import os
 import pickle
 import shutil
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
 
 import torch
 
 from . import ops
 from .seeding import restore_rng_states, rng_states
 
-__all__ = ["save_state", "load_state", "atomic_save", "write_checkpoint", "publish_directory", "resolve_checkpoint"]
+__all__ = ["CheckpointContext", "save_state", "load_state", "atomic_save", "write_checkpoint", "publish_directory", "resolve_checkpoint"]
 
 
-def save_state(accelerator, output_dir):
+@dataclass(frozen=True)
+class CheckpointContext:
+    """What a checkpoint needs from the Accelerator besides its prepared objects."""
+
+    state: Any  # the DistributedState
+    scaler: Any  # the fp16 gradient scaler, or None
+    step: int
+    unwrap_model: Callable[[Any], Any]
+
+
+def save_state(prepared, context, output_dir):
     """What ``Accelerator.save_state`` does: every rank calls it, the main process writes."""
-    rng_by_rank = ops.gather_object(accelerator.state, [rng_states()])
-    if accelerator.is_main_process:
-        parts = {f"model_{i}": accelerator.unwrap_model(m).state_dict() for i, m in enumerate(accelerator._models)}
-        parts.update({f"optimizer_{i}": o.state_dict() for i, o in enumerate(accelerator._optimizers)})
-        parts.update({f"scheduler_{i}": s.state_dict() for i, s in enumerate(accelerator._schedulers)})
-        if accelerator.scaler is not None:
-            parts["scaler"] = accelerator.scaler.state_dict()
-        meta = {"step": accelerator.step, "num_processes": accelerator.num_processes,
-                "dataloader_epochs": [loader.epoch for loader in accelerator._dataloaders]}
+    state = context.state
+    rng_by_rank = ops.gather_object(state, [rng_states()])
+    if state.is_main_process:
+        parts = {f"model_{i}": context.unwrap_model(m).state_dict() for i, m in enumerate(prepared.models)}
+        parts.update({f"optimizer_{i}": o.state_dict() for i, o in enumerate(prepared.optimizers)})
+        parts.update({f"scheduler_{i}": s.state_dict() for i, s in enumerate(prepared.schedulers)})
+        if context.scaler is not None:
+            parts["scaler"] = context.scaler.state_dict()
+        meta = {"step": context.step, "num_processes": state.num_processes,
+                "dataloader_epochs": [loader.epoch for loader in prepared.dataloaders]}
         tmp = f"{output_dir}.tmp"
         if os.path.exists(tmp):
             shutil.rmtree(tmp)
-        write_checkpoint(tmp, parts, rng_by_rank, meta, accelerator.state.backend.save)
+        write_checkpoint(tmp, parts, rng_by_rank, meta, state.backend.save)
         publish_directory(tmp, output_dir)
-    accelerator.wait_for_everyone()
+    state.barrier()
     return output_dir
 
 
-def load_state(accelerator, input_dir):
-    """What ``Accelerator.load_state`` does, on every rank."""
+def load_state(prepared, context, input_dir):
+    """What ``Accelerator.load_state`` does, on every rank; returns the step to continue from."""
+    state = context.state
     directory = resolve_checkpoint(input_dir)
-    location = accelerator.state.backend.load_location(accelerator.device)
+    location = state.backend.load_location(state.device)
 
     def load(name):
         return torch.load(os.path.join(directory, f"{name}.pt"), weights_only=False, map_location=location)
 
-    for i, model in enumerate(accelerator._models):
-        accelerator.unwrap_model(model).load_state_dict(load(f"model_{i}"))
-    for i, optimizer in enumerate(accelerator._optimizers):
+    for i, model in enumerate(prepared.models):
+        context.unwrap_model(model).load_state_dict(load(f"model_{i}"))
+    for i, optimizer in enumerate(prepared.optimizers):
         optimizer.load_state_dict(load(f"optimizer_{i}"))
-    for i, scheduler in enumerate(accelerator._schedulers):
+    for i, scheduler in enumerate(prepared.schedulers):
         scheduler.load_state_dict(load(f"scheduler_{i}"))
-    if accelerator.scaler is not None:
-        accelerator.scaler.load_state_dict(load("scaler"))
+    if context.scaler is not None:
+        context.scaler.load_state_dict(load("scaler"))
     with open(os.path.join(directory, "state.json")) as file:
         meta = json.load(file)
-    accelerator.step = meta["step"]
-    for loader, epoch in zip(accelerator._dataloaders, meta["dataloader_epochs"]):
+    for loader, epoch in zip(prepared.dataloaders, meta["dataloader_epochs"]):
         loader.set_epoch(epoch)
-    rng_file = os.path.join(directory, f"random_states_{accelerator.process_index}.pkl")
+    rng_file = os.path.join(directory, f"random_states_{state.process_index}.pkl")
     if os.path.exists(rng_file):
         with open(rng_file, "rb") as file:
             restore_rng_states(pickle.load(file))
-    accelerator.wait_for_everyone()
+    state.barrier()
+    return meta["step"]
 
 
 def atomic_save(obj, path, save=torch.save):

@@ -45,7 +45,7 @@ def _number(value):
 
 def _channel():
     try:
-        from notebook_launcher.wire import worker_channel
+        from notebook_launcher.wire import rank_channel
     except ImportError:  # trainer_core used without the launcher installed
         return None
-    return worker_channel()
+    return rank_channel()

@@ -45,16 +45,7 @@ class PreparedOptimizer:
         self.stepped = False
         if not self._accelerator.sync_gradients:
             return None
-        scaler = self._accelerator.scaler
-        if scaler is None:
-            result = self._accelerator.state.backend.optimizer_step(self.optimizer, closure)
-            self.step_was_skipped = False
-        else:
-            scale = scaler.get_scale()
-            result = scaler.step(self.optimizer)
-            scaler.update()
-            self.step_was_skipped = scaler.get_scale() < scale
-        self._accelerator._unscaled.discard(id(self.optimizer))
+        result, self.step_was_skipped = self._accelerator.precision.step(self.optimizer, closure)
         self.stepped = not self.step_was_skipped
         return result
 

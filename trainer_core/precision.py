@@ -1,7 +1,8 @@
 """Mixed precision as small objects chosen once by ``select_precision``: "no", "bf16", "fp16".
 
-Each gives an ``autocast()`` context and, for fp16, a gradient scaler; nothing else in the
-Accelerator branches on the precision.
+Each gives an ``autocast()`` context, scales the loss, unscales gradients and steps an optimizer;
+only fp16 has a gradient scaler, and it keeps its own bookkeeping (which optimizers are unscaled in
+this step). Nothing else in the Accelerator branches on the precision.
 
 Example:
     >>> from trainer_core.backends import CpuBackend
@@ -14,6 +15,7 @@ Example:
 from __future__ import annotations
 
 import contextlib
+from typing import Any
 
 import torch
 
@@ -23,38 +25,78 @@ PRECISIONS = ("no", "fp16", "bf16")
 
 
 class FullPrecision:
+    """No autocast, no scaler: the loss and the optimizer step go through unchanged."""
+
     name = "no"
     scaler = None
 
-    def autocast(self):
+    def __init__(self, backend: Any = None) -> None:
+        self._backend = backend
+
+    def autocast(self) -> Any:
         return contextlib.nullcontext()
 
+    def scale_loss(self, loss: torch.Tensor) -> torch.Tensor:
+        return loss
 
-class Bf16Precision:
+    def unscale(self, optimizer: torch.optim.Optimizer) -> None:
+        pass
+
+    def step(self, optimizer: torch.optim.Optimizer, closure: Any = None) -> tuple[Any, bool]:
+        """Step ``optimizer`` through the backend; returns (its result, whether the step was skipped)."""
+        return self._backend.optimizer_step(optimizer, closure), False
+
+    def forget(self) -> None:
+        pass
+
+
+class Bf16Precision(FullPrecision):
     name = "bf16"
-    scaler = None
 
-    def __init__(self, backend):
+    def __init__(self, backend: Any) -> None:
+        super().__init__(backend)
         self._device = backend.autocast_device
 
-    def autocast(self):
+    def autocast(self) -> Any:
         return torch.autocast(self._device, dtype=torch.bfloat16)
 
 
-class Fp16Precision:
-    """fp16 autocast with a gradient scaler, so small gradients do not underflow."""
+class Fp16Precision(FullPrecision):
+    """fp16 autocast with a gradient scaler, so small gradients do not underflow; a step whose
+    gradients overflowed is skipped (and the scale lowered)."""
 
     name = "fp16"
 
-    def __init__(self, backend):
+    def __init__(self, backend: Any) -> None:
+        super().__init__(backend)
         self._device = backend.autocast_device
         self.scaler = backend.grad_scaler()
+        self._unscaled: set[int] = set()  # optimizers whose gradients are unscaled in this step
 
-    def autocast(self):
+    def autocast(self) -> Any:
         return torch.autocast(self._device, dtype=torch.float16)
 
+    def scale_loss(self, loss: torch.Tensor) -> torch.Tensor:
+        return self.scaler.scale(loss)
 
-def select_precision(name, backend):
+    def unscale(self, optimizer: torch.optim.Optimizer) -> None:
+        """Unscale ``optimizer``'s gradients once per step (before clipping)."""
+        if id(optimizer) not in self._unscaled:
+            self.scaler.unscale_(optimizer)
+            self._unscaled.add(id(optimizer))
+
+    def step(self, optimizer: torch.optim.Optimizer, closure: Any = None) -> tuple[Any, bool]:
+        scale = self.scaler.get_scale()
+        result = self.scaler.step(optimizer)
+        self.scaler.update()
+        self._unscaled.discard(id(optimizer))
+        return result, self.scaler.get_scale() < scale
+
+    def forget(self) -> None:
+        self._unscaled.clear()
+
+
+def select_precision(name: str, backend: Any) -> FullPrecision:
     """The precision object for ``name``; ``ValueError`` lists the valid names."""
     if name not in PRECISIONS:
         raise ValueError(f"mixed_precision={name!r} is not valid; use one of {', '.join(map(repr, PRECISIONS))}")
@@ -62,4 +104,4 @@ def select_precision(name, backend):
         return Bf16Precision(backend)
     if name == "fp16":
         return Fp16Precision(backend)
-    return FullPrecision()
+    return FullPrecision(backend)

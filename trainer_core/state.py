@@ -19,6 +19,8 @@ from typing import Any
 
 import torch
 
+from notebook_launcher.devices.probe import xla_platform
+
 from .backends import select_backend
 
 __all__ = ["DistributedState"]
@@ -36,7 +38,7 @@ class DistributedState:
     def from_environment(cls, use_cpu=False, environ=None):
         env = os.environ if environ is None else environ
         use_cpu = use_cpu or env.get("ACCELERATE_USE_CPU", "").lower() in ("1", "true", "yes")
-        hint = env.get("NOTEBOOK_LAUNCHER_DEVICE") or ("xla" if env.get("PJRT_DEVICE") else None)
+        hint = env.get("NOTEBOOK_LAUNCHER_DEVICE") or ("xla" if xla_platform(env) else None)
         backend = select_backend(use_cpu, hint)
         rank, local_rank, world = backend.topology(env)
         device = backend.device(local_rank)

@@ -1,7 +1,8 @@
-"""Devices a launch can run on, each behind one small interface, chosen once by ``select_device``.
+"""Devices a launch can run on, each behind the ``Device`` interface, chosen once by ``select_device``.
 
-A device knows how many ranks it can hold and which ``torch.distributed`` backend its ranks use,
-and it finds that out without initializing CUDA in the kernel (the kernel must stay fork-safe).
+A device knows how many ranks it can hold, how they start and which ``torch.distributed`` backend
+they use, and it finds that out without initializing CUDA in the kernel (the kernel must stay
+fork-safe). ``probe`` reads the host; ``inventory`` describes it for the front ends.
 
 Example:
     >>> select_device("cpu").name, select_device("cpu").backend
@@ -10,16 +11,17 @@ Example:
 
 from __future__ import annotations
 
+from ..choices import DEVICES, check_choice
+from .base import Device
 from .cpu import CpuDevice
 from .cuda import CudaDevice
+from .probe import is_tpu_host
 from .xla import XlaDevice
 
-__all__ = ["CpuDevice", "CudaDevice", "XlaDevice", "select_device", "DEVICE_CHOICES"]
-
-DEVICE_CHOICES = ("auto", "cpu", "cuda", "xla", "tpu")
+__all__ = ["Device", "CpuDevice", "CudaDevice", "XlaDevice", "select_device"]
 
 
-def select_device(requested="auto"):
+def select_device(requested: str = "auto") -> Device:
     """Return the device for ``requested``.
 
     "auto" is XLA on a TPU host, else CUDA when a GPU is present, else CPU. "tpu" and "xla" both
@@ -28,10 +30,7 @@ def select_device(requested="auto"):
     Raises:
         ValueError: an unknown name, or "cuda" when no GPU is found.
     """
-    from .inventory import is_tpu_host
-
-    if requested not in DEVICE_CHOICES:
-        raise ValueError(f"device={requested!r} is not one of {', '.join(map(repr, DEVICE_CHOICES))}")
+    check_choice("device", requested, DEVICES)
     if requested in ("xla", "tpu") or (requested == "auto" and is_tpu_host()):
         return XlaDevice()
     cuda = CudaDevice()

@@ -1,37 +1,47 @@
-"""CPU ranks: gloo collectives, one rank per core at most."""
+"""CPU ranks: gloo collectives."""
 
 from __future__ import annotations
 
-import os
-
-
-def usable_cpus():
-    """The number of CPUs this process may run on (its affinity mask, not the machine's total)."""
-    if hasattr(os, "sched_getaffinity"):
-        return len(os.sched_getaffinity(0))
-    return os.cpu_count() or 1
+from .base import fork_or_spawn
+from .probe import usable_cpus
 
 
 class CpuDevice:
     """Ranks on CPU cores.
 
     ``num_processes=None`` means one rank: spreading one model over every core of a laptop is
-    rarely what a user means. More ranks than usable cores is refused, since they would only
-    slow each other down.
+    rarely what a user means.
+
+    Example:
+        >>> CpuDevice().rank_environment({"RANK": "0"})["ACCELERATE_USE_CPU"]
+        'true'
     """
 
     name = "cpu"
     backend = "gloo"
 
-    def count(self):
+    def count(self) -> int:
         return usable_cpus()
 
-    def default_processes(self):
+    def default_processes(self) -> int:
         return 1
 
-    def process_rule(self, num_processes):
+    def check_processes(self, num_processes: int) -> str | None:
+        found = self.count()
+        if num_processes > found:
+            return f"num_processes={num_processes} is more than the {self.describe()} found; use at most {found}"
         return None
 
-    def describe(self):
+    def oversubscription(self, num_processes: int) -> str | None:
+        return None
+
+    def describe(self) -> str:
         n = self.count()
         return f"{n} CPU{'s' if n != 1 else ''}"
+
+    def resolve_start_method(self, requested: str, hazards: list[str]) -> tuple[str, str | None]:
+        return fork_or_spawn(requested, hazards)
+
+    def rank_environment(self, env: dict[str, str]) -> dict[str, str]:
+        """Hugging Face Accelerate reads ``ACCELERATE_USE_CPU`` to stay on the CPU next to a GPU."""
+        return {**env, "ACCELERATE_USE_CPU": "true"}

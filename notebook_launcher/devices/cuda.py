@@ -6,17 +6,8 @@ imported), which never creates a CUDA context in the kernel.
 
 from __future__ import annotations
 
-import sys
-
-
-def nvml_gpu_count():
-    """Count visible CUDA GPUs without initializing CUDA; 0 on a CPU-only build or host."""
-    torch = sys.modules.get("torch")
-    if torch is None:
-        import torch
-    if not torch.version.cuda:
-        return 0
-    return torch.cuda.device_count()
+from .base import fork_or_spawn
+from .probe import nvml_gpu_count
 
 
 class CudaDevice:
@@ -25,20 +16,32 @@ class CudaDevice:
     name = "cuda"
     backend = "nccl"
 
-    def __init__(self):
-        self._count = None
+    def __init__(self) -> None:
+        self._count: int | None = None
 
-    def count(self):
+    def count(self) -> int:
         if self._count is None:
             self._count = nvml_gpu_count()
         return self._count
 
-    def default_processes(self):
+    def default_processes(self) -> int:
         return self.count()
 
-    def process_rule(self, num_processes):
+    def check_processes(self, num_processes: int) -> str | None:
+        found = self.count()
+        if num_processes > found:
+            return f"num_processes={num_processes} is more than the {self.describe()} found; use at most {found}"
         return None
 
-    def describe(self):
+    def oversubscription(self, num_processes: int) -> str | None:
+        return None
+
+    def describe(self) -> str:
         n = self.count()
         return f"{n} CUDA GPU{'s' if n != 1 else ''}"
+
+    def resolve_start_method(self, requested: str, hazards: list[str]) -> tuple[str, str | None]:
+        return fork_or_spawn(requested, hazards)
+
+    def rank_environment(self, env: dict[str, str]) -> dict[str, str]:
+        return env

@@ -1,37 +1,60 @@
 """XLA ranks (TPU cores, or torch_xla's CPU device with ``PJRT_DEVICE=CPU``), started by torch_xla.
 
-The count comes from the host, never from the XLA runtime (starting it in the kernel would make
-the kernel unforkable): ``CPU_NUM_DEVICES`` under ``PJRT_DEVICE=CPU``, else the TPU cores the host
-reports. torch_xla runs either one rank or one per core, nothing between.
+The count comes from the host (``probe.xla_device_count``), never from the XLA runtime: starting it
+in the kernel would make the kernel unforkable. torch_xla runs either one rank or one per device.
 """
 
 from __future__ import annotations
 
-import os
+from ..errors import LaunchError
+from .probe import xla_device_count
+
+# XLA ranks learn who they are from torch_xla's runtime, not from these torchrun variables.
+_RUNTIME_OWNED = ("RANK", "LOCAL_RANK", "ROLE_RANK", "MASTER_ADDR", "MASTER_PORT")
 
 
 class XlaDevice:
+    """torch_xla's devices; its ranks learn who they are from the XLA runtime.
+
+    Example:
+        >>> XlaDevice().rank_environment({"RANK": "3", "WORLD_SIZE": "8"})
+        {'WORLD_SIZE': '8'}
+    """
+
     name = "xla"
     backend = "xla"
 
-    def count(self):
-        if os.environ.get("PJRT_DEVICE", "").upper() == "CPU":
-            return max(1, int(os.environ.get("CPU_NUM_DEVICES", "1")))
-        from .inventory import tpu_cores
+    def count(self) -> int:
+        return xla_device_count()
 
-        cores, _ = tpu_cores()
-        return max(cores, 1)
-
-    def default_processes(self):
+    def default_processes(self) -> int:
         return self.count()
 
-    def process_rule(self, num_processes):
+    def check_processes(self, num_processes: int) -> str | None:
         """torch_xla's ``xmp.spawn`` takes nprocs=None (every core) or 1; anything else is refused."""
-        if num_processes in (1, self.count()):
+        found = self.count()
+        if num_processes > found:
+            return f"num_processes={num_processes} is more than the {self.describe()} found; use at most {found}"
+        if num_processes in (1, found):
             return None
         return (f"num_processes={num_processes} is not possible with torch_xla: it runs either 1 process or one"
-                f" rank per core ({self.count()} here); pass num_processes=None or 1")
+                f" rank per core ({found} here); pass num_processes=None or 1")
 
-    def describe(self):
+    def oversubscription(self, num_processes: int) -> str | None:
+        return None
+
+    def describe(self) -> str:
         n = self.count()
         return f"{n} XLA device{'s' if n != 1 else ''}"
+
+    def resolve_start_method(self, requested: str, hazards: list[str]) -> tuple[str, str | None]:
+        """torch_xla's ``xmp.spawn`` forks from a notebook: spawn is refused, and so is an unsafe fork."""
+        if requested == "spawn":
+            raise ValueError("start_method='spawn' is not possible on XLA devices: in a notebook torch_xla must fork;"
+                             " use 'auto' or 'fork'")
+        if hazards:
+            raise LaunchError(f"cannot start XLA ranks from this kernel: {'; '.join(hazards)}")
+        return "xla", None
+
+    def rank_environment(self, env: dict[str, str]) -> dict[str, str]:
+        return {key: value for key, value in env.items() if key not in _RUNTIME_OWNED}

@@ -18,9 +18,11 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 
+from ..choices import MIXED_PRECISIONS, START_METHODS, check_choice
+
 __all__ = ["LauncherSettings", "kernel_settings", "set_defaults", "SETTING_CHOICES"]
 
-SETTING_CHOICES = {"start_method": ("auto", "fork", "spawn"), "mixed_precision": ("no", "fp16", "bf16")}
+SETTING_CHOICES = {"start_method": START_METHODS, "mixed_precision": MIXED_PRECISIONS}
 
 
 @dataclass
@@ -51,8 +53,8 @@ def _check(name, value, max_processes):
         if not valid:
             raise ValueError(f"num_processes must be an int from 1 to {max_processes} (the devices found), or None;"
                              f" got {value!r}")
-    elif value not in SETTING_CHOICES[name]:
-        raise ValueError(f"{name} must be one of {list(SETTING_CHOICES[name])}; got {value!r}")
+    else:
+        check_choice(name, value, SETTING_CHOICES[name])
 
 
 _kernel_settings = LauncherSettings()

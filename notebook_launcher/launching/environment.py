@@ -1,9 +1,10 @@
-"""The one function that writes a worker's environment: the torchrun variables and our own.
+"""The one function that writes a rank's environment: the torchrun variables and our own.
 
 Example:
-    >>> env = worker_environment(local_rank=1, num_processes=2, node_rank=0, num_nodes=1,
-    ...                          master_addr="127.0.0.1", master_port=29500, mixed_precision="no",
-    ...                          device_name="cpu", threads=1)
+    >>> from notebook_launcher.devices import CpuDevice
+    >>> env = rank_environment(local_rank=1, num_processes=2, node_rank=0, num_nodes=1,
+    ...                        master_addr="127.0.0.1", master_port=29500, mixed_precision="no",
+    ...                        device=CpuDevice(), threads=1)
     >>> env["RANK"], env["WORLD_SIZE"], env["LOCAL_RANK"], env["MASTER_PORT"]
     ('1', '2', '1', '29500')
 """
@@ -12,23 +13,30 @@ from __future__ import annotations
 
 import os
 
-__all__ = ["worker_environment", "threads_per_rank"]
+from ..devices import Device
+
+__all__ = ["rank_environment", "threads_per_rank"]
 
 
-def threads_per_rank(usable_cpus, local_ranks):
-    """Intra-op threads each rank gets so the ranks do not fight over cores (at least 1)."""
+def threads_per_rank(usable_cpus: int, local_ranks: int) -> int:
+    """Intra-op threads each rank gets so the ranks do not fight over cores (at least 1).
+
+    Example:
+        >>> threads_per_rank(16, 3), threads_per_rank(2, 4)
+        (5, 1)
+    """
     return max(1, usable_cpus // max(1, local_ranks))
 
 
-def worker_environment(*, local_rank, num_processes, node_rank, num_nodes, master_addr, master_port,
-                       mixed_precision, device_name, threads):
+def rank_environment(*, local_rank: int, num_processes: int, node_rank: int, num_nodes: int, master_addr: str,
+                     master_port: int, mixed_precision: str, device: Device, threads: int) -> dict[str, str]:
     """Environment variables for one rank, as strings.
 
     The torchrun set (``RANK``, ``LOCAL_RANK``, ``WORLD_SIZE``, ``LOCAL_WORLD_SIZE``, ``GROUP_RANK``,
     ``NODE_RANK``, ``MASTER_ADDR``, ``MASTER_PORT``) makes plain ``init_process_group()``, Hugging Face
     Accelerate and our Accelerator work unchanged. ``ACCELERATE_MIXED_PRECISION`` carries the launcher's
     ``mixed_precision`` to every Accelerator created in the rank (ours and Hugging Face's read it).
-    ``OMP_NUM_THREADS`` is set only when the kernel has not set it.
+    ``OMP_NUM_THREADS`` is set only when the kernel has not set it. The device adjusts the result.
     """
     rank = node_rank * num_processes + local_rank
     env = {
@@ -43,13 +51,8 @@ def worker_environment(*, local_rank, num_processes, node_rank, num_nodes, maste
         "MASTER_ADDR": master_addr,
         "MASTER_PORT": master_port,
         "ACCELERATE_MIXED_PRECISION": mixed_precision,
-        "NOTEBOOK_LAUNCHER_DEVICE": device_name,
+        "NOTEBOOK_LAUNCHER_DEVICE": device.name,
     }
-    if device_name == "cpu":
-        env["ACCELERATE_USE_CPU"] = "true"
-    if device_name == "xla":  # XLA ranks learn who they are from torch_xla's runtime, not from these
-        for key in ("RANK", "LOCAL_RANK", "ROLE_RANK", "MASTER_ADDR", "MASTER_PORT"):
-            del env[key]
     if "OMP_NUM_THREADS" not in os.environ:
         env["OMP_NUM_THREADS"] = threads
-    return {key: str(value) for key, value in env.items()}
+    return device.rank_environment({key: str(value) for key, value in env.items()})

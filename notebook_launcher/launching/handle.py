@@ -81,14 +81,18 @@ class Launch:
         self.plan = plan
         self._view = view
         self._record = LaunchRecord(plan.num_processes, plan.global_rank(0))
-        self._supervisor = Supervisor(plan, starter, self._record, CompositeView(view, _Observed()), self)
+        self._listener = CompositeView(view, _Observed())
+        self._supervisor = Supervisor(plan, starter, self._record, self._listener, self._finished)
 
     def start(self):
         """Start the ranks (in the background) and return self."""
-        self._supervisor.view.on_start(self)
+        self._listener.on_start(self)
         _ACTIVE.add(self)
         self._supervisor.start()
         return self
+
+    def _finished(self):
+        self._listener.on_finish(self)
 
     def __repr__(self):
         return (f"<Launch {self.id}: {self.plan.num_processes} ranks, {self.plan.start_method},"

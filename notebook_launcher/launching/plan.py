@@ -11,21 +11,17 @@ Example:
 
 from __future__ import annotations
 
-import multiprocessing
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Callable
 
-from ..devices import select_device
-from .environment import threads_per_rank, worker_environment
-from ..errors import LaunchError
-from ..devices.cpu import usable_cpus
+from ..choices import MIXED_PRECISIONS, START_METHODS, check_choice
+from ..devices import Device, select_device
+from ..devices.probe import usable_cpus
+from .environment import rank_environment, threads_per_rank
 from .ports import check_port_free, free_port
 from .preflight import fork_hazards
 
-__all__ = ["LaunchPlan", "make_plan", "MIXED_PRECISION_CHOICES", "START_METHOD_CHOICES"]
-
-MIXED_PRECISION_CHOICES = ("no", "fp16", "bf16")
-START_METHOD_CHOICES = ("auto", "fork", "spawn")
+__all__ = ["LaunchPlan", "make_plan"]
 
 
 @dataclass(frozen=True)
@@ -35,7 +31,7 @@ class LaunchPlan:
     function: Callable
     args: tuple
     num_processes: int
-    device: Any
+    device: Device
     start_method: str
     mixed_precision: str
     master_addr: str
@@ -57,8 +53,8 @@ class LaunchPlan:
         return threads_per_rank(usable_cpus(), self.num_processes)
 
     def environment(self, local_rank):
-        """The environment of the rank with this local rank (see ``worker_environment``)."""
-        return worker_environment(
+        """The environment of the rank with this local rank (see ``rank_environment``)."""
+        return rank_environment(
             local_rank=local_rank,
             num_processes=self.num_processes,
             node_rank=self.node_rank,
@@ -66,7 +62,7 @@ class LaunchPlan:
             master_addr=self.master_addr,
             master_port=self.master_port,
             mixed_precision=self.mixed_precision,
-            device_name=self.device.name,
+            device=self.device,
             threads=self.threads,
         )
 
@@ -85,15 +81,15 @@ def make_plan(function, args=(), num_processes=None, *, device="auto", start_met
         LaunchError: ``start_method="fork"`` when the kernel cannot be forked, or a fixed port in use.
     """
     check_function(function, args)
-    check_choice("mixed_precision", mixed_precision, MIXED_PRECISION_CHOICES)
-    check_choice("start_method", start_method, START_METHOD_CHOICES)
+    check_choice("mixed_precision", mixed_precision, MIXED_PRECISIONS)
+    check_choice("start_method", start_method, START_METHODS)
     use_port = check_port_number(use_port)
     check_nodes(num_nodes, node_rank, use_port)
     check_grace(grace_period)
     chosen = select_device(device)
     count = resolve_num_processes(num_processes, chosen, default_num_processes)
     port = resolve_port(use_port, master_addr, node_rank)
-    method, notice = resolve_start_method(start_method, chosen)
+    method, notice = chosen.resolve_start_method(start_method, fork_hazards())
     plan = LaunchPlan(function, tuple(args), count, chosen, method, mixed_precision, master_addr, port,
                       node_rank, num_nodes, float(grace_period))
     return plan, notice
@@ -105,11 +101,6 @@ def check_function(function, args):
     if not isinstance(args, (tuple, list)):
         raise TypeError(f"args must be a tuple or list of positional arguments, got {type(args).__name__}"
                         f" (for one argument write args=({args!r},))")
-
-
-def check_choice(name, value, choices):
-    if value not in choices:
-        raise ValueError(f"{name}={value!r} is not valid; use one of {', '.join(map(repr, choices))}")
 
 
 def _is_int(value):
@@ -142,16 +133,12 @@ def resolve_num_processes(num_processes, device, default=None):
     """The argument if given, else the kernel's chosen default, else the device's own default."""
     if num_processes is None:
         num_processes = default if default is not None else device.default_processes()
-    found = device.count()
     if not _is_int(num_processes):
         raise ValueError(f"num_processes must be an int, got {type(num_processes).__name__} {num_processes!r}"
                          f" (found {device.describe()})")
     if num_processes < 1:
         raise ValueError(f"num_processes must be at least 1, got {num_processes} (found {device.describe()})")
-    if num_processes > found:
-        raise ValueError(f"num_processes={num_processes} is more than the {device.describe()} found;"
-                         f" use at most {found}")
-    refused = device.process_rule(num_processes)
+    refused = device.check_processes(num_processes)
     if refused:
         raise ValueError(refused)
     return num_processes
@@ -163,36 +150,3 @@ def resolve_port(use_port, master_addr, node_rank):
     if node_rank == 0:
         check_port_free(master_addr, use_port)
     return use_port
-
-
-def resolve_start_method(requested, device=None):
-    """Pick fork or spawn ("xla" for torch_xla). "auto" forks when safe and spawns otherwise, with a notice."""
-    if device is not None and device.name == "xla":
-        return resolve_xla_start(requested)
-    can_fork = "fork" in multiprocessing.get_all_start_methods()
-    if requested == "spawn":
-        return "spawn", None
-    if not can_fork:
-        if requested == "fork":
-            raise ValueError("start_method='fork' is not available on this platform; use 'spawn' or 'auto'")
-        return "spawn", None
-    hazards = fork_hazards()
-    if not hazards:
-        return "fork", None
-    reasons = "; ".join(hazards)
-    if requested == "fork":
-        raise LaunchError(f"cannot fork this kernel: {reasons}. Restart the kernel and keep device work inside"
-                          f" the launched function, or pass start_method='spawn'")
-    return "spawn", (f"notebook_launcher: {reasons}, so workers are spawned instead of forked"
-                     f" (notebook data passed to them is pickled into every worker)")
-
-
-def resolve_xla_start(requested):
-    """torch_xla's ``xmp.spawn`` forks from a notebook: spawn is refused, and so is an unsafe fork."""
-    if requested == "spawn":
-        raise ValueError("start_method='spawn' is not possible on XLA devices: in a notebook torch_xla must fork;"
-                         " use 'auto' or 'fork'")
-    hazards = fork_hazards()
-    if hazards:
-        raise LaunchError(f"cannot start XLA ranks from this kernel: {'; '.join(hazards)}")
-    return "xla", None

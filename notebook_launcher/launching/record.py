@@ -17,9 +17,17 @@ import threading
 import time
 from dataclasses import dataclass
 
-__all__ = ["LaunchRecord", "LogLine", "RANK_STATUSES"]
+__all__ = ["LaunchRecord", "LogLine", "display_text"]
 
-RANK_STATUSES = ("starting", "running", "done", "failed", "stopped")
+
+def display_text(data):
+    """How a rank's ``display()`` bundle reads in its log: its text/plain form, as one line.
+
+    Example:
+        >>> display_text({"text/plain": "{'answer': 42}", "image/png": "..."})
+        "{'answer': 42}\\n"
+    """
+    return data.get("text/plain", "<display>") + "\n"
 
 
 @dataclass(frozen=True)
@@ -64,6 +72,10 @@ class LaunchRecord:
         with self._lock:
             self._lines[rank].append(LogLine(rank, stream, text, time.time()))
 
+    def add_display(self, rank, bundle):
+        """A rank displayed ``bundle``: its log keeps the text form (``display_text``)."""
+        self.add_output(rank, "stdout", display_text(bundle))
+
     def lines(self, rank):
         with self._lock:
             return list(self._lines[rank])
@@ -82,18 +94,11 @@ class LaunchRecord:
             self._results[rank] = value
             self._status[rank] = "done"
 
-    def has_result(self, rank):
-        return rank in self._results
-
     def add_failure(self, rank, exception, when):
         """Record that ``rank`` failed at ``when``; the earliest failure is the launch's cause."""
         with self._lock:
             self._failures.append((when, rank, exception))
             self._status[rank] = "failed"
-
-    @property
-    def failed(self):
-        return bool(self._failures)
 
     def mark_stopped(self):
         """The user stopped the launch (interrupt or ``stop()``)."""

@@ -28,11 +28,11 @@ _lock = threading.Lock()
 def run_in_thread(function):
     """Run ``function()`` on an idle pool thread, or on a new one when all are busy."""
     with _lock:
-        worker = _idle.pop() if _idle else _Worker()
-    worker.jobs.put(function)
+        thread = _idle.pop() if _idle else _PoolThread()
+    thread.jobs.put(function)
 
 
-class _Worker:
+class _PoolThread:
     def __init__(self):
         self.jobs = queue.SimpleQueue()
         threading.Thread(target=self._serve, daemon=True, name="notebook-launcher-supervisor").start()

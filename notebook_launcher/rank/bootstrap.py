@@ -19,17 +19,14 @@ from __future__ import annotations
 
 import ctypes
 import os
-import pickle
 import signal
 import sys
 from dataclasses import dataclass
 
-import cloudpickle
-
-from ..wire import ERROR, RESULT, STATUS, ChannelWriter, set_worker_channel
+from ..wire import ERROR, RESULT, STATUS, ChannelWriter, dumps_for_kernel, error_report, set_rank_channel
 from .notebook import make_safe
 
-__all__ = ["WorkerSpec", "WorkerPipes", "run_worker", "prepare_process", "run_rank", "error_report"]
+__all__ = ["RankSpec", "WorkerPipes", "run_worker", "prepare_process", "run_rank"]
 
 _PR_SET_PDEATHSIG = 1
 # Loaded once when the kernel imports this module, so forked ranks do not each pay for dlopen.
@@ -37,8 +34,8 @@ _LIBC = ctypes.CDLL(None, use_errno=True) if sys.platform.startswith("linux") el
 
 
 @dataclass(frozen=True)
-class WorkerSpec:
-    """Who this rank is: its ranks, its environment, the kernel's pid and its thread budget."""
+class RankSpec:
+    """Who a rank is: its global and local rank, its environment, the kernel's pid and its thread budget."""
 
     rank: int
     local_rank: int
@@ -73,7 +70,7 @@ def prepare_process(spec, pipes, channel_lock=None):
     os.environ.update(spec.env)
     _cap_threads(spec.threads)
     channel = ChannelWriter(pipes.events, rank=spec.rank, lock=channel_lock)
-    set_worker_channel(channel)
+    set_rank_channel(channel)
     make_safe(channel)
     return channel
 
@@ -87,7 +84,7 @@ def run_rank(channel, rank, load_payload):
         payload = _pickle_result(value)
     except BaseException as exc:  # the rank's failure, whatever it is, goes back to the kernel
         _flush_output()
-        channel.send(ERROR, error_report(exc), rank=rank)
+        channel.send(ERROR, error_report(exc, skip_frame=run_rank.__code__), rank=rank)
         code = 1
     else:
         _flush_output()
@@ -96,51 +93,6 @@ def run_rank(channel, rank, load_payload):
     _close_process_group()
     _flush_output()
     return code
-
-
-def error_report(exc):
-    """A worker's exception as builtins: type name, message, traceback text and (if possible) pickle.
-
-    Example:
-        >>> report = error_report(ValueError("boom"))
-        >>> report["type"], report["message"]
-        ('ValueError', 'boom')
-    """
-    import traceback
-
-    tb = exc.__traceback__
-    if tb is not None and tb.tb_frame.f_code is run_rank.__code__:
-        tb = tb.tb_next
-    return {
-        "type": type(exc).__qualname__,
-        "message": str(exc),
-        "traceback": "".join(traceback.format_exception(type(exc), exc, tb)),
-        "pickled": _pickle_exception(exc),
-    }
-
-
-def dumps_for_kernel(value):
-    """Pickle ``value`` so the kernel gets back instances of *its own* classes.
-
-    By reference first: under fork a class defined in a notebook cell is the kernel's very class,
-    and the standard pickler checks the reference resolves to it. Otherwise (spawn, or classes made
-    inside the function) by value with cloudpickle, whose class tracker maps classes the kernel sent
-    by value back to the kernel's originals.
-    """
-    try:
-        return pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL)
-    except Exception:
-        return cloudpickle.dumps(value)
-
-
-def _pickle_exception(exc):
-    """Bytes that load back here, or None (then the kernel shows a ``WorkerError``)."""
-    try:
-        data = dumps_for_kernel(exc)
-        pickle.loads(data)
-    except Exception:
-        return None
-    return data
 
 
 def _pickle_result(value):

@@ -20,7 +20,7 @@ import os
 import sys
 import threading
 
-from ..wire import OUTPUT, _last_frame
+from ..wire import OUTPUT, last_frame
 from .bootstrap import die_with_parent, prepare_process, run_rank
 
 _host = None  # set in the host before xmp.spawn; rank processes inherit it by fork, threads share it
@@ -91,7 +91,7 @@ class RankOutput:
             with self._lock:
                 rest = self._partial.pop((rank, name), "")
             if rest:
-                self._channel.send(OUTPUT, (name, _last_frame(rest) + "\n"), rank=rank)
+                self._channel.send(OUTPUT, (name, last_frame(rest) + "\n"), rank=rank)
         self._local.rank = None
 
     def write(self, name, text):
@@ -101,7 +101,7 @@ class RankOutput:
         with self._lock:
             *lines, self._partial[(rank, name)] = (self._partial.get((rank, name), "") + text).split("\n")
         for line in lines:
-            self._channel.send(OUTPUT, (name, _last_frame(line) + "\n"), rank=rank)
+            self._channel.send(OUTPUT, (name, last_frame(line) + "\n"), rank=rank)
         return len(text)
 
     def fileno(self, name):

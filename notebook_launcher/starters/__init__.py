@@ -1,9 +1,8 @@
-"""Ways to start the ranks, one small class each, chosen once by ``select_starter``.
+"""Ways to start worker processes, one small class each behind the ``Starter`` interface, chosen
+once by ``select_starter``. This package runs in the kernel; what runs in the started processes is
+in ``rank/``.
 
-A starter has ``prepare(plan)`` (run in the kernel before anything starts: may raise
-``LaunchError``), ``groups(plan)`` (which local ranks each started process carries),
-``start(plan, specs, pipes)`` (start one process for those ranks, return a ``WorkerProcess``) and
-``cleanup()``. Everything after the start — reading output, errors, stopping — is the same for all.
+Everything after the start — reading output, errors, stopping — is the same for all starters.
 
 Example:
     >>> select_starter("fork").name
@@ -12,18 +11,26 @@ Example:
 
 from __future__ import annotations
 
-import importlib
+from .base import Starter, WorkerProcess
 
-__all__ = ["select_starter"]
-
-_STARTERS = {"fork": ("fork", "ForkStarter"), "spawn": ("spawn", "SpawnStarter"), "xla": ("xla", "XlaStarter")}
+__all__ = ["select_starter", "Starter", "WorkerProcess"]
 
 
-def select_starter(start_method):
+def select_starter(start_method: str) -> Starter:
     """A new starter for a resolved start method ("fork", "spawn" or "xla").
 
-    Starters are imported here, not at package import, so a spawned rank loading its entry module
-    from this package does not pay for the others.
+    Each starter is imported only when chosen, so the others cost nothing.
     """
-    module, name = _STARTERS[start_method]
-    return getattr(importlib.import_module(f".{module}", __name__), name)()
+    if start_method == "fork":
+        from .fork import ForkStarter
+
+        return ForkStarter()
+    if start_method == "spawn":
+        from .spawn import SpawnStarter
+
+        return SpawnStarter()
+    if start_method == "xla":
+        from .xla import XlaStarter
+
+        return XlaStarter()
+    raise ValueError(f"no starter for start method {start_method!r}")

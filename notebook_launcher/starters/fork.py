@@ -53,9 +53,6 @@ class ForkedWorker(WorkerProcess):
         self._process = process
         super().__init__(process.pid, process.sentinel)
 
-    def poll(self):
-        return self._process.exitcode
-
     def wait(self, timeout=None):
         self._process.join(timeout)
         return self._process.exitcode

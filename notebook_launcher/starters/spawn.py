@@ -93,9 +93,6 @@ class SpawnedWorker(WorkerProcess):
         self._death_pipe = death_pipe
         super().__init__(popen.pid, death_pipe)
 
-    def poll(self):
-        return self._popen.poll()
-
     def wait(self, timeout=None):
         try:
             return self._popen.wait(timeout)

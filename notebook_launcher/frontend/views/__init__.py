@@ -14,12 +14,11 @@ from __future__ import annotations
 import os
 import sys
 
+from ...choices import DISPLAYS, check_choice
 from .base import LaunchView
 from .text import TextView
 
-__all__ = ["LaunchView", "TextView", "select_view", "DISPLAY_CHOICES"]
-
-DISPLAY_CHOICES = ("auto", "widget", "text", "none")
+__all__ = ["LaunchView", "TextView", "select_view"]
 
 
 def select_view(display="auto"):
@@ -29,8 +28,7 @@ def select_view(display="auto"):
     the widget inside a Jupyter kernel with ipywidgets, text elsewhere; the environment variable
     ``NOTEBOOK_LAUNCHER_DISPLAY`` overrides "auto" (headless runs set it to "text").
     """
-    if display not in DISPLAY_CHOICES:
-        raise ValueError(f"display={display!r} is not valid; use one of {', '.join(map(repr, DISPLAY_CHOICES))}")
+    check_choice("display", display, DISPLAYS)
     if display == "auto":
         display = _auto_display(os.environ.get("NOTEBOOK_LAUNCHER_DISPLAY"))
     if display == "none":

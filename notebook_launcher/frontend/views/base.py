@@ -1,14 +1,11 @@
-"""The view interface; this base shows nothing (``display="none"``)."""
+"""The view interface; this base shows nothing (``display="none"``).
 
+A view receives ``on_start(launch)`` from the cell's thread, the supervisor's ``RankEvents``
+(``on_status``, ``on_output``, ``on_live``, ``on_display``, ``on_metric``, ``flush``) from its thread,
+and ``on_finish(launch)`` once the launch has ended and been cleaned up.
+"""
 
-def display_text(data):
-    """How a rank's ``display()`` bundle reads in its log: its text/plain form, as one line.
-
-    Example:
-        >>> display_text({"text/plain": "{'answer': 42}", "image/png": "..."})
-        "{'answer': 42}\\n"
-    """
-    return data.get("text/plain", "<display>") + "\n"
+from ...launching.record import display_text
 
 
 class LaunchView:

@@ -1,0 +1,34 @@
+"""The launcher's vocabulary in one place: the valid choices of each argument, the statuses a rank
+and a launch go through, and the one check (with one wording) that every argument goes through.
+
+The sidebar receives the same lists through the comm protocol, so the front end never keeps a copy.
+
+Example:
+    >>> check_choice("start_method", "fork", START_METHODS)
+    >>> check_choice("start_method", "thread", START_METHODS)
+    Traceback (most recent call last):
+    ...
+    ValueError: start_method='thread' is not valid; use one of 'auto', 'fork', 'spawn'
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+__all__ = ["START_METHODS", "MIXED_PRECISIONS", "DEVICES", "DISPLAYS", "RANK_STATUSES", "LAUNCH_STATUSES",
+           "check_choice"]
+
+START_METHODS = ("auto", "fork", "spawn")
+MIXED_PRECISIONS = ("no", "fp16", "bf16")
+DEVICES = ("auto", "cpu", "cuda", "xla", "tpu")
+DISPLAYS = ("auto", "widget", "text", "none")
+
+RANK_STATUSES = ("starting", "running", "done", "failed", "stopped")
+LAUNCH_STATUSES = ("starting", "running", "succeeded", "failed", "stopped")
+
+
+def check_choice(name: str, value: Any, choices: Sequence[Any]) -> None:
+    """Raise ``ValueError`` naming the argument, the value and the valid choices when ``value`` is not one."""
+    if value not in choices:
+        raise ValueError(f"{name}={value!r} is not valid; use one of {', '.join(map(repr, choices))}")

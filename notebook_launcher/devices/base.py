@@ -1,0 +1,78 @@
+"""The device interface every launch target implements, and the start rule CPUs and GPUs share.
+
+Example:
+    >>> fork_or_spawn("auto", hazards=[])
+    ('fork', None)
+    >>> fork_or_spawn("auto", hazards=["CUDA was initialized in this kernel"])[0]
+    'spawn'
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+from typing import Protocol
+
+from ..errors import LaunchError
+
+__all__ = ["Device", "fork_or_spawn"]
+
+
+class Device(Protocol):
+    """Where ranks run: how many fit, how they start and what their environment says.
+
+    Implementations find all of it without initializing CUDA or the XLA runtime in the kernel.
+    """
+
+    name: str  # "cpu", "cuda" or "xla"
+    backend: str  # the torch.distributed backend its ranks use
+
+    def count(self) -> int:
+        """Devices found (usable CPU cores, visible GPUs, XLA devices)."""
+        ...
+
+    def default_processes(self) -> int:
+        """Ranks when ``num_processes=None`` and the kernel has no chosen default."""
+        ...
+
+    def check_processes(self, num_processes: int) -> str | None:
+        """None when ``num_processes`` ranks can run here, else why not (raised as ValueError)."""
+        ...
+
+    def oversubscription(self, num_processes: int) -> str | None:
+        """A one-line warning when the ranks are allowed but share devices, else None."""
+        ...
+
+    def describe(self) -> str:
+        """The devices found, in words ("2 CPUs", "1 CUDA GPU")."""
+        ...
+
+    def resolve_start_method(self, requested: str, hazards: list[str]) -> tuple[str, str | None]:
+        """(start method, notice) for ``requested`` given the kernel's fork ``hazards``."""
+        ...
+
+    def rank_environment(self, env: dict[str, str]) -> dict[str, str]:
+        """The torchrun environment of one rank, adjusted for this device."""
+        ...
+
+
+def fork_or_spawn(requested: str, hazards: list[str]) -> tuple[str, str | None]:
+    """The start rule of CPUs and GPUs: "auto" forks a fork-safe kernel and spawns (with a notice) otherwise.
+
+    Raises:
+        LaunchError: ``requested="fork"`` while the kernel has a fork hazard.
+        ValueError: ``requested="fork"`` where the platform cannot fork.
+    """
+    if requested == "spawn":
+        return "spawn", None
+    if "fork" not in multiprocessing.get_all_start_methods():
+        if requested == "fork":
+            raise ValueError("start_method='fork' is not available on this platform; use 'spawn' or 'auto'")
+        return "spawn", None
+    if not hazards:
+        return "fork", None
+    reasons = "; ".join(hazards)
+    if requested == "fork":
+        raise LaunchError(f"cannot fork this kernel: {reasons}. Restart the kernel and keep device work inside"
+                          f" the launched function, or pass start_method='spawn'")
+    return "spawn", (f"notebook_launcher: {reasons}, so workers are spawned instead of forked"
+                     f" (notebook data passed to them is pickled into every worker)")

@@ -1,0 +1,85 @@
+"""Ending process trees: SIGTERM now, SIGKILL to whatever is left once the grace period has passed.
+
+A rank may have started processes of its own (DataLoader workers, a compiler, a shell); they are
+ended with it. The reaper remembers every process it signalled, so none outlives the launch even
+when its rank exits first.
+
+Example:
+    >>> reaper = Reaper(grace_period=2.0)
+    >>> reaper.kill_at is None
+    True
+"""
+
+from __future__ import annotations
+
+import signal
+import time
+from collections.abc import Iterable
+
+import psutil
+
+__all__ = ["Reaper", "process_tree"]
+
+
+class Reaper:
+    def __init__(self, grace_period: float) -> None:
+        self.grace_period = grace_period
+        self.kill_at: float | None = None  # time.monotonic() at which survivors get SIGKILL
+        self._doomed: list[psutil.Process] = []
+
+    def terminate(self, pids: Iterable[int]) -> None:
+        """SIGTERM every process tree rooted at ``pids``; SIGKILL is due after the grace period."""
+        for pid in pids:
+            tree = process_tree(pid)
+            self._doomed.extend(tree)
+            for process in tree:
+                _signal(process, signal.SIGTERM)
+        self.kill_after(self.grace_period)
+
+    def kill_after(self, seconds: float) -> None:
+        """Make SIGKILL due in ``seconds`` (an earlier deadline already set stays)."""
+        deadline = time.monotonic() + seconds
+        self.kill_at = deadline if self.kill_at is None else min(self.kill_at, deadline)
+
+    def due(self) -> bool:
+        return self.kill_at is not None and time.monotonic() >= self.kill_at
+
+    def kill(self, pids: Iterable[int]) -> None:
+        """SIGKILL the trees rooted at ``pids`` and every process signalled before."""
+        for pid in pids:
+            self._doomed.extend(process_tree(pid))
+        for process in self._doomed:
+            _signal(process, signal.SIGKILL)
+        self.kill_at = None
+
+    def end_stragglers(self) -> None:
+        """Descendants of ended ranks must not survive them: wait out the grace, then SIGKILL."""
+        alive = [process for process in self._doomed if _running(process)]
+        if alive:
+            _, alive = psutil.wait_procs(alive, timeout=self.grace_period)
+            for process in alive:
+                _signal(process, signal.SIGKILL)
+            psutil.wait_procs(alive, timeout=5)
+
+
+def process_tree(pid: int) -> list[psutil.Process]:
+    """The process ``pid`` and all its descendants ([] once it is gone)."""
+    try:
+        root = psutil.Process(pid)
+        return [root] + root.children(recursive=True)
+    except psutil.NoSuchProcess:
+        return []
+
+
+def _signal(process: psutil.Process, signum: int) -> None:
+    try:
+        process.send_signal(signum)
+    except (psutil.NoSuchProcess, psutil.AccessDenied):
+        pass
+
+
+def _running(process: psutil.Process) -> bool:
+    try:
+        return process.is_running() and process.status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False

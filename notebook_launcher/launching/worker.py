@@ -1,0 +1,109 @@
+"""The kernel's side of one started worker process: its ranks, its process and its pipes' read ends.
+
+Reading turns the raw bytes into what they mean: events from the channel (decoded frame by frame)
+and output lines from descriptors 1 and 2 (split as a terminal would). Output on the descriptors
+belongs to the worker's first rank; events name their own rank (a torch_xla host carries several).
+
+Example (what the supervisor does when a pipe becomes readable)::
+
+    worker.read("stdout", drain=False, sink=supervisor)   # sink.on_line / sink.on_live per line
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any, Protocol
+
+from ..rank.bootstrap import WorkerPipes
+from ..starters.base import WorkerProcess
+from ..wire import FrameReader, LineReader
+
+__all__ = ["Worker", "ReadSink", "make_pipes", "close_pipes"]
+
+READ_LIMIT = 1 << 20  # bytes read from one pipe per round, so one chatty rank cannot starve the rest
+
+
+class ReadSink(Protocol):
+    def on_event(self, worker: Worker, event: tuple) -> None: ...
+
+    def on_line(self, rank: int, stream: str, text: str) -> None: ...
+
+    def on_live(self, rank: int, stream: str, text: str) -> None: ...
+
+
+class Worker:
+    def __init__(self, ranks: list[int], process: WorkerProcess, pipes: WorkerPipes) -> None:
+        self.ranks = ranks
+        self.process = process
+        self.pipes = {"events": pipes.events, "stdout": pipes.stdout, "stderr": pipes.stderr}
+        self._frames = FrameReader()
+        self._lines = {"stdout": LineReader(), "stderr": LineReader()}
+        self.exitcode: int | None = None
+        self.signalled = False  # the launcher ended it (a sibling failed, or a stop)
+
+    @property
+    def first_rank(self) -> int:
+        return self.ranks[0]
+
+    @property
+    def exited(self) -> bool:
+        return self.exitcode is not None
+
+    def read(self, kind: str, drain: bool, sink: ReadSink) -> None:
+        """Read what pipe ``kind`` holds (all of it with ``drain``, else up to ``READ_LIMIT`` bytes)."""
+        fd = self.pipes.get(kind)
+        if fd is None:
+            return
+        total = 0
+        while drain or total < READ_LIMIT:
+            try:
+                chunk = os.read(fd, 65536)
+            except BlockingIOError:
+                return
+            if not chunk:
+                self.close_pipe(kind, sink)
+                return
+            total += len(chunk)
+            self._consume(kind, chunk, sink)
+
+    def _consume(self, kind: str, chunk: bytes, sink: ReadSink) -> None:
+        if kind == "events":
+            for event in self._frames.feed(chunk):
+                sink.on_event(self, event)
+            return
+        reader = self._lines[kind]
+        for line in reader.feed(chunk):
+            sink.on_line(self.first_rank, kind, line)
+        sink.on_live(self.first_rank, kind, reader.live)
+
+    def close_pipe(self, kind: str, sink: ReadSink) -> None:
+        """Close one pipe; a line left without a newline is delivered as the last line."""
+        os.close(self.pipes.pop(kind))
+        if kind != "events":
+            for line in self._lines[kind].finish():
+                sink.on_line(self.first_rank, kind, line)
+
+    def drain_and_close(self, sink: ReadSink) -> None:
+        """Read everything left on every pipe (what the process wrote before it ended), then close them."""
+        for kind in list(self.pipes):
+            self.read(kind, drain=True, sink=sink)
+            if kind in self.pipes:
+                self.close_pipe(kind, sink)
+
+
+def make_pipes() -> tuple[WorkerPipes, WorkerPipes]:
+    """Three pipes for one worker: (kernel read ends, worker write ends)."""
+    ends = [os.pipe() for _ in range(3)]
+    for read_end, _ in ends:
+        os.set_blocking(read_end, False)
+    ours = WorkerPipes(*(read_end for read_end, _ in ends))
+    theirs = WorkerPipes(*(write_end for _, write_end in ends))
+    return ours, theirs
+
+
+def close_pipes(pipes: Any) -> None:
+    for fd in (pipes.events, pipes.stdout, pipes.stderr):
+        try:
+            os.close(fd)
+        except OSError:
+            pass
