@@ -158,13 +158,24 @@ class KernelSession:
         while True:
             while self._comm_stash:
                 msg = self._comm_stash.pop(0)
-                if msg["content"].get("comm_id") != comm_id:
+                if msg["content"].get("comm_id") != comm_id or msg["msg_type"] == "comm_open":
                     continue
                 if msg["msg_type"] == "comm_close":
                     return None
                 if match(msg["content"]["data"]):
                     return msg["content"]["data"]
             self._next_iopub(deadline, lambda: f"no matching message on comm {comm_id} within {timeout} s")
+
+    def comm_opened(self, target, timeout=30):
+        """The data of the next comm the kernel opens to ``target`` (comms to others are dropped)."""
+        deadline = time.monotonic() + timeout
+        while True:
+            for msg in list(self._comm_stash):
+                if msg["msg_type"] == "comm_open":
+                    self._comm_stash.remove(msg)
+                    if msg["content"].get("target_name") == target:
+                        return msg["content"]["data"]
+            self._next_iopub(deadline, lambda: f"the kernel opened no comm to {target!r} within {timeout} s")
 
     def _next_iopub(self, deadline, timeout_message):
         """The next iopub message before ``deadline``; comm messages are kept for ``comm_message``
@@ -176,7 +187,7 @@ class KernelSession:
             msg = self.client.get_iopub_msg(timeout=remaining)
         except queue.Empty:
             return None
-        if msg["msg_type"] in ("comm_msg", "comm_close"):
+        if msg["msg_type"] in ("comm_open", "comm_msg", "comm_close"):
             self._comm_stash.append(msg)
             return None
         return msg

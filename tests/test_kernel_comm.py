@@ -4,6 +4,7 @@ from textwrap import dedent
 
 import pytest
 
+from gates import gate_code, open_gates
 from kernel_session import KernelSession
 
 TARGET = "notebook_launcher"
@@ -59,20 +60,13 @@ def test_bad_messages_get_an_error_and_change_nothing(kernel, message, error):
 
 
 def test_launches_stream_updates_while_they_run(kernel, tmp_path):
-    gate = tmp_path / "gate"
     comm, _ = _state(kernel)
-    kernel.ok(dedent(f"""
-        def gated():
-            with open({str(gate)!r}) as f:
-                f.read()
-        os.mkfifo({str(gate)!r})
-        job = launch(gated, num_processes=2, display="none")
-    """))
+    kernel.ok(gate_code(tmp_path))
+    kernel.ok("job = launch(wait_at_gate, num_processes=2, display='none')")
     job_id = kernel.eval("job.id")
     running = kernel.comm_message(comm, lambda d: d["type"] == "launch" and d["launch"]["status"] == "running")
     assert running["launch"]["id"] == job_id and running["launch"]["ranks"] == [0, 1]
-    with open(gate, "w") as fifo:
-        fifo.write("go")
+    open_gates(tmp_path, [0, 1])
     done = kernel.comm_message(comm, lambda d: d["type"] == "launch" and d["launch"]["status"] == "succeeded")
     assert done["launch"]["rank_status"] == {"0": "done", "1": "done"}
     kernel.ok("job.wait()")
@@ -105,3 +99,42 @@ def test_device_picker_and_set_defaults_change_what_launches_use(kernel):
         assert kernel.eval("kernel_settings().num_processes") == 2
     finally:
         kernel.ok("set_defaults(num_processes=None, mixed_precision='no')")
+
+
+def test_importing_the_package_greets_the_front_end():
+    """An open sidebar connects by itself: the kernel opens a comm to it when the package is imported."""
+    session = KernelSession()
+    try:
+        session.ok("import notebook_launcher")
+        assert session.comm_opened(TARGET) == {"type": "hello"}
+        assert session.eval("'torch' in __import__('sys').modules") is False
+    finally:
+        session.shutdown()
+
+
+def test_settings_changed_from_code_are_pushed_to_the_sidebar(kernel):
+    comm, _ = _state(kernel)
+    kernel.ok("from notebook_launcher import set_defaults\nset_defaults(start_method='spawn')")
+    try:
+        pushed = kernel.comm_message(comm, lambda d: d["type"] == "settings")
+        assert pushed["settings"]["start_method"] == "spawn"
+    finally:
+        kernel.ok("set_defaults(start_method='auto')")
+
+
+def test_sidebar_stop_ends_a_background_launch_and_names_its_cell(kernel):
+    """After ``job = launch(...)`` returned, the kernel is idle: the sidebar's Stop is a comm request."""
+    comm, _ = _state(kernel)
+    kernel.ok("job = launch(lambda: threading.Event().wait(), num_processes=2, display='none')")
+    cell = kernel.eval("job.cell")
+    assert cell == kernel.eval("get_ipython().execution_count") - 3      # the launching cell; two eval cells since
+    running = kernel.comm_message(comm, lambda d: d["type"] == "launch" and d["launch"]["status"] == "running")
+    assert running["launch"]["cell"] == cell and running["launch"]["waited_on"] is False
+    kernel.send_comm(comm, {"type": "stop_launch", "request_id": "s", "id": running["launch"]["id"]})
+    assert kernel.comm_message(comm, lambda d: d["type"] == "reply")["ok"] is True
+    kernel.comm_message(comm, lambda d: d["type"] == "launch" and d["launch"]["status"] == "stopped")
+    assert kernel.eval("(job.done, job.status)") == (True, "stopped")
+    assert kernel.children() == []
+    kernel.send_comm(comm, {"type": "stop_launch", "request_id": "t", "id": "nope"})
+    reply = kernel.comm_message(comm, lambda d: d["type"] == "reply")
+    assert reply["ok"] is False and "no running launch with id 'nope'" in reply["error"]

@@ -7,6 +7,8 @@ from textwrap import dedent
 
 import pytest
 
+from gates import gate_code, open_gates
+
 
 def test_every_rank_gets_the_torchrun_environment(kernel):
     kernel.ok(dedent("""
@@ -85,20 +87,18 @@ def test_single_process_runs_in_its_own_worker_with_capture(kernel):
 
 
 def test_launch_returns_at_once_and_the_handle_reports_progress(kernel, tmp_path):
-    gate = tmp_path / "gate"
-    kernel.ok(dedent(f"""
+    kernel.ok(gate_code(tmp_path))
+    kernel.ok(dedent("""
         def wait_for_gate():
-            print("waiting on rank", os.environ["RANK"])
-            with open({str(gate)!r}) as f:     # a FIFO: blocks until the test opens it for writing
-                f.read()
+            print("waiting on rank", os.environ["RANK"], flush=True)
+            wait_at_gate()                      # blocks until the test opens this rank's gate
             return int(os.environ["RANK"]) * 2
-        os.mkfifo({str(gate)!r})
         job = launch(wait_for_gate, num_processes=2, display="none")
     """))
     assert kernel.eval("job.done") is False
-    assert kernel.eval("job.status") in ("starting", "running")
-    with open(gate, "w") as fifo:
-        fifo.write("go")
+    kernel.ok("while job.rank_status(0) != 'running' or job.rank_status(1) != 'running': job._supervisor.join(0.02)")
+    assert kernel.eval("job.status") == "running"
+    open_gates(tmp_path, [0, 1])
     assert kernel.eval("job.wait(timeout=60)") == 0
     assert kernel.eval("(job.status, job.results, job.done)") == ("succeeded", [0, 2], True)
     assert kernel.eval("job.logs(1)") == "waiting on rank 1\n"

@@ -24,12 +24,14 @@ import pytest
     ("launch(f, args=5)", "TypeError", "args must be a tuple or list of positional arguments, got int (for one argument write args=(5,))"),
     ("launch(f, args='ab')", "TypeError", "args must be a tuple or list"),
 ])
-def test_bad_arguments_are_refused_before_anything_starts(kernel, call, ename, words):
-    kernel.ok("def f(*a):\n    open('/tmp/nl-should-not-run', 'w').close()")
+def test_bad_arguments_are_refused_before_anything_starts(kernel, call, ename, words, tmp_path):
+    marker = tmp_path / "ran"
+    kernel.ok(f"def f(*a):\n    open({str(marker)!r}, 'w').close()")
     result = kernel.run(call)
     assert result.error["ename"] == ename
     assert words in result.error["evalue"]
     assert kernel.children() == []
+    assert not marker.exists()      # nothing ran
 
 
 def test_unpicklable_argument_under_spawn_is_named_before_any_rank_starts(kernel, tmp_path):

@@ -39,14 +39,22 @@ def test_sidebar_sets_the_device_count_that_a_launch_uses(lab, browser):
     assert picker.locator("option").all_inner_texts() == ["default (1)"] + [str(n) for n in range(1, cpus + 1)]
     picker.select_option("2")
     page.wait_for_function("() => document.querySelector('[data-testid=nl-num-processes]').value === '2'")
+    page.evaluate("() => { document.querySelector('[data-testid=nl-num-processes]').nlMark = 'kept'; }")
     run_all(page)
     page.get_by_text("world size: 2").wait_for(timeout=120_000)
     sidebar.locator(".nl-launch-succeeded", has_text="2 ranks").first.wait_for(timeout=30_000)
     assert sidebar.locator(".nl-launch-succeeded .nl-rank-done").count() == 2
     assert sidebar.locator('[data-testid="nl-num-processes"]').input_value() == "2"
+    # keyed updates: the dropdown is the same element after every launch update (an open one stays open)
+    assert page.evaluate("() => document.querySelector('[data-testid=nl-num-processes]').nlMark") == "kept"
+    assert sidebar.locator(".nl-launch-succeeded .nl-cell-link").first.inner_text() == "In [2]"
 
     stop = sidebar.locator(".nl-launch-running .nl-stop")      # the second cell's launch never returns
     sidebar.locator(".nl-launch-running .nl-rank-running").nth(1).wait_for(timeout=60_000)
+    elapsed = sidebar.locator(".nl-launch-running .nl-elapsed")
+    first = float(elapsed.inner_text().split()[0])
+    page.wait_for_function(f"() => parseFloat(document.querySelector('.nl-launch-running .nl-elapsed')"
+                           f".textContent) >= {first + 1.0}", timeout=10_000)      # ticks without kernel messages
     screenshot(sidebar, "sidebar.png")
     stop.click()
     page.get_by_text("KeyboardInterrupt").first.wait_for(timeout=30_000)
@@ -56,4 +64,14 @@ def test_sidebar_sets_the_device_count_that_a_launch_uses(lab, browser):
     page.locator(".lm-Menu-itemLabel", has_text="Restart Kernel…").first.click()
     page.locator(".jp-Dialog-button.jp-mod-accept").click()
     sidebar.get_by_text("notebook_launcher is not loaded in this kernel.").wait_for(timeout=60_000)
+    # importing the package announces it: the panel connects with no click on Load
+    cell = page.locator(".jp-Cell").last
+    cell.click()
+    page.keyboard.press("Escape")
+    page.keyboard.press("b")                       # a new cell below
+    page.locator(".jp-Cell").last.locator(".cm-content").click()
+    page.keyboard.insert_text("import notebook_launcher")
+    page.keyboard.press("Shift+Enter")
+    sidebar.get_by_text(f"CPU: {cpus} cores").wait_for(timeout=60_000)
+    assert sidebar.get_by_role("button", name="Load notebook_launcher").is_hidden()
     page.close()

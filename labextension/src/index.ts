@@ -2,6 +2,7 @@ import { JupyterFrontEnd, JupyterFrontEndPlugin } from '@jupyterlab/application'
 import { INotebookTracker } from '@jupyterlab/notebook';
 import { runIcon } from '@jupyterlab/ui-components';
 
+import { KernelLink } from './connection';
 import { LauncherPanel } from './panel';
 
 /**
@@ -13,11 +14,13 @@ const plugin: JupyterFrontEndPlugin<void> = {
   autoStart: true,
   requires: [INotebookTracker],
   activate: (app: JupyterFrontEnd, tracker: INotebookTracker) => {
-    const panel = new LauncherPanel(tracker);
+    const link = new KernelLink(tracker);
+    const panel = new LauncherPanel(link);
     panel.id = 'notebook-launcher-sidebar';
     panel.title.icon = runIcon;
     panel.title.caption = 'Notebook launcher';
     app.shell.add(panel, 'left', { rank: 650 });
+    link.start();
   }
 };
 

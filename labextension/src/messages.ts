@@ -1,6 +1,9 @@
 /**
  * Messages between the sidebar and the kernel over the `notebook_launcher` comm.
- * Mirrors notebook_launcher/comm_messages.py; change both together.
+ * Mirrors notebook_launcher/frontend/messages.py; change both together.
+ *
+ * Everything that arrives from the kernel goes through `parseKernelMsg`, which checks the shape
+ * and returns null for anything else, so the panel never works on a cast it has not checked.
  */
 
 export const COMM_TARGET = 'notebook_launcher';
@@ -34,11 +37,16 @@ export interface ILaunchInfo {
   elapsed: number;
   device: string;
   start_method: string;
+  cell: number | null;
+  waited_on: boolean;
+  attempt: number;
+  kind: string;
 }
 
 /** Kernel → front end. */
 export interface IStateMsg {
   type: 'state';
+  history: number;
   inventory: IInventory;
   settings: ISettings;
   choices: { start_method: string[]; mixed_precision: string[] };
@@ -58,7 +66,16 @@ export interface ILaunchMsg {
   launch: ILaunchInfo;
 }
 
-export type KernelMsg = IStateMsg | IReplyMsg | ILaunchMsg;
+export interface ISettingsMsg {
+  type: 'settings';
+  settings: ISettings;
+}
+
+export interface IHelloMsg {
+  type: 'hello';
+}
+
+export type KernelMsg = IStateMsg | IReplyMsg | ILaunchMsg | ISettingsMsg | IHelloMsg;
 
 /** Front end → kernel. */
 export interface IGetStateMsg {
@@ -69,4 +86,120 @@ export interface ISetSettingsMsg {
   type: 'set_settings';
   request_id: string;
   settings: Partial<ISettings>;
+}
+
+export interface IStopLaunchMsg {
+  type: 'stop_launch';
+  request_id: string;
+  id: string;
+}
+
+export type FrontEndMsg = IGetStateMsg | ISetSettingsMsg | IStopLaunchMsg;
+
+// -- validation ------------------------------------------------------------------------------
+
+type Json = { [key: string]: unknown };
+
+function isObject(value: unknown): value is Json {
+  return typeof value === 'object' && value !== null && !Array.isArray(value);
+}
+
+function isString(value: unknown): value is string {
+  return typeof value === 'string';
+}
+
+function isNumber(value: unknown): value is number {
+  return typeof value === 'number' && Number.isFinite(value);
+}
+
+function isStringArray(value: unknown): value is string[] {
+  return Array.isArray(value) && value.every(isString);
+}
+
+export function isSettings(value: unknown): value is ISettings {
+  return (
+    isObject(value) &&
+    (value.num_processes === null || isNumber(value.num_processes)) &&
+    isString(value.start_method) &&
+    isString(value.mixed_precision)
+  );
+}
+
+function isGpu(value: unknown): value is IGpu {
+  return (
+    isObject(value) &&
+    isNumber(value.index) &&
+    isString(value.name) &&
+    (value.memory_mib === null || isNumber(value.memory_mib))
+  );
+}
+
+export function isInventory(value: unknown): value is IInventory {
+  return (
+    isObject(value) &&
+    isObject(value.cpu) &&
+    isNumber(value.cpu.count) &&
+    Array.isArray(value.cuda) &&
+    value.cuda.every(isGpu) &&
+    isObject(value.tpu) &&
+    isNumber(value.tpu.cores) &&
+    (value.tpu.type === null || isString(value.tpu.type)) &&
+    isString(value.device) &&
+    isNumber(value.max_processes) &&
+    isNumber(value.default_processes)
+  );
+}
+
+export function isLaunchInfo(value: unknown): value is ILaunchInfo {
+  return (
+    isObject(value) &&
+    isString(value.id) &&
+    Array.isArray(value.ranks) &&
+    value.ranks.every(isNumber) &&
+    isObject(value.rank_status) &&
+    Object.values(value.rank_status).every(isString) &&
+    isString(value.status) &&
+    isNumber(value.elapsed) &&
+    isString(value.device) &&
+    isString(value.start_method) &&
+    (value.cell === null || isNumber(value.cell)) &&
+    typeof value.waited_on === 'boolean' &&
+    isNumber(value.attempt) &&
+    isString(value.kind)
+  );
+}
+
+/** The message if `data` is a well-formed kernel message, else null. */
+export function parseKernelMsg(data: unknown): KernelMsg | null {
+  if (!isObject(data)) {
+    return null;
+  }
+  switch (data.type) {
+    case 'state':
+      return isNumber(data.history) &&
+        isInventory(data.inventory) &&
+        isSettings(data.settings) &&
+        isObject(data.choices) &&
+        isStringArray(data.choices.start_method) &&
+        isStringArray(data.choices.mixed_precision) &&
+        Array.isArray(data.launches) &&
+        data.launches.every(isLaunchInfo)
+        ? (data as unknown as IStateMsg)
+        : null;
+    case 'reply':
+      return (data.request_id === null || isString(data.request_id)) &&
+        typeof data.ok === 'boolean' &&
+        (data.error === null || isString(data.error)) &&
+        isSettings(data.settings)
+        ? (data as unknown as IReplyMsg)
+        : null;
+    case 'launch':
+      return isLaunchInfo(data.launch) ? (data as unknown as ILaunchMsg) : null;
+    case 'settings':
+      return isSettings(data.settings) ? (data as unknown as ISettingsMsg) : null;
+    case 'hello':
+      return { type: 'hello' };
+    default:
+      return null;
+  }
 }

@@ -1,9 +1,11 @@
 """The kernel side of the JupyterLab sidebar: a comm target that reports and takes settings.
 
 ``register()`` runs when the package is imported in a kernel and on ``%load_ext notebook_launcher``.
-Each sidebar that opens a comm gets the kernel's state (devices, settings, launches) and then an
-update whenever a launch starts, a rank changes status, or a launch ends. The messages are written
-down in ``comm_messages``. Received messages are only ever checked settings; nothing is executed.
+It also opens a comm to the front end with a hello, so an open sidebar connects by itself. Each
+sidebar that opens a comm gets the kernel's state (devices, settings, launches) and then an update
+whenever a launch starts, a rank changes status, a launch ends, or the settings change (from code,
+the in-cell picker or another sidebar). The messages are written down in ``messages``. Received
+messages are only ever checked settings or a launch id to stop; nothing is executed.
 
 Works with the standalone ``comm`` package (ipykernel ≥ 6.18) and falls back to the kernel's own comm
 manager (ipykernel 6.17, as on Colab).
@@ -14,22 +16,21 @@ from __future__ import annotations
 import sys
 import threading
 
-from .messages import launch_info
-from ..launching.handle import active_launches, observe_launches
 from ..devices.inventory import device_inventory
+from ..launching.handle import active_launches, find_launch, observe_launches
+from .messages import HISTORY, launch_info
 from .settings import SETTING_CHOICES, kernel_settings
 
 __all__ = ["register", "TARGET"]
 
 TARGET = "notebook_launcher"
-_HISTORY = 20
-_finished = []  # LaunchInfo of the last finished launches (snapshots: no results are kept alive)
+_finished: list = []  # LaunchInfo of the last finished launches (snapshots: no results are kept alive)
 _lock = threading.Lock()
 _registered = False
 
 
-def register(ipython=None):
-    """Register the comm target in the running kernel; False when there is no kernel."""
+def register(ipython=None) -> bool:
+    """Register the comm target in the running kernel and greet the front end; False without a kernel."""
     global _registered
     if _registered:
         return True
@@ -39,6 +40,7 @@ def register(ipython=None):
     manager.register_target(TARGET, _open)
     observe_launches(_remember)
     _registered = True
+    _say_hello(manager)
     return True
 
 
@@ -60,10 +62,26 @@ def _get_ipython():
     return ipython.get_ipython() if ipython is not None else None
 
 
+def _say_hello(manager):
+    """Open a comm to the front end; the sidebar answers by connecting, other front ends close it."""
+    try:
+        try:
+            import comm
+
+            channel = comm.create_comm(target_name=TARGET, data={"type": "hello"})
+        except (ImportError, AttributeError):
+            from ipykernel.comm import Comm
+
+            channel = Comm(target_name=TARGET, data={"type": "hello"})
+        channel.on_close(lambda _msg: None)
+    except Exception:  # greeting is a convenience: the sidebar can still connect on its own
+        pass
+
+
 def _remember(launch):
     if launch.done:
         with _lock:
-            _finished[:] = ([info for info in _finished if info["id"] != launch.id] + [launch_info(launch)])[-_HISTORY:]
+            _finished[:] = ([info for info in _finished if info["id"] != launch.id] + [launch_info(launch)])[-HISTORY:]
 
 
 def launches():
@@ -77,7 +95,7 @@ def launches():
 
 def state():
     inventory = device_inventory()
-    return {"type": "state", "inventory": inventory, "settings": kernel_settings().as_dict(),
+    return {"type": "state", "history": HISTORY, "inventory": inventory, "settings": kernel_settings().as_dict(),
             "choices": {name: list(values) for name, values in SETTING_CHOICES.items()}, "launches": launches()}
 
 
@@ -85,18 +103,25 @@ class _SidebarChannel:
     def __init__(self, comm):
         self._comm = comm
         self._stop_observing = observe_launches(self._launch_changed)
+        self._stop_settings = kernel_settings().observe(self._settings_changed)
+        self._handlers = {"get_state": lambda data: self._comm.send(state()),
+                          "set_settings": self._set_settings, "stop_launch": self._stop_launch}
         comm.on_msg(self._on_msg)
-        comm.on_close(lambda _msg: self._stop_observing())
+        comm.on_close(lambda _msg: self._close())
+
+    def _close(self):
+        self._stop_observing()
+        self._stop_settings()
 
     def _on_msg(self, msg):
         data = msg.get("content", {}).get("data") or {}
         kind = data.get("type") if isinstance(data, dict) else None
-        if kind == "get_state":
-            self._comm.send(state())
-        elif kind == "set_settings":
-            self._set_settings(data)
+        handler = self._handlers.get(kind)
+        if handler is None:
+            expected = ", ".join(repr(name) for name in self._handlers)
+            self._reply(data, f"unknown message type {kind!r}; expected one of {expected}")
         else:
-            self._reply(data, f"unknown message type {kind!r}; expected 'get_state' or 'set_settings'")
+            handler(data)
 
     def _set_settings(self, data):
         try:
@@ -106,6 +131,14 @@ class _SidebarChannel:
         else:
             self._reply(data, None)
 
+    def _stop_launch(self, data):
+        launch = find_launch(data.get("id"))
+        if launch is None:
+            self._reply(data, f"no running launch with id {data.get('id')!r}")
+            return
+        launch.request_stop()
+        self._reply(data, None)
+
     def _reply(self, data, error):
         request = data.get("request_id") if isinstance(data, dict) else None
         self._comm.send({"type": "reply", "request_id": request, "ok": error is None, "error": error,
@@ -114,7 +147,11 @@ class _SidebarChannel:
     def _launch_changed(self, launch):
         self._comm.send({"type": "launch", "launch": launch_info(launch)})
 
+    def _settings_changed(self, settings):
+        self._comm.send({"type": "settings", "settings": settings})
+
 
 def _open(comm, open_msg):
     _SidebarChannel(comm)
     comm.send(state())
+

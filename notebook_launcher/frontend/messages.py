@@ -1,24 +1,35 @@
 """The messages between the kernel and the JupyterLab sidebar (mirrored in labextension/src/messages.ts).
 
-Comm target: ``notebook_launcher``. The sidebar opens a comm; the kernel answers with a state.
+Comm target: ``notebook_launcher``, in both directions. The sidebar opens a comm and the kernel
+answers with a state; a kernel that imports the package opens a comm to the front end with a
+``Hello`` so an open sidebar connects without a click (front ends without the sidebar close it).
 
 Front end → kernel:
     GetState      {"type": "get_state"}
     SetSettings   {"type": "set_settings", "request_id": str, "settings": {field: value, ...}}
+    StopLaunch    {"type": "stop_launch", "request_id": str, "id": str}
 
 Kernel → front end:
-    State         {"type": "state", "inventory": Inventory, "settings": Settings,
+    Hello         {"type": "hello"}                      (on a comm the kernel opens)
+    State         {"type": "state", "history": int, "inventory": Inventory, "settings": Settings,
                    "choices": {"start_method": [...], "mixed_precision": [...]}, "launches": [LaunchInfo]}
     Reply         {"type": "reply", "request_id": str, "ok": bool, "error": str | None, "settings": Settings}
     LaunchUpdate  {"type": "launch", "launch": LaunchInfo}
+    SettingsUpdate {"type": "settings", "settings": Settings}   (changed from code or another panel)
 
+``history`` is how many finished launches the kernel keeps listed; the panel keeps as many.
 Nothing the kernel receives is executed: settings are checked against the choices and the devices
-found, and a bad message gets ``ok: false`` with the reason and changes nothing.
+found, a stop names a launch by id, and a bad message gets ``ok: false`` with the reason and changes
+nothing.
 """
 
 from __future__ import annotations
 
 from typing import Optional, TypedDict
+
+__all__ = ["Settings", "LaunchInfo", "Reply", "launch_info", "HISTORY"]
+
+HISTORY = 20  # finished launches listed
 
 
 class Settings(TypedDict):
@@ -35,17 +46,21 @@ class LaunchInfo(TypedDict):
     elapsed: float
     device: str
     start_method: str
+    cell: Optional[int]  # the execution count of the cell that launched it
+    waited_on: bool  # a cell is blocked in wait() on it (Stop then interrupts the kernel)
+    attempt: int  # restarts so far
+    kind: str  # "launch"
 
 
 class Reply(TypedDict):
     type: str
-    request_id: str
+    request_id: Optional[str]
     ok: bool
     error: Optional[str]
     settings: Settings
 
 
-def launch_info(launch):
+def launch_info(launch) -> LaunchInfo:
     """The LaunchInfo of a ``Launch``."""
     return {
         "id": launch.id,
@@ -55,4 +70,8 @@ def launch_info(launch):
         "elapsed": round(launch.elapsed, 2),
         "device": launch.plan.device.name,
         "start_method": launch.plan.start_method,
+        "cell": launch.cell,
+        "waited_on": launch.waited_on,
+        "attempt": getattr(launch, "attempt", 0),
+        "kind": "launch",
     }

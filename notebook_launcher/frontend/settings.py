@@ -31,8 +31,16 @@ class LauncherSettings:
     start_method: str = "auto"
     mixed_precision: str = "no"
 
+    def __post_init__(self):
+        self._observers = []
+
     def as_dict(self):
         return asdict(self)
+
+    def observe(self, callback):
+        """Call ``callback(settings_dict)`` after every change; returns a function that stops the calls."""
+        self._observers.append(callback)
+        return lambda: self._observers.remove(callback) if callback in self._observers else None
 
     def update(self, changes, max_processes):
         """Apply ``changes`` (a dict of some of the fields) after checking all of them."""
@@ -45,6 +53,11 @@ class LauncherSettings:
             _check(name, value, max_processes)
         for name, value in changes.items():
             setattr(self, name, value)
+        for callback in list(self._observers):
+            try:
+                callback(self.as_dict())
+            except Exception:  # an observer (a sidebar whose comm closed) must not block a change
+                pass
 
 
 def _check(name, value, max_processes):

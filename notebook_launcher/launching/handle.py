@@ -19,7 +19,7 @@ from .record import LaunchRecord
 from .supervisor import Supervisor
 from ..frontend.views.base import CompositeView, LaunchView
 
-__all__ = ["Launch", "active_launches", "observe_launches"]
+__all__ = ["Launch", "active_launches", "observe_launches", "find_launch"]
 
 _ACTIVE = weakref.WeakSet()
 _OBSERVERS = []
@@ -28,6 +28,23 @@ _OBSERVERS = []
 def active_launches():
     """Launches of this kernel that have not finished yet."""
     return [launch for launch in list(_ACTIVE) if not launch.done]
+
+
+def find_launch(launch_id):
+    """The running launch with this id, or None."""
+    return next((launch for launch in active_launches() if launch.id == launch_id), None)
+
+
+def _execution_count():
+    """The number of the cell running now ("In [N]"), or None outside IPython.
+
+    IPython counts the cell before running it, so the running cell is ``execution_count - 1``.
+    """
+    import sys
+
+    ipython = getattr(sys.modules.get("IPython"), "get_ipython", lambda: None)()
+    count = getattr(ipython, "execution_count", None)
+    return count - 1 if isinstance(count, int) and count > 1 else None
 
 
 def observe_launches(callback):
@@ -48,6 +65,9 @@ class _Observed(LaunchView):
         self._tell(launch)
 
     def on_status(self, rank, status):
+        self._tell(self._launch)
+
+    def changed(self):
         self._tell(self._launch)
 
     def on_finish(self, launch):
@@ -79,9 +99,12 @@ class Launch:
     def __init__(self, plan, starter, view):
         self.id = uuid.uuid4().hex[:8]
         self.plan = plan
+        self.cell = _execution_count()
         self._view = view
+        self._waiters = 0
+        self._observed = _Observed()
         self._record = LaunchRecord(plan.num_processes, plan.global_rank(0))
-        self._listener = CompositeView(view, _Observed())
+        self._listener = CompositeView(view, self._observed)
         self._supervisor = Supervisor(plan, starter, self._record, self._listener, self._finished)
 
     def start(self):
@@ -97,6 +120,11 @@ class Launch:
     def __repr__(self):
         return (f"<Launch {self.id}: {self.plan.num_processes} ranks, {self.plan.start_method},"
                 f" {self.plan.device.name}, {self.status}>")
+
+    @property
+    def waited_on(self):
+        """True while a cell is blocked in ``wait()`` on this launch (Stop then interrupts the kernel)."""
+        return self._waiters > 0
 
     @property
     def status(self):
@@ -166,11 +194,14 @@ class Launch:
             LaunchError: the launch was stopped;
             TimeoutError: ``timeout`` passed (the launch keeps running).
         """
+        self._waiting(+1)
         try:
             finished = self._supervisor.join(timeout)
         except KeyboardInterrupt:
             self.stop()
             raise
+        finally:
+            self._waiting(-1)
         if not finished:
             raise TimeoutError(f"launch {self.id} still running after {timeout} s")
         failure = self._record.failure
@@ -179,6 +210,15 @@ class Launch:
         if self._record.status == "stopped":
             raise LaunchError(f"launch {self.id} was stopped before every rank returned")
         return self._record.results[0]
+
+    def _waiting(self, change):
+        self._waiters += change
+        if not self.done:
+            self._observed.changed()
+
+    def request_stop(self):
+        """Ask every rank to end and return at once (``stop()`` also waits until they have)."""
+        self._supervisor.request_stop()
 
     def stop(self, timeout=None):
         """End every rank (SIGTERM, then SIGKILL after the grace period) and wait until they are gone.
