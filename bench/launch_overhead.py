@@ -19,7 +19,7 @@ from statistics import median
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from kernel import run_rounds  # noqa: E402
+from kernel import run_rounds
 
 SETUP = r'''
 import json, os, statistics, subprocess, sys, tempfile, time

@@ -18,7 +18,7 @@ from statistics import median
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from kernel import run_rounds  # noqa: E402
+from kernel import run_rounds
 
 SETUP = r'''
 import json, statistics, time, torch

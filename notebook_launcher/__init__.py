@@ -2,7 +2,10 @@
 
 Example:
     >>> from notebook_launcher import notebook_launcher
-    >>> state = notebook_launcher(train, args=(3, 1e-3), num_processes=2)
+    >>> def train(epochs, lr):
+    ...     return {"epochs": epochs, "lr": lr}
+    >>> notebook_launcher(train, args=(3, 1e-3), num_processes=2)   # rank 0's return value
+    {'epochs': 3, 'lr': 0.001}
 
 Importing the package never initializes CUDA: it makes torch count GPUs through NVML and starts
 recording where CUDA gets initialized, so a fork that cannot work can name the cell that did it.
@@ -12,9 +15,9 @@ import os
 
 os.environ.setdefault("PYTORCH_NVML_BASED_CUDA_CHECK", "1")
 
-import importlib  # noqa: E402
+import importlib
 
-from .devices import cuda_init_site  # noqa: E402
+from .devices import cuda_init_site
 
 cuda_init_site.install_when_imported()
 

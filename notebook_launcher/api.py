@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import sys
 
+from .frontend.settings import kernel_settings
+from .frontend.views import select_view
 from .launching.handle import Launch
 from .launching.plan import make_plan
-from .frontend.settings import kernel_settings
 from .starters import select_starter
-from .frontend.views import select_view
 
 __all__ = ["notebook_launcher", "launch"]
 
@@ -39,8 +39,11 @@ def launch(function, args=(), num_processes=None, *, device="auto", start_method
         TypeError, ValueError: bad arguments; LaunchError: fork unsafe, unpicklable argument, port in use.
 
     Example:
-        >>> job = launch(train, args=(3, 1e-3), num_processes=2)
+        >>> def train(epochs, lr):
+        ...     return epochs * lr
+        >>> job = launch(train, args=(3, 0.5), num_processes=2, display="none")   # returns at once
         >>> job.wait()
+        1.5
     """
     view = select_view(display)
     defaults = kernel_settings()

@@ -252,7 +252,7 @@ def _name_the_rank(exc: BaseException, rank: int) -> None:
     prefix = f"[rank {rank}] "
     args = exc.args
     if args and isinstance(args[0], str) and str(exc) == args[0]:
-        exc.args = (prefix + args[0],) + tuple(args[1:])
+        exc.args = (prefix + args[0], *tuple(args[1:]))
         if str(exc).startswith(prefix):
             return
         exc.args = args

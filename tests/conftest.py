@@ -6,7 +6,6 @@ import os
 
 import psutil
 import pytest
-
 from browser import CHROMIUM, CHROMIUM_ARGS, LabServer
 from kernel_session import KernelSession
 

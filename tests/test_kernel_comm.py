@@ -1,9 +1,7 @@
 """The sidebar's kernel side, against a real kernel: state, settings, bad messages, launch updates."""
 
-from textwrap import dedent
 
 import pytest
-
 from gates import gate_code, open_gates
 from kernel_session import KernelSession
 
@@ -16,7 +14,7 @@ def _state(kernel):
 
 
 def test_state_reports_devices_settings_and_choices(kernel):
-    comm, state = _state(kernel)
+    _comm, state = _state(kernel)
     assert state["inventory"]["cpu"]["count"] == kernel.eval("len(os.sched_getaffinity(0))")
     assert state["inventory"]["cuda"] == [] and state["inventory"]["device"] == "cpu"
     assert state["inventory"]["max_processes"] == state["inventory"]["cpu"]["count"]

@@ -6,7 +6,6 @@ Every test defines its function in one cell and launches it from the next, as a 
 from textwrap import dedent
 
 import pytest
-
 from gates import gate_code, open_gates
 
 

@@ -9,7 +9,6 @@ from __future__ import annotations
 import os
 
 import pytest
-
 from browser import CHROMIUM, open_notebook, run_all, screenshot
 
 pytestmark = pytest.mark.skipif(not os.path.exists(CHROMIUM), reason="Debian's chromium is not installed")

@@ -7,14 +7,20 @@ import threading
 import cloudpickle
 import pytest
 
-from notebook_launcher.wire import ChannelWriter, FrameReader, LineReader
 from notebook_launcher.devices import CpuDevice, CudaDevice, XlaDevice
-from notebook_launcher.launching.environment import rank_environment, threads_per_rank
 from notebook_launcher.errors import WorkerError, WorkerTraceback, describe_exit
+from notebook_launcher.launching.environment import rank_environment, threads_per_rank
 from notebook_launcher.launching.plan import check_port_number
 from notebook_launcher.launching.record import LaunchRecord
 from notebook_launcher.launching.threads import run_in_thread
-from notebook_launcher.wire import dumps_for_kernel, error_report, rebuild_exception
+from notebook_launcher.wire import (
+    ChannelWriter,
+    FrameReader,
+    LineReader,
+    dumps_for_kernel,
+    error_report,
+    rebuild_exception,
+)
 
 
 def test_frames_survive_arbitrary_chunking_and_large_payloads():

@@ -13,7 +13,6 @@ import os
 from textwrap import dedent
 
 import pytest
-
 from kernel_session import KernelSession
 
 pytestmark = pytest.mark.skipif(os.environ.get("NL_TEST_XLA") != "1", reason="needs the torch_xla environment")

@@ -5,14 +5,22 @@ code runs by changing one import. The Accelerator itself decides nothing about h
 backend (cpu/cuda), the precision (no/bf16/fp16) and the distributed state are values chosen once in
 ``__init__`` and consulted, never re-derived.
 
-Example (assuming 2 processes launched by notebook_launcher):
+Example (one process here; launched by notebook_launcher, every rank runs the same code on its
+share of the data):
+    >>> import torch.nn.functional as F
+    >>> from torch.utils.data import TensorDataset
+    >>> data = TensorDataset(torch.randn(64, 4), torch.randint(0, 2, (64,)))
+    >>> model, optimizer = torch.nn.Linear(4, 2), None
+    >>> optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
     >>> accelerator = Accelerator(mixed_precision="bf16", gradient_accumulation_steps=2)
-    >>> model, optimizer, loader = accelerator.prepare(model, optimizer, loader)
+    >>> model, optimizer, loader = accelerator.prepare(model, optimizer, DataLoader(data, batch_size=8))
     >>> for x, y in loader:
     ...     with accelerator.accumulate(model):
     ...         loss = F.cross_entropy(model(x), y)
     ...         accelerator.backward(loss)
     ...         optimizer.step(); optimizer.zero_grad()
+    >>> accelerator.step, loss.dtype        # 8 micro-batches; outputs come back in fp32
+    (8, torch.float32)
 """
 
 from __future__ import annotations
@@ -31,8 +39,8 @@ from . import checkpoint, ops
 from .data import DataState, PreparedDataLoader
 from .metrics import MetricLog
 from .optim import PreparedOptimizer, PreparedScheduler
-from .prepared import PreparedObjects
 from .precision import select_precision
+from .prepared import PreparedObjects
 from .state import DistributedState
 
 __all__ = ["Accelerator"]
@@ -105,7 +113,13 @@ class Accelerator:
         """Prepare models, optimizers, data loaders and schedulers; return them in the same order.
 
         Example:
+            >>> accelerator = Accelerator(cpu=True)
+            >>> model = torch.nn.Linear(2, 1)
+            >>> optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+            >>> train_dl = DataLoader(list(range(10)), batch_size=4)
             >>> model, optimizer, train_dl = accelerator.prepare(model, optimizer, train_dl)
+            >>> len(train_dl)
+            3
         """
         first = [obj if isinstance(obj, LRScheduler) else self._prepare_one(obj) for obj in objects]
         prepared = [self.prepare_scheduler(obj) if isinstance(obj, LRScheduler) else obj for obj in first]

@@ -5,9 +5,15 @@ renames (``<dir>`` → ``<dir>.prev``, ``<dir>.tmp`` → ``<dir>``, remove ``<di
 only ever names a complete checkpoint; if a crash falls between the two renames, loading finds the
 previous one under ``<dir>.prev``.
 
-Example:
-    >>> accelerator.save_state("ckpt")   # every rank calls it; rank 0 writes
-    >>> accelerator.load_state("ckpt")   # every rank restores model, optimizer, RNG, step
+Example (every rank calls both; the main process writes):
+    >>> import tempfile
+    >>> from trainer_core import Accelerator
+    >>> accelerator = Accelerator(cpu=True)
+    >>> model = accelerator.prepare(torch.nn.Linear(2, 2))
+    >>> path = accelerator.save_state(os.path.join(tempfile.mkdtemp(), "ckpt"))
+    >>> sorted(os.listdir(path))[:2]
+    ['model_0.pt', 'random_states_0.pkl']
+    >>> accelerator.load_state(path)     # model, optimizer, scheduler, RNG states, step
 """
 
 from __future__ import annotations
@@ -78,7 +84,7 @@ def load_state(prepared, context, input_dir):
         context.scaler.load_state_dict(load("scaler"))
     with open(os.path.join(directory, "state.json")) as file:
         meta = json.load(file)
-    for loader, epoch in zip(prepared.dataloaders, meta["dataloader_epochs"]):
+    for loader, epoch in zip(prepared.dataloaders, meta["dataloader_epochs"], strict=False):
         loader.set_epoch(epoch)
     rng_file = os.path.join(directory, f"random_states_{state.process_index}.pkl")
     if os.path.exists(rng_file):

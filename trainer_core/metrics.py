@@ -4,7 +4,10 @@ Under notebook_launcher each record also goes through the worker's channel as a 
 which the launch keeps (``Launch.metrics``) and its view draws. Outside a launch it is only kept.
 
 Example:
-    >>> log = MetricLog(); log.log({"loss": 0.5}); log.log({"loss": 0.25})
+    >>> log = MetricLog()
+    >>> log.log({"loss": 0.5})
+    {'step': 0, 'values': {'loss': 0.5}}
+    >>> _ = log.log({"loss": 0.25})
     >>> [(r["step"], r["values"]["loss"]) for r in log.records]
     [(0, 0.5), (1, 0.25)]
 """

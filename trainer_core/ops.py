@@ -3,9 +3,12 @@
 ``gather`` accepts different first-dimension sizes on different ranks (the last batch of an
 epoch often differs), so callers never need to pad by hand.
 
-Example (assuming 2 processes, rank r holds ``torch.tensor([r])``):
+Example (one process here; with 2 processes, where rank r holds ``torch.tensor([r])``, the
+result is ``tensor([0, 1])`` on both ranks):
+    >>> from trainer_core import DistributedState
+    >>> state = DistributedState.from_environment(use_cpu=True)
     >>> gather(state, torch.tensor([state.process_index]))
-    tensor([0, 1])
+    tensor([0])
 """
 
 from __future__ import annotations
@@ -41,13 +44,13 @@ def _gather_one(state, tensor):
     sizes = _sizes(state, tensor)
     padded = _pad_dim0(tensor, max(sizes))
     parts = state.backend.all_gather(padded, state.num_processes)
-    return torch.cat([part[:n] for part, n in zip(parts, sizes)], dim=0)
+    return torch.cat([part[:n] for part, n in zip(parts, sizes, strict=False)], dim=0)
 
 
 def _pad_dim0(tensor, size):
     if tensor.shape[0] == size:
         return tensor
-    pad = tensor.new_zeros((size - tensor.shape[0],) + tuple(tensor.shape[1:]))
+    pad = tensor.new_zeros((size - tensor.shape[0], *tuple(tensor.shape[1:])))
     return torch.cat([tensor, pad], dim=0)
 
 

@@ -25,7 +25,7 @@ nothing.
 
 from __future__ import annotations
 
-from typing import Optional, TypedDict
+from typing import TypedDict
 
 __all__ = ["Settings", "LaunchInfo", "Reply", "launch_info", "HISTORY"]
 
@@ -33,7 +33,7 @@ HISTORY = 20  # finished launches listed
 
 
 class Settings(TypedDict):
-    num_processes: Optional[int]
+    num_processes: int | None
     start_method: str
     mixed_precision: str
 
@@ -46,7 +46,7 @@ class LaunchInfo(TypedDict):
     elapsed: float
     device: str
     start_method: str
-    cell: Optional[int]  # the execution count of the cell that launched it
+    cell: int | None  # the execution count of the cell that launched it
     waited_on: bool  # a cell is blocked in wait() on it (Stop then interrupts the kernel)
     attempt: int  # restarts so far
     kind: str  # "launch"
@@ -54,9 +54,9 @@ class LaunchInfo(TypedDict):
 
 class Reply(TypedDict):
     type: str
-    request_id: Optional[str]
+    request_id: str | None
     ok: bool
-    error: Optional[str]
+    error: str | None
     settings: Settings
 
 

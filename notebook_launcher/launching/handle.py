@@ -2,10 +2,14 @@
 
 Example:
     >>> from notebook_launcher import launch
-    >>> job = launch(train, args=(3,), num_processes=2)   # returns at once; the cell stays usable
-    >>> job.status                                          # 'running'
-    >>> job.logs(1)                                         # rank 1's output so far
-    >>> job.wait()                                          # rank 0's return value, or its exception
+    >>> def train(epochs):
+    ...     print("trained", epochs, "epochs")
+    ...     return epochs
+    >>> job = launch(train, args=(3,), num_processes=2, display="none")   # returns at once
+    >>> job.wait()                                       # rank 0's return value, or its exception
+    3
+    >>> job.status, job.logs(1)                          # while running: "running", the output so far
+    ('succeeded', 'trained 3 epochs\\n')
 """
 
 from __future__ import annotations
@@ -15,9 +19,9 @@ import uuid
 import weakref
 
 from ..errors import LaunchError
+from ..frontend.views.base import CompositeView, LaunchView
 from .record import LaunchRecord
 from .supervisor import Supervisor
-from ..frontend.views.base import CompositeView, LaunchView
 
 __all__ = ["Launch", "active_launches", "observe_launches", "find_launch"]
 
@@ -178,8 +182,10 @@ class Launch:
         """Rank ``rank``'s whole output as text; ``stream`` "stdout" or "stderr" keeps only that one.
 
         Example:
-            >>> job.logs(0)
-            'epoch 0: loss 0.31\\nepoch 1: loss 0.12\\n'
+            >>> from notebook_launcher import launch
+            >>> job = launch(lambda: print("epoch 0: loss 0.31"), num_processes=1, display="none")
+            >>> job.wait(); job.logs(0)
+            'epoch 0: loss 0.31\\n'
         """
         return "".join(line.text for line in self._record.lines(rank) if stream in (None, line.stream))
 

@@ -11,8 +11,8 @@ Example:
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 from ..choices import MIXED_PRECISIONS, START_METHODS, check_choice
 from ..devices import Device, select_device

@@ -66,7 +66,7 @@ def process_tree(pid: int) -> list[psutil.Process]:
     """The process ``pid`` and all its descendants ([] once it is gone)."""
     try:
         root = psutil.Process(pid)
-        return [root] + root.children(recursive=True)
+        return [root, *root.children(recursive=True)]
     except psutil.NoSuchProcess:
         return []
 

@@ -68,8 +68,12 @@ class RankOutput:
     streams.
 
     Example:
-        >>> out = RankOutput(channel, sys.stdout, sys.stderr)
-        >>> out.bind(3); print("hello", file=out.stream("stdout"))   # rank 3's line "hello"
+        >>> from notebook_launcher.wire import ChannelWriter, FrameReader
+        >>> r, w = os.pipe()
+        >>> out = RankOutput(ChannelWriter(w), sys.stdout, sys.stderr)
+        >>> out.bind(3); print("hello", file=out.stream("stdout"))
+        >>> [(kind, payload, rank) for kind, payload, _, rank in FrameReader().feed(os.read(r, 4096))]
+        [('output', ('stdout', 'hello\\n'), 3)]
     """
 
     def __init__(self, channel, stdout, stderr):
