@@ -7,7 +7,7 @@ STAMP := $(VENV)/.installed
 # the package itself requires a range.
 TORCH_PIN := torch==2.13.0
 
-.PHONY: env test demo bench clean browser labextension
+.PHONY: env test check demo bench clean browser labextension
 
 env: $(STAMP)
 
@@ -19,16 +19,23 @@ browser:
 
 LABEXT := notebook_launcher/labextension/static/style.js
 
+# The editable install writes the extension's shared data (install.json) into
+# share/jupyter/labextensions/notebook-launcher; when that is already the development link into
+# notebook_launcher/labextension, the file would land in the source tree. Unlink first, relink after.
+LABEXT_LINK := $(VENV)/share/jupyter/labextensions/notebook-launcher
+
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet $(TORCH_PIN)
+	if [ -L $(LABEXT_LINK) ]; then rm $(LABEXT_LINK); fi
 	SKIP_JUPYTER_BUILDER=1 $(PY) -m pip install --quiet -e ".[test,demo]"
+	if [ -f $(LABEXT) ]; then $(VENV)/bin/jupyter-builder develop --overwrite . >/dev/null; fi
 	touch $(STAMP)
 
 # The JupyterLab extension: built with npm and JupyterLab's builder, linked into the environment.
-$(LABEXT): $(STAMP) labextension/package.json labextension/package-lock.json labextension/tsconfig.json \
+$(LABEXT): $(STAMP) labextension/node_modules labextension/package.json labextension/package-lock.json labextension/tsconfig.json \
 		$(wildcard labextension/src/*.ts) $(wildcard labextension/style/*)
-	cd labextension && npm install --no-audit --no-fund --loglevel=error && PATH="$(abspath $(VENV))/bin:$$PATH" npm run build:prod
+	cd labextension && PATH="$(abspath $(VENV))/bin:$$PATH" npm run build:prod
 	$(VENV)/bin/jupyter-builder develop --overwrite . >/dev/null
 	touch $(LABEXT)
 
@@ -58,7 +65,19 @@ $(XLA_STAMP):
 	$(XLA_VENV)/bin/pip install --quiet ipykernel ipywidgets cloudpickle psutil scikit-learn
 	touch $(XLA_STAMP)
 
-test: $(STAMP) $(LABEXT) browser $(COLAB_STAMP) $(XLA_STAMP)
+# Seconds: lint, format, types (Python and TypeScript), unit tests and doctests. `make test` runs it first.
+check: $(STAMP) labextension/node_modules
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+	$(VENV)/bin/mypy
+	cd labextension && npx tsc --noEmit -p .
+	$(PY) -m pytest -q tests/test_units.py notebook_launcher trainer_core
+
+labextension/node_modules: labextension/package.json labextension/package-lock.json
+	cd labextension && npm install --no-audit --no-fund --loglevel=error
+	touch labextension/node_modules
+
+test: check $(STAMP) $(LABEXT) browser $(COLAB_STAMP) $(XLA_STAMP)
 	$(PY) -m pytest
 	@echo "--- again with Colab's kernel versions (ipykernel 6.17, ipywidgets 7.7) ---"
 	PYTHONPATH=$(CURDIR) NL_TEST_KERNEL_PYTHON=$(abspath $(COLAB_VENV))/bin/python $(PY) -m pytest $(KERNEL_TESTS)

@@ -21,7 +21,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from kernel import run_rounds
 
-SETUP = r'''
+SETUP = r"""
 import json, os, statistics, subprocess, sys, tempfile, time
 import torch, torch.multiprocessing as torch_mp
 from notebook_launcher import notebook_launcher
@@ -59,21 +59,21 @@ RUNNERS = {
 TIMES = {name: [] for name in RUNNERS}
 for name, run in RUNNERS.items():   # warm-up: first-time imports are not launch overhead
     measure(run)
-'''
+"""
 
-ROUND = r'''
+ROUND = r"""
 for name, run in RUNNERS.items():
     TIMES[name].append(measure(run))
-'''
+"""
 
-REPORT = r'''
+REPORT = r"""
 def interpreter_start():
     runs = []
     for _ in range(5):
         t = time.time(); subprocess.run([sys.executable, "-c", "pass"], check=True); runs.append(time.time() - t)
     return statistics.median(runs)
 print(json.dumps({"times": TIMES, "interpreter": interpreter_start()}))
-'''
+"""
 
 
 def main():
@@ -94,11 +94,15 @@ def report(data, rounds):
     fork, spawn = medians["notebook_launcher fork"][0], medians["notebook_launcher spawn"][0]
     start = data["interpreter"]
     print(f"\ninterpreter start (python -c pass): {start * 1000:.1f}ms")
-    print(f"target fork ≤ 1/5 of Accelerate: {fork * 1000:.1f}ms vs {accelerate / 5 * 1000:.1f}ms"
-          f" -> {'met' if fork <= accelerate / 5 else 'NOT met'}")
+    print(
+        f"target fork ≤ 1/5 of Accelerate: {fork * 1000:.1f}ms vs {accelerate / 5 * 1000:.1f}ms"
+        f" -> {'met' if fork <= accelerate / 5 else 'NOT met'}"
+    )
     bound = 2 * fork + start
-    print(f"target spawn ≤ 2×fork + interpreter start: {spawn * 1000:.1f}ms vs {bound * 1000:.1f}ms"
-          f" -> {'met' if spawn <= bound else 'NOT met'}")
+    print(
+        f"target spawn ≤ 2×fork + interpreter start: {spawn * 1000:.1f}ms vs {bound * 1000:.1f}ms"
+        f" -> {'met' if spawn <= bound else 'NOT met'}"
+    )
 
 
 if __name__ == "__main__":

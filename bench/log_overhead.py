@@ -20,7 +20,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from kernel import run_rounds
 
-SETUP = r'''
+SETUP = r"""
 import json, statistics, time, torch
 from notebook_launcher import launch
 
@@ -40,19 +40,19 @@ VARIANTS = {"no printing": (0, "none"), "100k lines, display=none": (100_000, "n
 TIMES = {name: [] for name in VARIANTS}
 RENDERS = []
 launch(chatty_training, args=(1000,), num_processes=1, display="none").wait()   # warm-up
-'''
+"""
 
-ROUND = r'''
+ROUND = r"""
 for name, (lines, display) in VARIANTS.items():
     job = launch(chatty_training, args=(lines,), num_processes=1, display=display)
     TIMES[name].append(job.wait())
     if display == "widget":
         RENDERS.append(job._view.renders / job.elapsed)
-'''
+"""
 
-REPORT = r'''
+REPORT = r"""
 print(json.dumps({"times": TIMES, "renders": RENDERS}))
-'''
+"""
 
 
 def main():
@@ -69,8 +69,10 @@ def main():
     renders = median(data["renders"])
     widget = medians["100k lines, display=widget"]
     print(f"\nwidget updates per second (median): {renders:.1f}")
-    print(f"target: widget costs ≤ a few percent over capturing alone: {widget / quiet:.3f}x ->"
-          f" {'met' if widget <= 1.05 * quiet else 'NOT met'}")
+    print(
+        f"target: widget costs ≤ a few percent over capturing alone: {widget / quiet:.3f}x ->"
+        f" {'met' if widget <= 1.05 * quiet else 'NOT met'}"
+    )
 
 
 if __name__ == "__main__":

@@ -27,7 +27,9 @@ WARMUP, STEPS, BATCH = 10, 60, 64
 
 def _setup():
     torch.manual_seed(0)
-    data = TensorDataset(torch.randn(BATCH * 2 * (WARMUP + STEPS), 512), torch.randint(0, 10, (BATCH * 2 * (WARMUP + STEPS),)))
+    data = TensorDataset(
+        torch.randn(BATCH * 2 * (WARMUP + STEPS), 512), torch.randint(0, 10, (BATCH * 2 * (WARMUP + STEPS),))
+    )
     model = nn.Sequential(nn.Linear(512, 1024), nn.ReLU(), nn.Linear(1024, 1024), nn.ReLU(), nn.Linear(1024, 10))
     return data, model, torch.optim.SGD(model.parameters(), lr=0.01)
 
@@ -66,7 +68,9 @@ def _with(accelerator_class, **options):
     def run():
         accelerator = accelerator_class(**options)
         data, model, optimizer = _setup()
-        model, optimizer, loader = accelerator.prepare(model, optimizer, DataLoader(data, batch_size=BATCH, shuffle=True))
+        model, optimizer, loader = accelerator.prepare(
+            model, optimizer, DataLoader(data, batch_size=BATCH, shuffle=True)
+        )
 
         def step(x, y):
             loss = F.cross_entropy(model(x), y)
@@ -91,8 +95,11 @@ def hf_accelerate():
     return _with(Accelerator, cpu=True)()
 
 
-VARIANTS = {"hand-written DDP": hand_written_ddp, "trainer_core Accelerator": trainer_core_accelerator,
-            "HF Accelerate (cpu=True)": hf_accelerate}
+VARIANTS = {
+    "hand-written DDP": hand_written_ddp,
+    "trainer_core Accelerator": trainer_core_accelerator,
+    "HF Accelerate (cpu=True)": hf_accelerate,
+}
 
 
 def main():
@@ -104,9 +111,15 @@ def main():
         for name, function in VARIANTS.items():
             times[name].append(launch(function, num_processes=2, display="none").wait())
     medians = {name: statistics.median(values) for name, values in times.items()}
-    ddp, hf, ours = medians["hand-written DDP"], medians["HF Accelerate (cpu=True)"], medians["trainer_core Accelerator"]
-    print(f"\nTime per step, 2 CPU ranks (gloo), MLP 512-1024-1024-10, batch {BATCH}/rank, "
-          f"median of {STEPS} steps, median of {args.rounds} interleaved rounds\n")
+    ddp, hf, ours = (
+        medians["hand-written DDP"],
+        medians["HF Accelerate (cpu=True)"],
+        medians["trainer_core Accelerator"],
+    )
+    print(
+        f"\nTime per step, 2 CPU ranks (gloo), MLP 512-1024-1024-10, batch {BATCH}/rank, "
+        f"median of {STEPS} steps, median of {args.rounds} interleaved rounds\n"
+    )
     print(f"{'variant':<28} {'ms/step':>9} {'vs DDP':>8} {'vs HF':>8}")
     for name, value in medians.items():
         print(f"{name:<28} {value * 1000:>9.2f} {value / ddp:>7.3f}x {value / hf:>7.3f}x")

@@ -71,6 +71,7 @@ _register_in_kernel()
 def __dir__():
     return sorted(list(globals()) + list(_PUBLIC))
 
+
 __all__ = [
     "notebook_launcher",
     "launch",

@@ -13,8 +13,21 @@ from .starters import select_starter
 __all__ = ["notebook_launcher", "launch"]
 
 
-def launch(function, args=(), num_processes=None, *, device="auto", start_method=None, mixed_precision=None,
-           use_port=None, master_addr="127.0.0.1", node_rank=0, num_nodes=1, display="auto", grace_period=2.0):
+def launch(
+    function,
+    args=(),
+    num_processes=None,
+    *,
+    device="auto",
+    start_method=None,
+    mixed_precision=None,
+    use_port=None,
+    master_addr="127.0.0.1",
+    node_rank=0,
+    num_nodes=1,
+    display="auto",
+    grace_period=2.0,
+):
     """Start ``function(*args)`` on ``num_processes`` ranks and return a ``Launch`` handle at once.
 
     Args:
@@ -29,7 +42,8 @@ def launch(function, args=(), num_processes=None, *, device="auto", start_method
             None = the kernel's choice (default "no").
         use_port: the rendezvous port; None picks a free one for every launch.
         master_addr, node_rank, num_nodes: where rank 0 listens, and this node's place (multi-node).
-        display: "auto" (the live widget in a Jupyter kernel, else text), "widget", "text" (``[rank N]`` lines) or "none".
+        display: "auto" (the live widget in a Jupyter kernel, else text), "widget", "text"
+            (``[rank N]`` lines) or "none".
         grace_period: seconds between SIGTERM and SIGKILL when ranks are ended.
 
     Returns:
@@ -47,11 +61,20 @@ def launch(function, args=(), num_processes=None, *, device="auto", start_method
     """
     view = select_view(display)
     defaults = kernel_settings()
-    plan, notice = make_plan(function, args, num_processes, device=device,
-                             start_method=defaults.start_method if start_method is None else start_method,
-                             mixed_precision=defaults.mixed_precision if mixed_precision is None else mixed_precision,
-                             use_port=use_port, master_addr=master_addr, node_rank=node_rank, num_nodes=num_nodes,
-                             grace_period=grace_period, default_num_processes=defaults.num_processes)
+    plan, notice = make_plan(
+        function,
+        args,
+        num_processes,
+        device=device,
+        start_method=defaults.start_method if start_method is None else start_method,
+        mixed_precision=defaults.mixed_precision if mixed_precision is None else mixed_precision,
+        use_port=use_port,
+        master_addr=master_addr,
+        node_rank=node_rank,
+        num_nodes=num_nodes,
+        grace_period=grace_period,
+        default_num_processes=defaults.num_processes,
+    )
     if notice:
         print(notice, file=sys.stderr)
     starter = select_starter(plan.start_method)

@@ -16,8 +16,15 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-__all__ = ["START_METHODS", "MIXED_PRECISIONS", "DEVICES", "DISPLAYS", "RANK_STATUSES", "LAUNCH_STATUSES",
-           "check_choice"]
+__all__ = [
+    "START_METHODS",
+    "MIXED_PRECISIONS",
+    "DEVICES",
+    "DISPLAYS",
+    "RANK_STATUSES",
+    "LAUNCH_STATUSES",
+    "check_choice",
+]
 
 START_METHODS = ("auto", "fork", "spawn")
 MIXED_PRECISIONS = ("no", "fp16", "bf16")

@@ -34,8 +34,17 @@ from typing import Any
 
 from .errors import WorkerError, WorkerTraceback
 
-__all__ = ["ChannelWriter", "FrameReader", "LineReader", "rank_channel", "set_rank_channel", "error_report",
-           "rebuild_exception", "dumps_for_kernel", "EVENT_KINDS"]
+__all__ = [
+    "ChannelWriter",
+    "FrameReader",
+    "LineReader",
+    "rank_channel",
+    "set_rank_channel",
+    "error_report",
+    "rebuild_exception",
+    "dumps_for_kernel",
+    "EVENT_KINDS",
+]
 
 # The event kinds, rank → kernel.
 STATUS = "status"  # payload: a rank status ("running")
@@ -69,7 +78,7 @@ class ChannelWriter:
         frame = memoryview(_HEADER.pack(len(data)) + data)
         with self._lock:
             while frame:
-                frame = frame[os.write(self._fd, frame):]
+                frame = frame[os.write(self._fd, frame) :]
 
     def close(self) -> None:
         """Close the pipe; the kernel then sees the end of this worker's events."""
@@ -91,7 +100,7 @@ class FrameReader:
             end = _HEADER.size + size
             if len(self._buffer) < end:
                 break
-            events.append(pickle.loads(bytes(self._buffer[_HEADER.size:end])))
+            events.append(pickle.loads(bytes(self._buffer[_HEADER.size : end])))
             del self._buffer[:end]
         return events
 

@@ -20,8 +20,12 @@ from nbclient.exceptions import CellExecutionError
 def run(path, save=None, timeout=900):
     os.environ.setdefault("NOTEBOOK_LAUNCHER_DISPLAY", "text")  # no widget front end here: rank-prefixed text
     notebook = nbformat.read(path, as_version=4)
-    client = NotebookClient(notebook, timeout=timeout, kernel_name="python3",
-                            resources={"metadata": {"path": os.path.dirname(os.path.abspath(path))}})
+    client = NotebookClient(
+        notebook,
+        timeout=timeout,
+        kernel_name="python3",
+        resources={"metadata": {"path": os.path.dirname(os.path.abspath(path))}},
+    )
     try:
         client.execute()
         failed = None

@@ -22,8 +22,16 @@ import nbformat
 
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 ARTIFACTS = Path(__file__).resolve().parent.parent / "test-artifacts"
-CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-                 "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+CHROMIUM_ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
 
 
 class LabServer:
@@ -36,14 +44,29 @@ class LabServer:
         settings = self.root / ".settings" / "@jupyterlab" / "apputils-extension"
         settings.mkdir(parents=True)
         (settings / "notification.jupyterlab-settings").write_text(
-            json.dumps({"fetchNews": "false", "checkForUpdates": False}))
+            json.dumps({"fetchNews": "false", "checkForUpdates": False})
+        )
         env = {k: v for k, v in os.environ.items() if k != "NOTEBOOK_LAUNCHER_DISPLAY"}
-        self.log = open(self.root / "lab.log", "w")
+        self.log = open(self.root / "lab.log", "w")  # noqa: SIM115  (closed in stop())
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "jupyterlab", "--no-browser", "--allow-root", f"--port={self.port}",
-             "--ServerApp.ip=127.0.0.1", f"--ServerApp.token={self.token}", f"--ServerApp.root_dir={self.root}",
-             f"--LabApp.user_settings_dir={self.root / '.settings'}", f"--LabApp.workspaces_dir={self.root / '.ws'}"],
-            stdout=self.log, stderr=subprocess.STDOUT, env=env, cwd=self.root)
+            [
+                sys.executable,
+                "-m",
+                "jupyterlab",
+                "--no-browser",
+                "--allow-root",
+                f"--port={self.port}",
+                "--ServerApp.ip=127.0.0.1",
+                f"--ServerApp.token={self.token}",
+                f"--ServerApp.root_dir={self.root}",
+                f"--LabApp.user_settings_dir={self.root / '.settings'}",
+                f"--LabApp.workspaces_dir={self.root / '.ws'}",
+            ],
+            stdout=self.log,
+            stderr=subprocess.STDOUT,
+            env=env,
+            cwd=self.root,
+        )
         self._wait_ready(timeout=90)
 
     def url(self, path):
@@ -101,4 +124,3 @@ def screenshot(target, name):
     path = ARTIFACTS / name
     target.screenshot(path=str(path))
     return path
-

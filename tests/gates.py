@@ -13,12 +13,14 @@ import os
 
 def gate_code(directory):
     """Cell code defining ``wait_at_gate()`` (call it inside the launched function) and making the FIFOs."""
-    return (f"GATE_DIR = {str(directory)!r}\n"
-            "def wait_at_gate():\n"
-            "    with open(os.path.join(GATE_DIR, 'gate' + os.environ['RANK'])) as f:\n"
-            "        f.read()\n"
-            "for _r in range(8):\n"
-            "    os.mkfifo(os.path.join(GATE_DIR, f'gate{_r}'))\n")
+    return (
+        f"GATE_DIR = {str(directory)!r}\n"
+        "def wait_at_gate():\n"
+        "    with open(os.path.join(GATE_DIR, 'gate' + os.environ['RANK'])) as f:\n"
+        "        f.read()\n"
+        "for _r in range(8):\n"
+        "    os.mkfifo(os.path.join(GATE_DIR, f'gate{_r}'))\n"
+    )
 
 
 def open_gates(directory, ranks):

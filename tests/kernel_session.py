@@ -65,14 +65,25 @@ class KernelSession:
             kernel_dir = os.path.join(self._spec_dir.name, "nltest")
             os.makedirs(kernel_dir)
             with open(os.path.join(kernel_dir, "kernel.json"), "w") as file:
-                json.dump({"argv": [python, "-m", "ipykernel_launcher", "-f", "{connection_file}"],
-                           "display_name": "nltest", "language": "python"}, file)
-            manager_args = {"kernel_name": "nltest",
-                            "kernel_spec_manager": KernelSpecManager(kernel_dirs=[self._spec_dir.name])}
+                json.dump(
+                    {
+                        "argv": [python, "-m", "ipykernel_launcher", "-f", "{connection_file}"],
+                        "display_name": "nltest",
+                        "language": "python",
+                    },
+                    file,
+                )
+            manager_args = {
+                "kernel_name": "nltest",
+                "kernel_spec_manager": KernelSpecManager(kernel_dirs=[self._spec_dir.name]),
+            }
         self.manager = KernelManager(**manager_args)
         # jupyter_client draws no widgets: launches show text unless a test asks for the widget
-        kernel_env = {**os.environ, "NOTEBOOK_LAUNCHER_DISPLAY": os.environ.get("NOTEBOOK_LAUNCHER_DISPLAY", "text"),
-                      **(env or {})}
+        kernel_env = {
+            **os.environ,
+            "NOTEBOOK_LAUNCHER_DISPLAY": os.environ.get("NOTEBOOK_LAUNCHER_DISPLAY", "text"),
+            **(env or {}),
+        }
         self.manager.start_kernel(cwd=cwd or os.getcwd(), env=kernel_env)
         self.client = self.manager.blocking_client()
         self.client.start_channels()
@@ -142,8 +153,9 @@ class KernelSession:
         import uuid
 
         comm_id = uuid.uuid4().hex
-        self.client.session.send(self.client.shell_channel.socket, "comm_open",
-                                 {"comm_id": comm_id, "target_name": target, "data": data})
+        self.client.session.send(
+            self.client.shell_channel.socket, "comm_open", {"comm_id": comm_id, "target_name": target, "data": data}
+        )
         return comm_id
 
     def send_comm(self, comm_id, data):

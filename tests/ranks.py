@@ -22,9 +22,18 @@ def on_ranks(function, *args, num_processes=2, **options):
 
 
 def _entry(rank, world, port, function, args, queue):
-    os.environ.update({"RANK": str(rank), "LOCAL_RANK": str(rank), "WORLD_SIZE": str(world),
-                       "LOCAL_WORLD_SIZE": str(world), "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port),
-                       "ACCELERATE_USE_CPU": "true", "OMP_NUM_THREADS": "1"})
+    os.environ.update(
+        {
+            "RANK": str(rank),
+            "LOCAL_RANK": str(rank),
+            "WORLD_SIZE": str(world),
+            "LOCAL_WORLD_SIZE": str(world),
+            "MASTER_ADDR": "127.0.0.1",
+            "MASTER_PORT": str(port),
+            "ACCELERATE_USE_CPU": "true",
+            "OMP_NUM_THREADS": "1",
+        }
+    )
     queue.put((rank, function(*args)))
 
 
@@ -32,7 +41,11 @@ def on_ranks_mp(function, *args, num_processes=3):
     """Like ``on_ranks`` through ``torch.multiprocessing.start_processes`` (fork); small results only."""
     context = mp.get_context("fork")
     queue = context.SimpleQueue()
-    mp.start_processes(_entry, args=(num_processes, free_port("127.0.0.1"), function, args, queue),
-                       nprocs=num_processes, start_method="fork")
+    mp.start_processes(
+        _entry,
+        args=(num_processes, free_port("127.0.0.1"), function, args, queue),
+        nprocs=num_processes,
+        start_method="fork",
+    )
     results = dict(queue.get() for _ in range(num_processes))
     return [results[rank] for rank in range(num_processes)]

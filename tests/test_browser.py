@@ -12,7 +12,7 @@ from browser import CHROMIUM, open_notebook, run_all, screenshot
 
 pytestmark = pytest.mark.skipif(not os.path.exists(CHROMIUM), reason="Debian's chromium is not installed")
 
-TRAIN = '''
+TRAIN = """
 from notebook_launcher import launch
 def train():
     from trainer_core import Accelerator
@@ -23,7 +23,7 @@ def train():
     return accelerator.process_index
 job = launch(train, num_processes=2)
 job.wait()
-'''
+"""
 
 
 def test_widget_renders_tabs_chips_and_chart_in_jupyterlab(lab, browser):
@@ -42,7 +42,7 @@ def test_widget_renders_tabs_chips_and_chart_in_jupyterlab(lab, browser):
     follows = page.evaluate("""() => [...document.querySelectorAll('.nl-log')].filter(e => e.clientHeight > 0)
         .map(e => [e.scrollHeight > e.clientHeight,
                    e.firstElementChild.getBoundingClientRect().bottom <= e.getBoundingClientRect().bottom + 1])""")
-    assert follows == [[True, True]]        # the box overflows, and its newest line is in view
+    assert follows == [[True, True]]  # the box overflows, and its newest line is in view
     assert page.locator("svg polyline.nl-line").count() == 2
     screenshot(page.locator(".jp-OutputArea-output", has=page.locator(".nl-chip")).first, "widget.png")
     page.close()

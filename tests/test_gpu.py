@@ -11,7 +11,8 @@ pytestmark = pytest.mark.gpu
 
 
 def test_cuda_ranks_fork_from_a_clean_kernel_and_use_their_gpu(kernel):
-    kernel.ok(dedent("""
+    kernel.ok(
+        dedent("""
         import torch
         def on_gpu():
             import torch.distributed as dist
@@ -23,7 +24,8 @@ def test_cuda_ranks_fork_from_a_clean_kernel_and_use_their_gpu(kernel):
             return torch.cuda.current_device(), t.item()
         job = launch(on_gpu, num_processes=min(2, torch.cuda.device_count()))
         job.wait()
-    """))
+    """)
+    )
     assert kernel.eval("job.plan.start_method") == "fork"
     assert kernel.eval("torch.cuda.is_initialized()") is False
     n = kernel.eval("len(job.results)")
@@ -38,6 +40,8 @@ def test_real_cuda_init_in_the_kernel_blocks_fork_naming_the_cell_and_auto_spawn
     assert forced.error["ename"] == "LaunchError"
     assert "CUDA was initialized in this kernel by Cell In[" in forced.error["evalue"]
     assert "warm = torch.zeros(1, device='cuda')" in forced.error["evalue"]
-    auto = kernel.ok("job = launch(lambda: torch.cuda.device_count(), num_processes=1); print(job.wait(), job.plan.start_method)")
+    auto = kernel.ok(
+        "job = launch(lambda: torch.cuda.device_count(), num_processes=1); print(job.wait(), job.plan.start_method)"
+    )
     assert auto.stdout.split()[-1] == "spawn"
     assert "workers are spawned instead of forked" in auto.stderr

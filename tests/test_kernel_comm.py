@@ -1,6 +1,5 @@
 """The sidebar's kernel side, against a real kernel: state, settings, bad messages, launch updates."""
 
-
 import pytest
 from gates import gate_code, open_gates
 from kernel_session import KernelSession
@@ -25,36 +24,55 @@ def test_state_reports_devices_settings_and_choices(kernel):
 
 def test_settings_round_trip_and_num_processes_none_uses_the_choice(kernel):
     comm, _ = _state(kernel)
-    kernel.send_comm(comm, {"type": "set_settings", "request_id": "a", "settings": {"num_processes": 2,
-                                                                                   "mixed_precision": "bf16"}})
+    kernel.send_comm(
+        comm, {"type": "set_settings", "request_id": "a", "settings": {"num_processes": 2, "mixed_precision": "bf16"}}
+    )
     reply = kernel.comm_message(comm, lambda d: d["type"] == "reply")
-    assert reply == {"type": "reply", "request_id": "a", "ok": True, "error": None,
-                     "settings": {"num_processes": 2, "start_method": "auto", "mixed_precision": "bf16"}}
+    assert reply == {
+        "type": "reply",
+        "request_id": "a",
+        "ok": True,
+        "error": None,
+        "settings": {"num_processes": 2, "start_method": "auto", "mixed_precision": "bf16"},
+    }
     try:
-        result = kernel.ok("print(launch(lambda: (os.environ['WORLD_SIZE'], os.environ['ACCELERATE_MIXED_PRECISION'])).wait())")
+        result = kernel.ok(
+            "print(launch(lambda: (os.environ['WORLD_SIZE'], os.environ['ACCELERATE_MIXED_PRECISION'])).wait())"
+        )
         assert result.stdout.strip() == "('2', 'bf16')"
     finally:
-        kernel.send_comm(comm, {"type": "set_settings", "request_id": "b",
-                                "settings": {"num_processes": None, "mixed_precision": "no"}})
+        kernel.send_comm(
+            comm,
+            {"type": "set_settings", "request_id": "b", "settings": {"num_processes": None, "mixed_precision": "no"}},
+        )
         assert kernel.comm_message(comm, lambda d: d["type"] == "reply")["ok"] is True
 
 
-@pytest.mark.parametrize("message, error", [
-    ({"type": "set_settings", "request_id": "x", "settings": {"num_processes": 99}},
-     "num_processes must be an int from 1 to {max} (the devices found), or None; got 99"),
-    ({"type": "set_settings", "request_id": "x", "settings": {"num_processes": 2, "start_method": "thread"}},
-     "start_method='thread' is not valid; use one of 'auto', 'fork', 'spawn'"),
-    ({"type": "set_settings", "request_id": "x", "settings": {"code": "import os; os.remove('x')"}},
-     "unknown settings ['code']"),
-    ({"type": "set_settings", "request_id": "x", "settings": "2"}, "settings must be an object, got str"),
-    ({"type": "execute", "request_id": "x", "code": "print(1)"}, "unknown message type 'execute'"),
-])
+@pytest.mark.parametrize(
+    "message, error",
+    [
+        (
+            {"type": "set_settings", "request_id": "x", "settings": {"num_processes": 99}},
+            "num_processes must be an int from 1 to {max} (the devices found), or None; got 99",
+        ),
+        (
+            {"type": "set_settings", "request_id": "x", "settings": {"num_processes": 2, "start_method": "thread"}},
+            "start_method='thread' is not valid; use one of 'auto', 'fork', 'spawn'",
+        ),
+        (
+            {"type": "set_settings", "request_id": "x", "settings": {"code": "import os; os.remove('x')"}},
+            "unknown settings ['code']",
+        ),
+        ({"type": "set_settings", "request_id": "x", "settings": "2"}, "settings must be an object, got str"),
+        ({"type": "execute", "request_id": "x", "code": "print(1)"}, "unknown message type 'execute'"),
+    ],
+)
 def test_bad_messages_get_an_error_and_change_nothing(kernel, message, error):
     comm, before = _state(kernel)
     kernel.send_comm(comm, message)
     reply = kernel.comm_message(comm, lambda d: d["type"] == "reply")
     assert reply["ok"] is False and error.format(max=before["inventory"]["max_processes"]) in reply["error"]
-    assert reply["settings"] == before["settings"]          # all-or-nothing: num_processes=2 was not applied
+    assert reply["settings"] == before["settings"]  # all-or-nothing: num_processes=2 was not applied
 
 
 def test_launches_stream_updates_while_they_run(kernel, tmp_path):
@@ -76,7 +94,7 @@ def test_a_kernel_without_the_package_closes_the_comm_until_load_ext():
     session = KernelSession()
     try:
         comm = session.open_comm(TARGET, {"type": "get_state"})
-        assert session.comm_message(comm) is None           # no such target: the kernel closes the comm
+        assert session.comm_message(comm) is None  # no such target: the kernel closes the comm
         session.ok("%load_ext notebook_launcher")
         comm = session.open_comm(TARGET, {"type": "get_state"})
         assert session.comm_message(comm)["type"] == "state"
@@ -89,8 +107,11 @@ def test_device_picker_and_set_defaults_change_what_launches_use(kernel):
     kernel.ok("from notebook_launcher import device_picker, set_defaults, kernel_settings\npicker = device_picker()")
     try:
         kernel.ok("picker.children[1].children[0].value = 2\npicker.children[1].children[2].value = 'bf16'")
-        assert kernel.eval("kernel_settings().as_dict()") == {"num_processes": 2, "start_method": "auto",
-                                                             "mixed_precision": "bf16"}
+        assert kernel.eval("kernel_settings().as_dict()") == {
+            "num_processes": 2,
+            "start_method": "auto",
+            "mixed_precision": "bf16",
+        }
         assert kernel.ok("print(launch(lambda: os.environ['WORLD_SIZE']).wait())").stdout.strip() == "2"
         error = kernel.run("set_defaults(num_processes=64)").error
         assert error["ename"] == "ValueError" and "num_processes must be an int from 1 to" in error["evalue"]
@@ -125,7 +146,7 @@ def test_sidebar_stop_ends_a_background_launch_and_names_its_cell(kernel):
     comm, _ = _state(kernel)
     kernel.ok("job = launch(lambda: threading.Event().wait(), num_processes=2, display='none')")
     cell = kernel.eval("job.cell")
-    assert cell == kernel.eval("get_ipython().execution_count") - 3      # the launching cell; two eval cells since
+    assert cell == kernel.eval("get_ipython().execution_count") - 3  # the launching cell; two eval cells since
     running = kernel.comm_message(comm, lambda d: d["type"] == "launch" and d["launch"]["status"] == "running")
     assert running["launch"]["cell"] == cell and running["launch"]["waited_on"] is False
     kernel.send_comm(comm, {"type": "stop_launch", "request_id": "s", "id": running["launch"]["id"]})

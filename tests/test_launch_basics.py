@@ -10,37 +10,50 @@ from gates import gate_code, open_gates
 
 
 def test_every_rank_gets_the_torchrun_environment(kernel):
-    kernel.ok(dedent("""
+    kernel.ok(
+        dedent("""
         def env_of_rank():
             keys = ["RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "GROUP_RANK", "NODE_RANK",
                     "MASTER_ADDR", "MASTER_PORT", "ACCELERATE_MIXED_PRECISION"]
             return {key: os.environ.get(key) for key in keys}
         job = launch(env_of_rank, num_processes=2, mixed_precision="bf16")
         job.wait()
-    """))
+    """)
+    )
     envs = kernel.eval("job.results")
     port = kernel.eval("job.plan.master_port")
     for rank, env in enumerate(envs):
-        assert env == {"RANK": str(rank), "LOCAL_RANK": str(rank), "WORLD_SIZE": "2", "LOCAL_WORLD_SIZE": "2",
-                       "GROUP_RANK": "0", "NODE_RANK": "0", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port),
-                       "ACCELERATE_MIXED_PRECISION": "bf16"}
+        assert env == {
+            "RANK": str(rank),
+            "LOCAL_RANK": str(rank),
+            "WORLD_SIZE": "2",
+            "LOCAL_WORLD_SIZE": "2",
+            "GROUP_RANK": "0",
+            "NODE_RANK": "0",
+            "MASTER_ADDR": "127.0.0.1",
+            "MASTER_PORT": str(port),
+            "ACCELERATE_MIXED_PRECISION": "bf16",
+        }
 
 
 def test_plain_init_process_group_all_reduce_returns_rank_0_value(kernel):
-    kernel.ok(dedent("""
+    kernel.ok(
+        dedent("""
         import torch, torch.distributed as dist
         def all_reduce_ranks(scale):
             dist.init_process_group("gloo")
             t = torch.tensor([dist.get_rank() + 1.0]) * scale
             dist.all_reduce(t)
             return (dist.get_rank(), dist.get_world_size(), t.item())
-    """))
+    """)
+    )
     result = kernel.ok("print(notebook_launcher(all_reduce_ranks, args=(10,), num_processes=2))")
     assert result.stdout.strip().splitlines()[-1] == "(0, 2, 30.0)"
 
 
 def test_hugging_face_accelerate_runs_unchanged(kernel):
-    kernel.ok(dedent("""
+    kernel.ok(
+        dedent("""
         def with_hf_accelerate():
             import torch
             from accelerate import Accelerator
@@ -48,7 +61,9 @@ def test_hugging_face_accelerate_runs_unchanged(kernel):
             gathered = accelerator.gather(torch.tensor([accelerator.process_index]))
             return accelerator.num_processes, accelerator.distributed_type.value, gathered.tolist()
         job = launch(with_hf_accelerate, num_processes=2); job.wait()
-    """), timeout=180)
+    """),
+        timeout=180,
+    )
     results = kernel.eval("job.results")
     assert results[0] == (2, "MULTI_CPU", [0, 1])
     assert results[1] == (2, "MULTI_CPU", [0, 1])
@@ -56,15 +71,21 @@ def test_hugging_face_accelerate_runs_unchanged(kernel):
 
 @pytest.mark.parametrize("method", ["fork", "spawn"])
 def test_cell_defined_function_and_class_round_trip(kernel, method):
-    kernel.ok(dedent("""
+    kernel.ok(
+        dedent("""
         class Point:
             def __init__(self, x): self.x = x
         def make_point(offset):
             return Point(int(os.environ["RANK"]) + offset)
-    """))
+    """)
+    )
     kernel.ok(f"job = launch(make_point, args=(100,), num_processes=2, start_method={method!r}); value = job.wait()")
     assert kernel.eval("(isinstance(value, Point), value.x, [p.x for p in job.results], job.plan.start_method)") == (
-        True, 100, [100, 101], method)
+        True,
+        100,
+        [100, 101],
+        method,
+    )
 
 
 def test_auto_forks_a_clean_kernel(kernel):
@@ -74,26 +95,30 @@ def test_auto_forks_a_clean_kernel(kernel):
 
 
 def test_single_process_runs_in_its_own_worker_with_capture(kernel):
-    result = kernel.ok(dedent("""
+    result = kernel.ok(
+        dedent("""
         def whoami():
             print("inside", os.environ["RANK"], os.environ["WORLD_SIZE"])
             return os.getpid()
         worker_pid = notebook_launcher(whoami, num_processes=1)
         print(worker_pid != os.getpid())
-    """))
+    """)
+    )
     assert "[rank 0] inside 0 1" in result.stdout
     assert result.stdout.strip().endswith("True")
 
 
 def test_launch_returns_at_once_and_the_handle_reports_progress(kernel, tmp_path):
     kernel.ok(gate_code(tmp_path))
-    kernel.ok(dedent("""
+    kernel.ok(
+        dedent("""
         def wait_for_gate():
             print("waiting on rank", os.environ["RANK"], flush=True)
             wait_at_gate()                      # blocks until the test opens this rank's gate
             return int(os.environ["RANK"]) * 2
         job = launch(wait_for_gate, num_processes=2, display="none")
-    """))
+    """)
+    )
     assert kernel.eval("job.done") is False
     kernel.ok("while job.rank_status(0) != 'running' or job.rank_status(1) != 'running': job._supervisor.join(0.02)")
     assert kernel.eval("job.status") == "running"
@@ -105,12 +130,14 @@ def test_launch_returns_at_once_and_the_handle_reports_progress(kernel, tmp_path
 
 
 def test_stop_ends_a_running_launch(kernel):
-    kernel.ok(dedent("""
+    kernel.ok(
+        dedent("""
         def block_forever():
             print("up", flush=True)
             threading.Event().wait()
         job = launch(block_forever, num_processes=2, display="none")
-    """))
+    """)
+    )
     kernel.ok("while len(job.lines(0)) + len(job.lines(1)) < 2: job._supervisor.join(0.05)")
     result = kernel.ok("t0 = time.monotonic(); job.stop(); print(round(time.monotonic() - t0, 1), job.status)")
     seconds, status = result.stdout.split()
@@ -121,12 +148,14 @@ def test_stop_ends_a_running_launch(kernel):
 
 
 def test_free_port_is_chosen_per_launch_and_released(kernel):
-    kernel.ok(dedent("""
+    kernel.ok(
+        dedent("""
         from notebook_launcher.launching.ports import check_port_free
         ports = []
         for _ in range(3):
             job = launch(lambda: 0, num_processes=2, display="none"); job.wait()
             check_port_free("127.0.0.1", job.plan.master_port)   # raises if still bound
             ports.append(job.plan.master_port)
-    """))
+    """)
+    )
     assert len(set(kernel.eval("ports"))) >= 2

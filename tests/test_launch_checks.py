@@ -5,25 +5,48 @@ from textwrap import dedent
 import pytest
 
 
-@pytest.mark.parametrize("call, ename, words", [
-    ("launch(f, num_processes=0)", "ValueError", "num_processes must be at least 1, got 0 (found 2 CPUs)"),
-    ("launch(f, num_processes=-2)", "ValueError", "num_processes must be at least 1, got -2"),
-    ("launch(f, num_processes=1.5)", "ValueError", "num_processes must be an int, got float 1.5"),
-    ("launch(f, num_processes=True)", "ValueError", "num_processes must be an int, got bool"),
-    ("launch(f, num_processes=os.cpu_count() + 1)", "ValueError", "is more than the 2 CPUs found; use at most 2"),
-    ("launch(f, mixed_precision='fp8')", "ValueError", "mixed_precision='fp8' is not valid; use one of 'no', 'fp16', 'bf16'"),
-    ("launch(f, start_method='forkserver')", "ValueError", "start_method='forkserver' is not valid; use one of 'auto', 'fork', 'spawn'"),
-    ("launch(f, device='tpu9')", "ValueError", "device='tpu9' is not valid; use one of 'auto', 'cpu', 'cuda', 'xla', 'tpu'"),
-    ("launch(f, device='cuda')", "ValueError", "no CUDA GPU was found"),
-    ("launch(f, display='fancy')", "ValueError", "display='fancy' is not valid"),
-    ("launch(f, use_port=70000)", "ValueError", "use_port must be None or a port number in 1..65535, got 70000"),
-    ("launch(f, num_nodes=2)", "ValueError", "pass use_port="),
-    ("launch(f, num_nodes=2, node_rank=2, use_port=29555)", "ValueError", "node_rank must be an int in [0, 2), got 2"),
-    ("launch(f, grace_period=-1)", "ValueError", "grace_period must be a number of seconds >= 0"),
-    ("launch(42)", "TypeError", "function must be callable, got int"),
-    ("launch(f, args=5)", "TypeError", "args must be a tuple or list of positional arguments, got int (for one argument write args=(5,))"),
-    ("launch(f, args='ab')", "TypeError", "args must be a tuple or list"),
-])
+@pytest.mark.parametrize(
+    "call, ename, words",
+    [
+        ("launch(f, num_processes=0)", "ValueError", "num_processes must be at least 1, got 0 (found 2 CPUs)"),
+        ("launch(f, num_processes=-2)", "ValueError", "num_processes must be at least 1, got -2"),
+        ("launch(f, num_processes=1.5)", "ValueError", "num_processes must be an int, got float 1.5"),
+        ("launch(f, num_processes=True)", "ValueError", "num_processes must be an int, got bool"),
+        ("launch(f, num_processes=os.cpu_count() + 1)", "ValueError", "is more than the 2 CPUs found; use at most 2"),
+        (
+            "launch(f, mixed_precision='fp8')",
+            "ValueError",
+            "mixed_precision='fp8' is not valid; use one of 'no', 'fp16', 'bf16'",
+        ),
+        (
+            "launch(f, start_method='forkserver')",
+            "ValueError",
+            "start_method='forkserver' is not valid; use one of 'auto', 'fork', 'spawn'",
+        ),
+        (
+            "launch(f, device='tpu9')",
+            "ValueError",
+            "device='tpu9' is not valid; use one of 'auto', 'cpu', 'cuda', 'xla', 'tpu'",
+        ),
+        ("launch(f, device='cuda')", "ValueError", "no CUDA GPU was found"),
+        ("launch(f, display='fancy')", "ValueError", "display='fancy' is not valid"),
+        ("launch(f, use_port=70000)", "ValueError", "use_port must be None or a port number in 1..65535, got 70000"),
+        ("launch(f, num_nodes=2)", "ValueError", "pass use_port="),
+        (
+            "launch(f, num_nodes=2, node_rank=2, use_port=29555)",
+            "ValueError",
+            "node_rank must be an int in [0, 2), got 2",
+        ),
+        ("launch(f, grace_period=-1)", "ValueError", "grace_period must be a number of seconds >= 0"),
+        ("launch(42)", "TypeError", "function must be callable, got int"),
+        (
+            "launch(f, args=5)",
+            "TypeError",
+            "args must be a tuple or list of positional arguments, got int (for one argument write args=(5,))",
+        ),
+        ("launch(f, args='ab')", "TypeError", "args must be a tuple or list"),
+    ],
+)
 def test_bad_arguments_are_refused_before_anything_starts(kernel, call, ename, words, tmp_path):
     marker = tmp_path / "ran"
     kernel.ok(f"def f(*a):\n    open({str(marker)!r}, 'w').close()")
@@ -31,7 +54,7 @@ def test_bad_arguments_are_refused_before_anything_starts(kernel, call, ename, w
     assert result.error["ename"] == ename
     assert words in result.error["evalue"]
     assert kernel.children() == []
-    assert not marker.exists()      # nothing ran
+    assert not marker.exists()  # nothing ran
 
 
 def test_unpicklable_argument_under_spawn_is_named_before_any_rank_starts(kernel, tmp_path):
@@ -45,11 +68,13 @@ def test_unpicklable_argument_under_spawn_is_named_before_any_rank_starts(kernel
 
 
 def test_a_fixed_port_in_use_is_a_clear_error(kernel):
-    kernel.ok(dedent("""
+    kernel.ok(
+        dedent("""
         import socket
         busy = socket.socket(); busy.bind(("127.0.0.1", 0)); busy.listen()
         busy_port = busy.getsockname()[1]
-    """))
+    """)
+    )
     result = kernel.run("launch(lambda: 0, num_processes=2, use_port=busy_port)")
     assert result.error["ename"] == "LaunchError"
     assert f"use_port={kernel.eval('busy_port')} is already in use on 127.0.0.1" in result.error["evalue"]
@@ -58,16 +83,20 @@ def test_a_fixed_port_in_use_is_a_clear_error(kernel):
 
 def test_a_fixed_free_port_is_used_as_given(kernel):
     kernel.ok("from notebook_launcher.launching.ports import free_port\nport = free_port('127.0.0.1')")
-    result = kernel.ok("print(notebook_launcher(lambda: os.environ['MASTER_PORT'], num_processes=2, use_port=str(port)))")
+    result = kernel.ok(
+        "print(notebook_launcher(lambda: os.environ['MASTER_PORT'], num_processes=2, use_port=str(port)))"
+    )
     assert result.stdout.strip() == str(kernel.eval("port"))
 
 
 def test_a_process_group_in_the_kernel_blocks_fork_and_auto_spawns(kernel, tmp_path):
     """A real hazard: an initialized torch.distributed group in the kernel itself."""
-    kernel.ok(dedent(f"""
+    kernel.ok(
+        dedent(f"""
         import torch.distributed as dist
         dist.init_process_group("gloo", init_method="file://{tmp_path}/store", rank=0, world_size=1)
-    """))
+    """)
+    )
     forced = kernel.run("launch(lambda: 0, num_processes=2, start_method='fork')")
     assert forced.error["ename"] == "LaunchError"
     assert "a torch.distributed process group is initialized in this kernel" in forced.error["evalue"]
@@ -83,12 +112,14 @@ def test_cuda_initialized_in_the_kernel_names_the_cell_and_line(kernel):
     ``torch.cuda.is_initialized`` is replaced and the site recorder (the wrapper that ``install()``
     puts around ``torch._C._cuda_init``) is called from a cell. The check, the message and the
     spawn fallback are the real ones."""
-    kernel.ok(dedent("""
+    kernel.ok(
+        dedent("""
         import torch
         from notebook_launcher.devices import cuda_init_site
         fake_cuda_init = cuda_init_site.recording(lambda: None)
         real_is_initialized = torch.cuda.is_initialized
-    """))
+    """)
+    )
     cell = kernel.ok("x = 1\nfake_cuda_init()   # stands for model.cuda()")
     kernel.ok("torch.cuda.is_initialized = lambda: True")
     try:
@@ -110,7 +141,10 @@ def test_importing_the_package_does_not_initialize_cuda_or_import_torch():
     import subprocess
     import sys
 
-    code = ("import sys, notebook_launcher; print('torch' in sys.modules);"
-            "import trainer_core, torch; print(torch.cuda.is_initialized(), __import__('os').environ['PYTORCH_NVML_BASED_CUDA_CHECK'])")
+    code = (
+        "import sys, notebook_launcher; print('torch' in sys.modules);"
+        "import trainer_core, torch;"
+        "print(torch.cuda.is_initialized(), __import__('os').environ['PYTORCH_NVML_BASED_CUDA_CHECK'])"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.split() == ["False", "False", "1"]

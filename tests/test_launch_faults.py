@@ -23,7 +23,9 @@ RANK1_RAISES = dedent("""
 @pytest.mark.parametrize("sibling_mode", ["collective", "blocked"])
 def test_failing_rank_raises_its_own_exception_and_siblings_end(kernel, sibling_mode):
     kernel.ok(RANK1_RAISES)
-    result = kernel.run(f"t0 = time.monotonic()\nnotebook_launcher(rank1_raises, args=({sibling_mode!r},), num_processes=2)")
+    result = kernel.run(
+        f"t0 = time.monotonic()\nnotebook_launcher(rank1_raises, args=({sibling_mode!r},), num_processes=2)"
+    )
     assert result.error["ename"] == "ValueError"
     assert result.error["evalue"] == "[rank 1] bad batch shape (3, 5)"
     assert "WorkerTraceback" in result.traceback
@@ -34,29 +36,35 @@ def test_failing_rank_raises_its_own_exception_and_siblings_end(kernel, sibling_
 
 @pytest.mark.parametrize("method", ["fork", "spawn"])
 def test_exception_class_defined_in_a_cell_keeps_its_type(kernel, method):
-    kernel.ok(dedent("""
+    kernel.ok(
+        dedent("""
         class DataProblem(Exception):
             pass
         def raise_data_problem():
             raise DataProblem(f"rank {os.environ['RANK']} saw a NaN")
-    """))
-    kernel.ok(dedent(f"""
+    """)
+    )
+    kernel.ok(
+        dedent(f"""
         try:
             notebook_launcher(raise_data_problem, num_processes=2, start_method={method!r})
         except DataProblem as err:
             caught = (type(err).__name__, str(err).startswith("[rank "), "saw a NaN" in str(err))
-    """))
+    """)
+    )
     assert kernel.eval("caught") == ("DataProblem", True, True)
 
 
 def test_exception_that_cannot_be_rebuilt_becomes_worker_error(kernel):
-    kernel.ok(dedent("""
+    kernel.ok(
+        dedent("""
         class NeedsTwo(Exception):
             def __init__(self, a, b):
                 super().__init__(f"{a}/{b}")     # args=(str,) but __init__ wants two: unpickling fails
         def raise_needs_two():
             raise NeedsTwo("x", "y")
-    """))
+    """)
+    )
     result = kernel.run("notebook_launcher(raise_needs_two, num_processes=1)")
     assert result.error["ename"] == "WorkerError"
     assert "rank 0 raised NeedsTwo: x/y" in result.error["evalue"]
@@ -64,12 +72,14 @@ def test_exception_that_cannot_be_rebuilt_becomes_worker_error(kernel):
 
 
 def test_rank_killed_by_a_signal_gives_worker_error_with_the_signal(kernel):
-    kernel.ok(dedent("""
+    kernel.ok(
+        dedent("""
         def rank1_killed():
             if os.environ["RANK"] == "1":
                 os.kill(os.getpid(), signal.SIGKILL)
             threading.Event().wait()
-    """))
+    """)
+    )
     result = kernel.run("t0 = time.monotonic()\nnotebook_launcher(rank1_killed, num_processes=2)")
     assert result.error["ename"] == "WorkerError"
     assert result.error["evalue"] == "rank 1 was killed by signal SIGKILL (it may have run out of memory)"
@@ -77,10 +87,13 @@ def test_rank_killed_by_a_signal_gives_worker_error_with_the_signal(kernel):
     assert kernel.eval("time.monotonic() - t0") < 5
 
 
-@pytest.mark.parametrize("exit_code, words", [
-    ("os._exit(3)", "rank 0 exited with code 3 without returning a result"),
-    ("os._exit(0)", "rank 0 exited with code 0 without returning a result"),
-])
+@pytest.mark.parametrize(
+    "exit_code, words",
+    [
+        ("os._exit(3)", "rank 0 exited with code 3 without returning a result"),
+        ("os._exit(0)", "rank 0 exited with code 0 without returning a result"),
+    ],
+)
 def test_rank_exiting_without_returning_gives_worker_error(kernel, exit_code, words):
     kernel.ok(f"def leaves_early():\n    print('about to exit')\n    {exit_code}")
     result = kernel.run("notebook_launcher(leaves_early, num_processes=1)")
@@ -104,19 +117,21 @@ def test_unpicklable_return_value_is_a_clear_error(kernel):
 
 
 def test_kernel_interrupt_ends_every_rank_and_the_next_launch_works(kernel):
-    kernel.ok(dedent("""
+    kernel.ok(
+        dedent("""
         def train_forever():
             import torch.distributed as dist
             dist.init_process_group("gloo")
             print("training", flush=True)
             while True:
                 dist.all_reduce(__import__("torch").ones(1))
-    """))
+    """)
+    )
     msg_id = kernel.submit("notebook_launcher(train_forever, num_processes=2)")
     kernel.collect(msg_id, timeout=60, until=lambda r: r.stdout.count("training") == 2)
     assert len(kernel.children()) == 2
     kernel.interrupt()
-    result = kernel.collect(msg_id, timeout=30)     # result.seconds: from the interrupt to the idle kernel
+    result = kernel.collect(msg_id, timeout=30)  # result.seconds: from the interrupt to the idle kernel
     assert result.error["ename"] == "KeyboardInterrupt"
     assert result.seconds < 3
     assert kernel.children() == []
@@ -124,7 +139,8 @@ def test_kernel_interrupt_ends_every_rank_and_the_next_launch_works(kernel):
 
 
 def test_many_launches_leak_no_process_descriptor_or_port(kernel):
-    kernel.ok(dedent("""
+    kernel.ok(
+        dedent("""
         import psutil
         from notebook_launcher.launching.ports import check_port_free
         me = psutil.Process()
@@ -149,13 +165,16 @@ def test_many_launches_leak_no_process_descriptor_or_port(kernel):
         fds_before, threads_before = me.num_fds(), me.num_threads()
         statuses = [one_round(i) for i in range(100)]
         leaks = (me.num_fds() - fds_before, me.num_threads() - threads_before, len(me.children()))
-    """), timeout=600)
+    """),
+        timeout=600,
+    )
     assert kernel.eval("leaks") == (0, 0, 0)
     assert kernel.eval("sorted(set(statuses))") == ["failed", "stopped", "succeeded"]
 
 
 def test_output_from_python_and_c_is_captured_per_rank(kernel):
-    result = kernel.ok(dedent("""
+    result = kernel.ok(
+        dedent("""
         import ctypes
         def chatty():
             rank = os.environ["RANK"]
@@ -166,7 +185,8 @@ def test_output_from_python_and_c_is_captured_per_rank(kernel):
             libc.puts(f"C puts from {rank}".encode()); libc.fflush(None)
             return rank
         job = launch(chatty, num_processes=2); job.wait()
-    """))
+    """)
+    )
     for rank in (0, 1):
         for line in (f"python says hi from {rank}", f"raw fd write from {rank}", f"C puts from {rank}"):
             assert f"[rank {rank}] {line}\n" in result.stdout
@@ -177,14 +197,16 @@ def test_output_from_python_and_c_is_captured_per_rank(kernel):
 
 def test_rank_output_appears_while_the_rank_is_still_running(kernel, tmp_path):
     gate = tmp_path / "gate"
-    kernel.ok(dedent(f"""
+    kernel.ok(
+        dedent(f"""
         def prints_then_waits():
             print("first line", flush=True)
             with open({str(gate)!r}) as f:      # a FIFO: returns only once the test has seen the line
                 f.read()
             print("second line")
         os.mkfifo({str(gate)!r})
-    """))
+    """)
+    )
     msg_id = kernel.submit("notebook_launcher(prints_then_waits, num_processes=1)")
     seen = kernel.collect(msg_id, timeout=60, until=lambda r: "[rank 0] first line" in r.stdout)
     assert "second line" not in seen.stdout
@@ -195,14 +217,16 @@ def test_rank_output_appears_while_the_rank_is_still_running(kernel, tmp_path):
 
 
 def test_logging_configured_in_the_kernel_goes_to_the_rank_output(kernel):
-    result = kernel.ok(dedent("""
+    result = kernel.ok(
+        dedent("""
         import logging
         logging.basicConfig(level=logging.INFO, force=True)
         def logs_something():
             logging.getLogger("train").info("step done on rank %s", os.environ["RANK"])
         notebook_launcher(logs_something, num_processes=2)
         logging.basicConfig(level=logging.WARNING, force=True)
-    """))
+    """)
+    )
     assert "[rank 0] INFO:train:step done on rank 0" in result.stderr
     assert "[rank 1] INFO:train:step done on rank 1" in result.stderr
 
@@ -213,16 +237,18 @@ def test_late_output_of_a_background_launch_goes_to_the_launching_cell(kernel, t
     if kernel.eval("int(__import__('ipykernel').__version__.split('.')[0])") < 7:
         pytest.skip("ipykernel < 7 sends background output to whichever cell is running")
     gate = tmp_path / "gate"
-    kernel.ok(dedent(f"""
+    kernel.ok(
+        dedent(f"""
         def prints_late():
             with open({str(gate)!r}) as f:
                 f.read()
             print("late line", flush=True)
         os.mkfifo({str(gate)!r})
-    """))
+    """)
+    )
     launching = kernel.submit("job = launch(prints_late, num_processes=1, display='text')")
     assert "late line" not in kernel.collect(launching).stdout
-    other = kernel.submit("print('another cell'); job.wait()")      # busy while the line is printed
+    other = kernel.submit("print('another cell'); job.wait()")  # busy while the line is printed
     with open(gate, "w") as fifo:
         fifo.write("go")
     late = kernel.first_message(lambda m: m["msg_type"] == "stream" and "late line" in m["content"]["text"])

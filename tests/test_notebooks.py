@@ -16,9 +16,13 @@ def run_notebook(name, tmp_path, **env):
     import os
 
     saved = tmp_path / name
-    result = subprocess.run([sys.executable, str(NOTEBOOKS / "run_notebook.py"), str(NOTEBOOKS / name),
-                             "--save", str(saved)], capture_output=True, text=True, timeout=900,
-                            env={**os.environ, **env})
+    result = subprocess.run(
+        [sys.executable, str(NOTEBOOKS / "run_notebook.py"), str(NOTEBOOKS / name), "--save", str(saved)],
+        capture_output=True,
+        text=True,
+        timeout=900,
+        env={**os.environ, **env},
+    )
     assert result.returncode == 0, f"{name} failed:\n{result.stdout}\n{result.stderr}"
     return result.stdout
 

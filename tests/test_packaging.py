@@ -14,8 +14,23 @@ SHARE = "share/jupyter/labextensions/notebook-launcher/"
 
 def test_wheel_contains_the_prebuilt_extension(tmp_path):
     env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
-    subprocess.run([sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps", "--no-build-isolation",
-                    "-w", str(tmp_path), str(ROOT)], check=True, env=env, timeout=600)
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "wheel",
+            "--quiet",
+            "--no-deps",
+            "--no-build-isolation",
+            "-w",
+            str(tmp_path),
+            str(ROOT),
+        ],
+        check=True,
+        env=env,
+        timeout=600,
+    )
     wheel = next(tmp_path.glob("notebook_launcher-*.whl"))
     names = zipfile.ZipFile(wheel).namelist()
     data = [name.split(".data/data/", 1)[1] for name in names if ".data/data/" in name]

@@ -13,17 +13,17 @@ from browser import CHROMIUM, open_notebook, run_all, screenshot
 
 pytestmark = pytest.mark.skipif(not os.path.exists(CHROMIUM), reason="Debian's chromium is not installed")
 
-CELL = '''
+CELL = """
 import os
 from notebook_launcher import notebook_launcher
 sizes = notebook_launcher(lambda: os.environ["WORLD_SIZE"], display="text")
 print("world size:", sizes)
-'''
+"""
 
-BLOCKING_CELL = '''
+BLOCKING_CELL = """
 import threading
 notebook_launcher(lambda: threading.Event().wait(), display="text")
-'''
+"""
 
 
 def test_sidebar_sets_the_device_count_that_a_launch_uses(lab, browser):
@@ -48,12 +48,14 @@ def test_sidebar_sets_the_device_count_that_a_launch_uses(lab, browser):
     assert page.evaluate("() => document.querySelector('[data-testid=nl-num-processes]').nlMark") == "kept"
     assert sidebar.locator(".nl-launch-succeeded .nl-cell-link").first.inner_text() == "In [2]"
 
-    stop = sidebar.locator(".nl-launch-running .nl-stop")      # the second cell's launch never returns
+    stop = sidebar.locator(".nl-launch-running .nl-stop")  # the second cell's launch never returns
     sidebar.locator(".nl-launch-running .nl-rank-running").nth(1).wait_for(timeout=60_000)
     elapsed = sidebar.locator(".nl-launch-running .nl-elapsed")
     first = float(elapsed.inner_text().split()[0])
-    page.wait_for_function(f"() => parseFloat(document.querySelector('.nl-launch-running .nl-elapsed')"
-                           f".textContent) >= {first + 1.0}", timeout=10_000)      # ticks without kernel messages
+    page.wait_for_function(
+        f"() => parseFloat(document.querySelector('.nl-launch-running .nl-elapsed').textContent) >= {first + 1.0}",
+        timeout=10_000,
+    )  # ticks without kernel messages
     screenshot(sidebar, "sidebar.png")
     stop.click()
     page.get_by_text("KeyboardInterrupt").first.wait_for(timeout=30_000)
@@ -67,7 +69,7 @@ def test_sidebar_sets_the_device_count_that_a_launch_uses(lab, browser):
     cell = page.locator(".jp-Cell").last
     cell.click()
     page.keyboard.press("Escape")
-    page.keyboard.press("b")                       # a new cell below
+    page.keyboard.press("b")  # a new cell below
     page.locator(".jp-Cell").last.locator(".cm-content").click()
     page.keyboard.insert_text("import notebook_launcher")
     page.keyboard.press("Shift+Enter")

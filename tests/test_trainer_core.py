@@ -202,7 +202,7 @@ def crash_during_second_save(ckpt):
 
     def dying_save(obj, file):
         real_save(obj, file)
-        os._exit(9)     # the process dies after writing one file of the new checkpoint
+        os._exit(9)  # the process dies after writing one file of the new checkpoint
 
     checkpoint.torch.save = dying_save
     accelerator.save_state(ckpt)
@@ -230,7 +230,7 @@ def test_crash_mid_save_leaves_the_previous_checkpoint_intact(tmp_path):
 
 def api_tour():
     accelerator = Accelerator()
-    second = Accelerator()       # a second Accelerator in the same process is fine
+    second = Accelerator()  # a second Accelerator in the same process is fine
     rank = accelerator.process_index
     out = {
         "second_sees_world": second.num_processes,
@@ -275,13 +275,15 @@ def scheduler_and_accumulation():
     model = nn.Linear(6, 3)
     optimizer = torch.optim.SGD(model.parameters(), lr=1.0)
     scheduler = torch.optim.lr_scheduler.StepLR(optimizer, step_size=1, gamma=0.5)
-    loader = DataLoader(_data(n=40), batch_size=8)      # 5 batches: syncs at 2, 4 and the last (5)
+    loader = DataLoader(_data(n=40), batch_size=8)  # 5 batches: syncs at 2, 4 and the last (5)
     model, optimizer, loader, scheduler = accelerator.prepare(model, optimizer, loader, scheduler)
     syncs = []
     for x, y in loader:
         with accelerator.accumulate(model):
             accelerator.backward(F.cross_entropy(model(x), y))
-            optimizer.step(); scheduler.step(); optimizer.zero_grad()
+            optimizer.step()
+            scheduler.step()
+            optimizer.zero_grad()
             syncs.append(accelerator.sync_gradients)
     return syncs, scheduler.get_last_lr()[0]
 
@@ -289,7 +291,7 @@ def scheduler_and_accumulation():
 def test_scheduler_steps_only_when_the_optimizer_steps():
     syncs, lr = on_ranks(scheduler_and_accumulation, num_processes=1)[0]
     assert syncs == [False, True, False, True, True]
-    assert lr == 1.0 * 0.5 ** 3
+    assert lr == 1.0 * 0.5**3
 
 
 def test_fp16_scaler_and_clipping_on_cpu():
@@ -301,11 +303,11 @@ def test_fp16_scaler_and_clipping_on_cpu():
     optimizer = accelerator.prepare(torch.optim.SGD(model.parameters(), lr=0.1))
     before = model.weight.detach().clone()
     output = model(0.1 * torch.randn(8, 4))
-    assert output.dtype == torch.float32             # outputs come back in fp32 for the loss
+    assert output.dtype == torch.float32  # outputs come back in fp32 for the loss
     accelerator.backward(output.pow(2).mean())
-    assert model.weight.grad.abs().max() > 100      # gradients are scaled while in flight
+    assert model.weight.grad.abs().max() > 100  # gradients are scaled while in flight
     norm = accelerator.clip_grad_norm_(model.parameters(), max_norm=1e-3)
-    assert 0 < float(norm) < 100                    # the norm is measured on unscaled gradients
+    assert 0 < float(norm) < 100  # the norm is measured on unscaled gradients
     optimizer.step()
     assert not optimizer.step_was_skipped and not torch.equal(before, model.weight)
     assert (model.weight - before).norm() <= 0.1 * 1e-3 + 1e-6
@@ -348,8 +350,13 @@ def nccl_gather_and_fp16():
     accelerator.backward(loss)
     optimizer.step()
     gathered = accelerator.gather(torch.tensor([accelerator.process_index], device=accelerator.device))
-    return (accelerator.device.type, accelerator.state.backend.dist_backend, gathered.tolist(),
-            accelerator.scaler is not None, torch.cuda.is_available())
+    return (
+        accelerator.device.type,
+        accelerator.state.backend.dist_backend,
+        gathered.tolist(),
+        accelerator.scaler is not None,
+        torch.cuda.is_available(),
+    )
 
 
 @pytest.mark.gpu

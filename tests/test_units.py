@@ -50,7 +50,7 @@ def test_lines_split_across_chunks_and_multibyte_characters():
     data = text.encode()
     out = []
     for i in range(len(data)):
-        out += lines.feed(data[i:i + 1])
+        out += lines.feed(data[i : i + 1])
     out += lines.finish()
     assert out == ["héllo wörld\n", "second"]
 
@@ -78,12 +78,15 @@ def test_record_status_lifecycle():
     assert record.status == "stopped" and record.results == ["a", None]
 
 
-@pytest.mark.parametrize("exc, expected_str", [
-    (ValueError("boom"), "[rank 3] boom"),
-    (RuntimeError("a", "b"), "('a', 'b')"),
-    (KeyError("missing"), "'missing'"),
-    (OSError(2, "No such file"), "[Errno 2] No such file"),
-])
+@pytest.mark.parametrize(
+    "exc, expected_str",
+    [
+        (ValueError("boom"), "[rank 3] boom"),
+        (RuntimeError("a", "b"), "('a', 'b')"),
+        (KeyError("missing"), "'missing'"),
+        (OSError(2, "No such file"), "[Errno 2] No such file"),
+    ],
+)
 def test_rebuilt_exception_keeps_type_names_rank_and_carries_traceback(exc, expected_str):
     try:
         raise exc
@@ -115,7 +118,9 @@ def test_dumps_for_kernel_falls_back_to_cloudpickle_for_local_classes():
     def make():
         class Local:
             pass
+
         return Local()
+
     data = dumps_for_kernel(make())
     assert type(pickle.loads(data)).__name__ == "Local"
     assert dumps_for_kernel([1, 2]) == pickle.dumps([1, 2], protocol=pickle.HIGHEST_PROTOCOL)
@@ -123,8 +128,17 @@ def test_dumps_for_kernel_falls_back_to_cloudpickle_for_local_classes():
 
 def test_rank_environment_for_second_node(monkeypatch):
     monkeypatch.setenv("OMP_NUM_THREADS", "7")
-    env = rank_environment(local_rank=1, num_processes=4, node_rank=1, num_nodes=2, master_addr="10.0.0.1",
-                           master_port=1234, mixed_precision="fp16", device=CudaDevice(), threads=3)
+    env = rank_environment(
+        local_rank=1,
+        num_processes=4,
+        node_rank=1,
+        num_nodes=2,
+        master_addr="10.0.0.1",
+        master_port=1234,
+        mixed_precision="fp16",
+        device=CudaDevice(),
+        threads=3,
+    )
     assert (env["RANK"], env["WORLD_SIZE"], env["LOCAL_RANK"], env["GROUP_RANK"]) == ("5", "8", "1", "1")
     assert "OMP_NUM_THREADS" not in env and "ACCELERATE_USE_CPU" not in env
     assert threads_per_rank(16, 3) == 5 and threads_per_rank(2, 4) == 1
@@ -150,8 +164,10 @@ def test_supervisor_threads_are_reused():
 
 def test_cloudpickle_tracker_maps_classes_back():
     """The property spawn relies on: a class sent by value comes back as the very same class."""
+
     class Sent:
         pass
+
     copy = cloudpickle.loads(cloudpickle.dumps(Sent))
     assert cloudpickle.loads(cloudpickle.dumps(copy())).__class__ is Sent
 
@@ -163,7 +179,7 @@ def test_render_chips_logs_and_charts():
     assert chips.index("rank 0: done") < chips.index("rank 1: failed")
     log = log_html([("stdout", "a<b>\n"), ("stderr", "oops\n")], live=" 40%", hidden=3)
     assert "a&lt;b&gt;" in log and 'class="nl-stderr"' in log and " 40%" in log and "3 earlier lines" in log
-    assert "column-reverse" in log            # keeps the box scrolled to the newest line
+    assert "column-reverse" in log  # keeps the box scrolled to the newest line
     same = series_by_key([{"rank": r, "step": s, "values": {"loss": float(s)}} for r in (0, 1) for s in range(3)])
     assert metrics_html(same).count("<polyline") == 1
     differ = series_by_key([{"rank": r, "step": s, "values": {"loss": float(s + r)}} for r in (0, 1) for s in range(3)])
@@ -198,8 +214,17 @@ def test_xla_process_rule_and_environment(monkeypatch):
     assert device.check_processes(1) is None and device.check_processes(8) is None
     assert "runs either 1 process or one rank per core (8 here)" in device.check_processes(4)
     assert "more than the 8 XLA devices found" in device.check_processes(9)
-    env = rank_environment(local_rank=0, num_processes=8, node_rank=0, num_nodes=1, master_addr="x",
-                           master_port=1, mixed_precision="bf16", device=device, threads=1)
+    env = rank_environment(
+        local_rank=0,
+        num_processes=8,
+        node_rank=0,
+        num_nodes=1,
+        master_addr="x",
+        master_port=1,
+        mixed_precision="bf16",
+        device=device,
+        threads=1,
+    )
     assert "RANK" not in env and "MASTER_PORT" not in env and env["WORLD_SIZE"] == "8"
 
 

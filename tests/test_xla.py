@@ -39,7 +39,8 @@ def threads_kernel():
 
 
 def test_one_xla_device_returns_rank_0_value_and_output(kernel):
-    result = kernel.ok(dedent("""
+    result = kernel.ok(
+        dedent("""
         def on_xla(scale):
             import torch, torch_xla, torch_xla.runtime as xr
             t = torch.ones(4, device=torch_xla.device()) * scale
@@ -48,7 +49,8 @@ def test_one_xla_device_returns_rank_0_value_and_output(kernel):
         job = launch(on_xla, args=(2.5,), device="xla")
         value = job.wait()
         import torch_xla
-    """))
+    """)
+    )
     assert kernel.eval("value") == {"ordinal": 0, "sum": 10.0}
     assert "[rank 0] ordinal 0 of 1 sum 10.0" in result.stdout
     assert kernel.eval("job.plan.start_method") == "xla"
@@ -88,7 +90,8 @@ def test_xla_rules_are_explained(kernel, threads_kernel):
 
 
 def test_thread_ranks_keep_their_output_apart(threads_kernel):
-    threads_kernel.ok(dedent("""
+    threads_kernel.ok(
+        dedent("""
         def chatty_threads():
             import torch_xla.runtime as xr
             for i in range(3):
@@ -97,13 +100,15 @@ def test_thread_ranks_keep_their_output_apart(threads_kernel):
             return (xr.global_ordinal(), os.getpid())
         job = launch(chatty_threads, device="xla", display="none")
         job.wait()
-    """))
+    """)
+    )
     results = threads_kernel.eval("job.results")
     assert [ordinal for ordinal, _ in results] == [0, 1]
-    assert results[0][1] == results[1][1]                       # both ranks ran in one process
+    assert results[0][1] == results[1][1]  # both ranks ran in one process
     for rank in (0, 1):
         assert threads_kernel.eval(f"job.logs({rank}, 'stdout')") == "".join(
-            f"ordinal {rank} line {i}\n" for i in range(3))
+            f"ordinal {rank} line {i}\n" for i in range(3)
+        )
         assert threads_kernel.eval(f"job.logs({rank}, 'stderr')") == f"note from {rank}\n"
 
 
@@ -170,14 +175,17 @@ XLA_TRAINING = dedent("""
         except ValueError as err:
             fp16 = str(err)
         return {"device": accelerator.device.type, "world": accelerator.num_processes, "losses": losses,
-                "seen": seen, "accuracy": correct / seen, "reloaded_equal": all(torch.equal(weights[k], reloaded[k]) for k in weights),
+                "seen": seen, "accuracy": correct / seen,
+                "reloaded_equal": all(torch.equal(weights[k], reloaded[k]) for k in weights),
                 "fp16": fp16, "batch_device": xb.device.type}
 """)
 
 
 def test_trainer_core_trains_on_the_xla_device(kernel, tmp_path):
     kernel.ok(XLA_TRAINING)
-    kernel.ok(f"xla_result = notebook_launcher(train_on_xla, args=({str(tmp_path / 'ckpt')!r},), device='xla')", timeout=300)
+    kernel.ok(
+        f"xla_result = notebook_launcher(train_on_xla, args=({str(tmp_path / 'ckpt')!r},), device='xla')", timeout=300
+    )
     result = kernel.eval("xla_result")
     assert result["device"] == "xla" and result["batch_device"] == "xla" and result["world"] == 1
     assert result["losses"][-1] < result["losses"][0]

@@ -31,7 +31,15 @@ import torch
 from . import ops
 from .seeding import restore_rng_states, rng_states
 
-__all__ = ["CheckpointContext", "save_state", "load_state", "atomic_save", "write_checkpoint", "publish_directory", "resolve_checkpoint"]
+__all__ = [
+    "CheckpointContext",
+    "save_state",
+    "load_state",
+    "atomic_save",
+    "write_checkpoint",
+    "publish_directory",
+    "resolve_checkpoint",
+]
 
 
 @dataclass(frozen=True)
@@ -54,8 +62,11 @@ def save_state(prepared, context, output_dir):
         parts.update({f"scheduler_{i}": s.state_dict() for i, s in enumerate(prepared.schedulers)})
         if context.scaler is not None:
             parts["scaler"] = context.scaler.state_dict()
-        meta = {"step": context.step, "num_processes": state.num_processes,
-                "dataloader_epochs": [loader.epoch for loader in prepared.dataloaders]}
+        meta = {
+            "step": context.step,
+            "num_processes": state.num_processes,
+            "dataloader_epochs": [loader.epoch for loader in prepared.dataloaders],
+        }
         tmp = f"{output_dir}.tmp"
         if os.path.exists(tmp):
             shutil.rmtree(tmp)
@@ -88,8 +99,8 @@ def load_state(prepared, context, input_dir):
         loader.set_epoch(epoch)
     rng_file = os.path.join(directory, f"random_states_{state.process_index}.pkl")
     if os.path.exists(rng_file):
-        with open(rng_file, "rb") as file:
-            restore_rng_states(pickle.load(file))
+        with open(rng_file, "rb") as rng:
+            restore_rng_states(pickle.load(rng))
     state.barrier()
     return meta["step"]
 

@@ -18,6 +18,7 @@ Example (assuming 2 processes, 10 samples, batch_size=4):
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import torch
 from torch.utils.data import BatchSampler, DataLoader, IterableDataset, RandomSampler, SequentialSampler
@@ -84,7 +85,7 @@ class ShardedBatchSampler:
             order += order[: needed - len(order)]
         for step in range(len(self)):
             start = step * self.global_batch + self.rank * self.batch_size
-            yield order[start:start + self.batch_size]
+            yield order[start : start + self.batch_size]
 
 
 class PreparedDataLoader:
@@ -145,7 +146,8 @@ class PreparedDataLoader:
     def _start_epoch(self):
         if self._sampler is not None:
             self._sampler.epoch = self.epoch
-        for owner in (self.base.dataset, getattr(self.base, "sampler", None)):
+        owners: tuple[Any, ...] = (self.base.dataset, getattr(self.base, "sampler", None))
+        for owner in owners:
             if hasattr(owner, "set_epoch"):
                 owner.set_epoch(self.epoch)
 
@@ -168,22 +170,35 @@ def _sharded_sampler(loader, state, seed):
         return None
     if isinstance(sampler, RandomSampler) and sampler.generator is not None:
         seed = sampler.generator.initial_seed()
-    return ShardedBatchSampler(len(loader.dataset), loader.batch_size, loader.drop_last,
-                               isinstance(sampler, RandomSampler), seed,
-                               state.process_index, state.num_processes)
+    return ShardedBatchSampler(
+        len(loader.dataset),
+        loader.batch_size,
+        loader.drop_last,
+        isinstance(sampler, RandomSampler),
+        seed,
+        state.process_index,
+        state.num_processes,
+    )
 
 
 def _rebuild(loader, batch_sampler):
-    options = dict(num_workers=loader.num_workers, collate_fn=loader.collate_fn, pin_memory=loader.pin_memory,
-                   timeout=loader.timeout, worker_init_fn=loader.worker_init_fn,
-                   multiprocessing_context=loader.multiprocessing_context, generator=loader.generator)
+    options = dict(
+        num_workers=loader.num_workers,
+        collate_fn=loader.collate_fn,
+        pin_memory=loader.pin_memory,
+        timeout=loader.timeout,
+        worker_init_fn=loader.worker_init_fn,
+        multiprocessing_context=loader.multiprocessing_context,
+        generator=loader.generator,
+    )
     if loader.num_workers > 0:
         options.update(prefetch_factor=loader.prefetch_factor, persistent_workers=loader.persistent_workers)
     return DataLoader(loader.dataset, batch_sampler=batch_sampler, **options)
 
 
 def _round_robin(loader, rank, world):
-    first_round, current = [], []
+    first_round: list = []
+    current: list = []
     for batch in loader:
         current.append(batch)
         if len(current) == world:

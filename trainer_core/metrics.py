@@ -43,7 +43,7 @@ def _number(value):
         value = value.item()
     if not isinstance(value, numbers.Number):
         raise TypeError(f"metric values must be numbers, got {type(value).__name__}: {value!r}")
-    return float(value)
+    return float(value)  # type: ignore[arg-type]
 
 
 def _channel():

@@ -28,7 +28,7 @@ class FullPrecision:
     """No autocast, no scaler: the loss and the optimizer step go through unchanged."""
 
     name = "no"
-    scaler = None
+    scaler: Any = None
 
     def __init__(self, backend: Any = None) -> None:
         self._backend = backend

@@ -72,7 +72,11 @@ def fork_or_spawn(requested: str, hazards: list[str]) -> tuple[str, str | None]:
         return "fork", None
     reasons = "; ".join(hazards)
     if requested == "fork":
-        raise LaunchError(f"cannot fork this kernel: {reasons}. Restart the kernel and keep device work inside"
-                          f" the launched function, or pass start_method='spawn'")
-    return "spawn", (f"notebook_launcher: {reasons}, so workers are spawned instead of forked"
-                     f" (notebook data passed to them is pickled into every worker)")
+        raise LaunchError(
+            f"cannot fork this kernel: {reasons}. Restart the kernel and keep device work inside"
+            f" the launched function, or pass start_method='spawn'"
+        )
+    return "spawn", (
+        f"notebook_launcher: {reasons}, so workers are spawned instead of forked"
+        f" (notebook data passed to them is pickled into every worker)"
+    )

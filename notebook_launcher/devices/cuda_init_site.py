@@ -20,6 +20,7 @@ from __future__ import annotations
 import functools
 import os
 import sys
+from typing import Any
 
 _first_site = None
 _OWN_DIRS = (os.path.dirname(os.path.dirname(os.path.abspath(__file__))),)  # the whole package
@@ -42,13 +43,13 @@ def recording(original):
             _first_site = _describe(traceback.extract_stack()[:-1])
         return original(*args, **kwargs)
 
-    wrapper.__notebook_launcher_recording__ = True
+    wrapper.__notebook_launcher_recording__ = True  # type: ignore[attr-defined]
     return wrapper
 
 
 def install():
     """Wrap ``torch._C._cuda_init`` once; a no-op without CUDA support or when already wrapped."""
-    torch = sys.modules.get("torch")
+    torch: Any = sys.modules.get("torch")
     init = getattr(getattr(torch, "_C", None), "_cuda_init", None)
     if init is None or getattr(init, "__notebook_launcher_recording__", False):
         return
@@ -74,7 +75,7 @@ class _AfterTorchImport:
         sys.meta_path.remove(self)
         spec = importlib.util.find_spec(name)
         if spec is not None and spec.loader is not None:
-            spec.loader = _InstallAfter(spec.loader)
+            spec.loader = _InstallAfter(spec.loader)  # type: ignore[assignment]
         return spec
 
 

@@ -14,15 +14,25 @@ Example:
 from __future__ import annotations
 
 import glob
+import importlib
 import os
 import re
 import shutil
 import subprocess
 import sys
 from collections.abc import Mapping
+from typing import Any
 
-__all__ = ["usable_cpus", "nvml_gpu_count", "cuda_gpus", "parse_nvidia_smi", "tpu_cores", "xla_platform",
-           "is_tpu_host", "xla_device_count"]
+__all__ = [
+    "usable_cpus",
+    "nvml_gpu_count",
+    "cuda_gpus",
+    "parse_nvidia_smi",
+    "tpu_cores",
+    "xla_platform",
+    "is_tpu_host",
+    "xla_device_count",
+]
 
 _TPU_VARIABLES = ("TPU_ACCELERATOR_TYPE", "TPU_NAME", "ISTPUVM", "COLAB_TPU_ADDR", "TPU_WORKER_ID")
 _ACCEL = "/dev/accel*"
@@ -41,9 +51,7 @@ def nvml_gpu_count() -> int:
     torch counts through NVML because importing ``notebook_launcher`` sets
     ``PYTORCH_NVML_BASED_CUDA_CHECK=1``.
     """
-    torch = sys.modules.get("torch")
-    if torch is None:
-        import torch
+    torch: Any = sys.modules.get("torch") or importlib.import_module("torch")
     if not torch.version.cuda:
         return 0
     return int(torch.cuda.device_count())
@@ -66,8 +74,12 @@ def cuda_gpus() -> list[dict]:
     if smi is None:
         return []
     try:
-        out = subprocess.run([smi, "--query-gpu=index,name,memory.total", "--format=csv,noheader,nounits"],
-                             capture_output=True, text=True, timeout=10).stdout
+        out = subprocess.run(
+            [smi, "--query-gpu=index,name,memory.total", "--format=csv,noheader,nounits"],
+            capture_output=True,
+            text=True,
+            timeout=10,
+        ).stdout
     except (OSError, subprocess.SubprocessError):
         return []
     gpus = parse_nvidia_smi(out)

@@ -37,8 +37,10 @@ class XlaDevice:
             return f"num_processes={num_processes} is more than the {self.describe()} found; use at most {found}"
         if num_processes in (1, found):
             return None
-        return (f"num_processes={num_processes} is not possible with torch_xla: it runs either 1 process or one"
-                f" rank per core ({found} here); pass num_processes=None or 1")
+        return (
+            f"num_processes={num_processes} is not possible with torch_xla: it runs either 1 process or one"
+            f" rank per core ({found} here); pass num_processes=None or 1"
+        )
 
     def oversubscription(self, num_processes: int) -> str | None:
         return None
@@ -50,8 +52,10 @@ class XlaDevice:
     def resolve_start_method(self, requested: str, hazards: list[str]) -> tuple[str, str | None]:
         """torch_xla's ``xmp.spawn`` forks from a notebook: spawn is refused, and so is an unsafe fork."""
         if requested == "spawn":
-            raise ValueError("start_method='spawn' is not possible on XLA devices: in a notebook torch_xla must fork;"
-                             " use 'auto' or 'fork'")
+            raise ValueError(
+                "start_method='spawn' is not possible on XLA devices: in a notebook torch_xla must fork;"
+                " use 'auto' or 'fork'"
+            )
         if hazards:
             raise LaunchError(f"cannot start XLA ranks from this kernel: {'; '.join(hazards)}")
         return "xla", None

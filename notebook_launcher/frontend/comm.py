@@ -95,8 +95,14 @@ def launches():
 
 def state():
     inventory = device_inventory()
-    return {"type": "state", "history": HISTORY, "inventory": inventory, "settings": kernel_settings().as_dict(),
-            "choices": {name: list(values) for name, values in SETTING_CHOICES.items()}, "launches": launches()}
+    return {
+        "type": "state",
+        "history": HISTORY,
+        "inventory": inventory,
+        "settings": kernel_settings().as_dict(),
+        "choices": {name: list(values) for name, values in SETTING_CHOICES.items()},
+        "launches": launches(),
+    }
 
 
 class _SidebarChannel:
@@ -104,8 +110,11 @@ class _SidebarChannel:
         self._comm = comm
         self._stop_observing = observe_launches(self._launch_changed)
         self._stop_settings = kernel_settings().observe(self._settings_changed)
-        self._handlers = {"get_state": lambda data: self._comm.send(state()),
-                          "set_settings": self._set_settings, "stop_launch": self._stop_launch}
+        self._handlers = {
+            "get_state": lambda data: self._comm.send(state()),
+            "set_settings": self._set_settings,
+            "stop_launch": self._stop_launch,
+        }
         comm.on_msg(self._on_msg)
         comm.on_close(lambda _msg: self._close())
 
@@ -116,7 +125,7 @@ class _SidebarChannel:
     def _on_msg(self, msg):
         data = msg.get("content", {}).get("data") or {}
         kind = data.get("type") if isinstance(data, dict) else None
-        handler = self._handlers.get(kind)
+        handler = self._handlers.get(kind) if isinstance(kind, str) else None
         if handler is None:
             expected = ", ".join(repr(name) for name in self._handlers)
             self._reply(data, f"unknown message type {kind!r}; expected one of {expected}")
@@ -132,7 +141,7 @@ class _SidebarChannel:
             self._reply(data, None)
 
     def _stop_launch(self, data):
-        launch = find_launch(data.get("id"))
+        launch = find_launch(str(data.get("id")))
         if launch is None:
             self._reply(data, f"no running launch with id {data.get('id')!r}")
             return
@@ -141,8 +150,15 @@ class _SidebarChannel:
 
     def _reply(self, data, error):
         request = data.get("request_id") if isinstance(data, dict) else None
-        self._comm.send({"type": "reply", "request_id": request, "ok": error is None, "error": error,
-                         "settings": kernel_settings().as_dict()})
+        self._comm.send(
+            {
+                "type": "reply",
+                "request_id": request,
+                "ok": error is None,
+                "error": error,
+                "settings": kernel_settings().as_dict(),
+            }
+        )
 
     def _launch_changed(self, launch):
         self._comm.send({"type": "launch", "launch": launch_info(launch)})
@@ -154,4 +170,3 @@ class _SidebarChannel:
 def _open(comm, open_msg):
     _SidebarChannel(comm)
     comm.send(state())
-

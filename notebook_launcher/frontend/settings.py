@@ -62,10 +62,13 @@ class LauncherSettings:
 
 def _check(name, value, max_processes):
     if name == "num_processes":
-        valid = value is None or (isinstance(value, int) and not isinstance(value, bool) and 1 <= value <= max_processes)
+        valid = value is None or (
+            isinstance(value, int) and not isinstance(value, bool) and 1 <= value <= max_processes
+        )
         if not valid:
-            raise ValueError(f"num_processes must be an int from 1 to {max_processes} (the devices found), or None;"
-                             f" got {value!r}")
+            raise ValueError(
+                f"num_processes must be an int from 1 to {max_processes} (the devices found), or None; got {value!r}"
+            )
     else:
         check_choice(name, value, SETTING_CHOICES[name])
 

@@ -28,8 +28,18 @@ def threads_per_rank(usable_cpus: int, local_ranks: int) -> int:
     return max(1, usable_cpus // max(1, local_ranks))
 
 
-def rank_environment(*, local_rank: int, num_processes: int, node_rank: int, num_nodes: int, master_addr: str,
-                     master_port: int, mixed_precision: str, device: Device, threads: int) -> dict[str, str]:
+def rank_environment(
+    *,
+    local_rank: int,
+    num_processes: int,
+    node_rank: int,
+    num_nodes: int,
+    master_addr: str,
+    master_port: int,
+    mixed_precision: str,
+    device: Device,
+    threads: int,
+) -> dict[str, str]:
     """Environment variables for one rank, as strings.
 
     The torchrun set (``RANK``, ``LOCAL_RANK``, ``WORLD_SIZE``, ``LOCAL_WORLD_SIZE``, ``GROUP_RANK``,

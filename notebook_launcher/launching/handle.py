@@ -17,6 +17,7 @@ from __future__ import annotations
 import atexit
 import uuid
 import weakref
+from collections.abc import Callable
 
 from ..errors import LaunchError
 from ..frontend.views.base import CompositeView, LaunchView
@@ -25,8 +26,8 @@ from .supervisor import Supervisor
 
 __all__ = ["Launch", "active_launches", "observe_launches", "find_launch"]
 
-_ACTIVE = weakref.WeakSet()
-_OBSERVERS = []
+_ACTIVE: weakref.WeakSet[Launch] = weakref.WeakSet()
+_OBSERVERS: list[Callable[[Launch], None]] = []
 
 
 def active_launches():
@@ -122,8 +123,10 @@ class Launch:
         self._listener.on_finish(self)
 
     def __repr__(self):
-        return (f"<Launch {self.id}: {self.plan.num_processes} ranks, {self.plan.start_method},"
-                f" {self.plan.device.name}, {self.status}>")
+        return (
+            f"<Launch {self.id}: {self.plan.num_processes} ranks, {self.plan.start_method},"
+            f" {self.plan.device.name}, {self.status}>"
+        )
 
     @property
     def waited_on(self):
@@ -132,11 +135,11 @@ class Launch:
 
     @property
     def status(self):
-        """"starting", "running", "succeeded", "failed" or "stopped"."""
+        """ "starting", "running", "succeeded", "failed" or "stopped"."""
         return self._record.status
 
     def rank_status(self, rank):
-        """"starting", "running", "done", "failed" or "stopped" for one rank."""
+        """ "starting", "running", "done", "failed" or "stopped" for one rank."""
         return self._record.rank_status(rank)
 
     @property

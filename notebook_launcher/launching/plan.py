@@ -67,9 +67,21 @@ class LaunchPlan:
         )
 
 
-def make_plan(function, args=(), num_processes=None, *, device="auto", start_method="auto",
-              mixed_precision="no", use_port=None, master_addr="127.0.0.1", node_rank=0, num_nodes=1,
-              grace_period=2.0, default_num_processes=None):
+def make_plan(
+    function,
+    args=(),
+    num_processes=None,
+    *,
+    device="auto",
+    start_method="auto",
+    mixed_precision="no",
+    use_port=None,
+    master_addr="127.0.0.1",
+    node_rank=0,
+    num_nodes=1,
+    grace_period=2.0,
+    default_num_processes=None,
+):
     """Check the arguments and resolve the defaults.
 
     Returns:
@@ -90,8 +102,19 @@ def make_plan(function, args=(), num_processes=None, *, device="auto", start_met
     count = resolve_num_processes(num_processes, chosen, default_num_processes)
     port = resolve_port(use_port, master_addr, node_rank)
     method, notice = chosen.resolve_start_method(start_method, fork_hazards())
-    plan = LaunchPlan(function, tuple(args), count, chosen, method, mixed_precision, master_addr, port,
-                      node_rank, num_nodes, float(grace_period))
+    plan = LaunchPlan(
+        function,
+        tuple(args),
+        count,
+        chosen,
+        method,
+        mixed_precision,
+        master_addr,
+        port,
+        node_rank,
+        num_nodes,
+        float(grace_period),
+    )
     return plan, notice
 
 
@@ -99,8 +122,10 @@ def check_function(function, args):
     if not callable(function):
         raise TypeError(f"function must be callable, got {type(function).__name__}: {function!r}")
     if not isinstance(args, (tuple, list)):
-        raise TypeError(f"args must be a tuple or list of positional arguments, got {type(args).__name__}"
-                        f" (for one argument write args=({args!r},))")
+        raise TypeError(
+            f"args must be a tuple or list of positional arguments, got {type(args).__name__}"
+            f" (for one argument write args=({args!r},))"
+        )
 
 
 def _is_int(value):
@@ -134,8 +159,10 @@ def resolve_num_processes(num_processes, device, default=None):
     if num_processes is None:
         num_processes = default if default is not None else device.default_processes()
     if not _is_int(num_processes):
-        raise ValueError(f"num_processes must be an int, got {type(num_processes).__name__} {num_processes!r}"
-                         f" (found {device.describe()})")
+        raise ValueError(
+            f"num_processes must be an int, got {type(num_processes).__name__} {num_processes!r}"
+            f" (found {device.describe()})"
+        )
     if num_processes < 1:
         raise ValueError(f"num_processes must be at least 1, got {num_processes} (found {device.describe()})")
     refused = device.check_processes(num_processes)

@@ -41,8 +41,10 @@ def xla_hazard():
     runtime = getattr(torch_xla, "_XLAC", None)
     if runtime is None or not runtime._xla_runtime_is_initialized():
         return None
-    return ("the XLA runtime was started in this kernel (an XLA device or tensor was created here); restart the"
-            " kernel and create XLA devices only inside the launched function")
+    return (
+        "the XLA runtime was started in this kernel (an XLA device or tensor was created here); restart the"
+        " kernel and create XLA devices only inside the launched function"
+    )
 
 
 _CHECKS = (cuda_hazard, process_group_hazard, xla_hazard)

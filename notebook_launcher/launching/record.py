@@ -50,7 +50,7 @@ class LaunchRecord:
         self._lock = threading.Lock()
         self._ranks = range(first_rank, first_rank + num_ranks)
         self._status = {rank: "starting" for rank in self._ranks}
-        self._lines = {rank: [] for rank in self._ranks}
+        self._lines: dict[int, list[LogLine]] = {rank: [] for rank in self._ranks}
         self._results = {}
         self._failures = []
         self._metrics = []
@@ -119,7 +119,7 @@ class LaunchRecord:
 
     @property
     def status(self):
-        """"running" until finished; then "failed", "stopped" or "succeeded"."""
+        """ "running" until finished; then "failed", "stopped" or "succeeded"."""
         if not self._finished:
             return "running" if any(s != "starting" for s in self._status.values()) else "starting"
         if self._failures:

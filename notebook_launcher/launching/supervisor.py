@@ -75,8 +75,14 @@ class RankEvents(Protocol):
 class Supervisor:
     """Runs one launch on its own thread; see the module docstring."""
 
-    def __init__(self, plan: LaunchPlan, starter: Starter, record: LaunchRecord, listener: RankEvents,
-                 on_done: Callable[[], None]) -> None:
+    def __init__(
+        self,
+        plan: LaunchPlan,
+        starter: Starter,
+        record: LaunchRecord,
+        listener: RankEvents,
+        on_done: Callable[[], None],
+    ) -> None:
         self._plan = plan
         self._starter = starter
         self._record = record
@@ -91,8 +97,12 @@ class Supervisor:
         self._wake_r, self._wake_w = os.pipe()
         self._done = threading.Event()
         self._events: dict[str, Callable[[int, Any, float], None]] = {
-            STATUS: self._on_status, OUTPUT: self._on_output, METRIC: self._on_metric,
-            DISPLAY: self._on_display, RESULT: self._on_result, ERROR: self._on_error,
+            STATUS: self._on_status,
+            OUTPUT: self._on_output,
+            METRIC: self._on_metric,
+            DISPLAY: self._on_display,
+            RESULT: self._on_result,
+            ERROR: self._on_error,
         }
 
     def start(self) -> None:
@@ -132,8 +142,10 @@ class Supervisor:
         for group in self._starter.groups(plan):
             if self._stop_requested:
                 break
-            specs = [RankSpec(plan.global_rank(local), local, plan.environment(local), os.getpid(), plan.threads)
-                     for local in group]
+            specs = [
+                RankSpec(plan.global_rank(local), local, plan.environment(local), os.getpid(), plan.threads)
+                for local in group
+            ]
             with _START_LOCK:
                 ours, theirs = make_pipes()
                 try:
@@ -212,8 +224,14 @@ class Supervisor:
         try:
             value = pickle.loads(payload)
         except Exception as err:
-            self._fail(rank, WorkerError(rank, f"rank {rank}'s return value could not be unpickled in"
-                                               f" the kernel: {type(err).__name__}: {err}"), when)
+            self._fail(
+                rank,
+                WorkerError(
+                    rank,
+                    f"rank {rank}'s return value could not be unpickled in the kernel: {type(err).__name__}: {err}",
+                ),
+                when,
+            )
             return
         self._record.add_result(rank, value)
         self._notify("on_status", rank, "done")

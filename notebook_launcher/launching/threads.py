@@ -21,7 +21,7 @@ import threading
 
 __all__ = ["run_in_thread"]
 
-_idle = []
+_idle: list[_PoolThread] = []
 _lock = threading.Lock()
 
 
@@ -34,7 +34,7 @@ def run_in_thread(function):
 
 class _PoolThread:
     def __init__(self):
-        self.jobs = queue.SimpleQueue()
+        self.jobs: queue.SimpleQueue = queue.SimpleQueue()
         threading.Thread(target=self._serve, daemon=True, name="notebook-launcher-supervisor").start()
 
     def _serve(self):

@@ -99,8 +99,10 @@ def _pickle_result(value):
     try:
         return dumps_for_kernel(value)
     except Exception as err:
-        raise TypeError(f"the function's return value ({type(value).__qualname__}) cannot be sent back to"
-                        f" the kernel: {type(err).__name__}: {err}") from err
+        raise TypeError(
+            f"the function's return value ({type(value).__qualname__}) cannot be sent back to"
+            f" the kernel: {type(err).__name__}: {err}"
+        ) from err
 
 
 def die_with_parent(parent_pid):
@@ -117,8 +119,9 @@ def _redirect_output(pipes):
         if source != target:
             os.dup2(source, target)
             os.close(source)
-    sys.stdout = open(1, "w", buffering=1, encoding="utf-8", errors="backslashreplace", closefd=False)
-    sys.stderr = open(2, "w", buffering=1, encoding="utf-8", errors="backslashreplace", closefd=False)
+    # the rank's streams for the rest of its life: nothing to close
+    sys.stdout = open(1, "w", buffering=1, encoding="utf-8", errors="backslashreplace", closefd=False)  # noqa: SIM115
+    sys.stderr = open(2, "w", buffering=1, encoding="utf-8", errors="backslashreplace", closefd=False)  # noqa: SIM115
     _repoint_logging(old)
 
 

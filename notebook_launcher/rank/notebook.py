@@ -16,11 +16,14 @@ A spawned rank is a fresh interpreter with none of this, so there is nothing to 
 from __future__ import annotations
 
 import sys
+from typing import Any
 
 __all__ = ["make_safe", "WIDGETS_REFUSED"]
 
-WIDGETS_REFUSED = ("widgets cannot be shown from inside a launched rank (it has no connection to the notebook);"
-                   " print, or log metrics with accelerator.log(...), and the launch shows them")
+WIDGETS_REFUSED = (
+    "widgets cannot be shown from inside a launched rank (it has no connection to the notebook);"
+    " print, or log metrics with accelerator.log(...), and the launch shows them"
+)
 
 
 def make_safe(channel):
@@ -49,10 +52,10 @@ def _refuse(*args, **kwargs):
 
 
 def _refuse_comms():
-    comm = sys.modules.get("comm")
+    comm: Any = sys.modules.get("comm")
     if comm is not None and hasattr(comm, "create_comm"):
         comm.create_comm = _refuse
-    kernel_comm = sys.modules.get("ipykernel.comm")
+    kernel_comm: Any = sys.modules.get("ipykernel.comm")
     if kernel_comm is not None and hasattr(kernel_comm, "Comm"):
         kernel_comm.Comm.__init__ = _refuse
 
@@ -67,7 +70,7 @@ def _text_progress_bars():
         if callable(getattr(cls, name, None)) or isinstance(vars(cls)[name], (staticmethod, classmethod, property)):
             delattr(cls, name)
     for module_name in ("tqdm.auto", "tqdm.autonotebook"):
-        module = sys.modules.get(module_name)
+        module: Any = sys.modules.get(module_name)
         if module is not None:
             from tqdm.std import tqdm, trange
 

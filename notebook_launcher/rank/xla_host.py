@@ -50,6 +50,7 @@ def _rank_main(index):
     import torch_xla.runtime as xr
 
     host = _host
+    assert host is not None, "set by host_main before xmp.spawn"
     if os.getpid() != host.pid:  # a rank process of the host's: it must not outlive the host either
         die_with_parent(host.pid)
     rank = xr.global_ordinal()
@@ -130,5 +131,5 @@ class _RankStream(io.TextIOBase):
         return False
 
     @property
-    def encoding(self):
+    def encoding(self):  # type: ignore[override]
         return "utf-8"

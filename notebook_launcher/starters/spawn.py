@@ -27,7 +27,7 @@ class SpawnStarter:
     name = "spawn"
 
     def __init__(self):
-        self._payload_path = None
+        self._payload_path: str | None = None
 
     def prepare(self, plan):
         payload = pickle_payload(plan.function, plan.args)
@@ -42,6 +42,7 @@ class SpawnStarter:
 
     def start(self, plan, specs, pipes):
         (spec,) = specs
+        assert self._payload_path is not None, "prepare() runs before start()"
         death_r, death_w = os.pipe()
         encoded = base64.b64encode(pickle.dumps((spec, pipes.events))).decode()
         try:
@@ -73,8 +74,10 @@ def pickle_payload(function, args):
         return cloudpickle.dumps((function, tuple(args)))
     except Exception as err:
         culprit = _unpicklable_part(function, args) or "the function or its arguments"
-        raise LaunchError(f"{culprit} cannot be pickled for start_method='spawn': {type(err).__name__}: {err}."
-                          f" Build it inside the function, or use start_method='fork'") from err
+        raise LaunchError(
+            f"{culprit} cannot be pickled for start_method='spawn': {type(err).__name__}: {err}."
+            f" Build it inside the function, or use start_method='fork'"
+        ) from err
 
 
 def _unpicklable_part(function, args):

@@ -23,8 +23,10 @@ class XlaStarter:
             importlib.import_module("torch_xla")
             importlib.import_module("torch_xla.distributed.xla_multiprocessing")
         except ImportError as err:
-            raise LaunchError(f"device 'xla' needs torch_xla in this kernel ({err}); on Colab or Kaggle TPUs it is"
-                              f" preinstalled, elsewhere: pip install torch_xla (matching your torch)") from err
+            raise LaunchError(
+                f"device 'xla' needs torch_xla in this kernel ({err}); on Colab or Kaggle TPUs it is"
+                f" preinstalled, elsewhere: pip install torch_xla (matching your torch)"
+            ) from err
 
     def groups(self, plan):
         """Every local rank in one host process: torch_xla starts them."""
@@ -33,8 +35,9 @@ class XlaStarter:
     def start(self, plan, specs, pipes):
         nprocs = 1 if plan.num_processes == 1 else None
         context = multiprocessing.get_context("fork")
-        process = context.Process(target=host_main, args=(specs, pipes, plan.function, plan.args, nprocs),
-                                  name="notebook-launcher-xla-host")
+        process = context.Process(
+            target=host_main, args=(specs, pipes, plan.function, plan.args, nprocs), name="notebook-launcher-xla-host"
+        )
         process.start()
         return ForkedWorker(process)
 

@@ -9,7 +9,7 @@ import torch.distributed as dist
 class TorchDistributed:
     """Mixin: rank and world from the torchrun environment, collectives from torch.distributed."""
 
-    dist_backend = None  # "gloo" or "nccl", set by the backend
+    dist_backend: str = ""  # "gloo" or "nccl", set by the backend
     wraps_ddp = True  # gradients are averaged by DistributedDataParallel
 
     def topology(self, env):

@@ -25,9 +25,11 @@ def status_chips(statuses):
     chips = []
     for rank, status in sorted(statuses.items()):
         color = COLORS.get(status, "#9e9e9e")
-        chips.append(f'<span class="nl-chip nl-{status}" style="display:inline-block;margin:0 4px 2px 0;'
-                     f'padding:1px 8px;border-radius:10px;color:white;background:{color};font-size:12px">'
-                     f'rank {rank}: {status}</span>')
+        chips.append(
+            f'<span class="nl-chip nl-{status}" style="display:inline-block;margin:0 4px 2px 0;'
+            f'padding:1px 8px;border-radius:10px;color:white;background:{color};font-size:12px">'
+            f"rank {rank}: {status}</span>"
+        )
     return "".join(chips)
 
 
@@ -45,14 +47,16 @@ def log_html(lines, live="", hidden=0, height=260):
     if live:
         parts.append(f'<span class="nl-live" style="color:#555">{html.escape(live)}</span>\n')
     body = "".join(parts) or '<span style="color:#888">(no output yet)</span>'
-    return (f'<div class="nl-log" style="max-height:{height}px;overflow:auto;display:flex;'
-            f'flex-direction:column-reverse;border:1px solid #ddd;padding:4px">'
-            f'<pre style="flex:none;margin:0;white-space:pre-wrap;font-size:12px;line-height:1.3">{body}</pre></div>')
+    return (
+        f'<div class="nl-log" style="max-height:{height}px;overflow:auto;display:flex;'
+        f'flex-direction:column-reverse;border:1px solid #ddd;padding:4px">'
+        f'<pre style="flex:none;margin:0;white-space:pre-wrap;font-size:12px;line-height:1.3">{body}</pre></div>'
+    )
 
 
 def series_by_key(metrics):
     """{key: {rank: [(step, value), ...]}} from ``Launch.metrics`` records."""
-    series = {}
+    series: dict = {}
     for record in metrics:
         for key, value in record["values"].items():
             series.setdefault(key, {}).setdefault(record["rank"], []).append((record["step"], value))
@@ -94,12 +98,16 @@ def _chart(key, ranks, width, height):
     for i, (rank, series) in enumerate(sorted(shown.items())):
         color = LINE_COLORS[i % len(LINE_COLORS)]
         coords = " ".join(xy(s, v) for s, v in series if math.isfinite(v))
-        lines.append(f'<polyline class="nl-line" data-rank="{rank}" fill="none" stroke="{color}" '
-                     f'stroke-width="1.5" points="{coords}"/>')
+        lines.append(
+            f'<polyline class="nl-line" data-rank="{rank}" fill="none" stroke="{color}" '
+            f'stroke-width="1.5" points="{coords}"/>'
+        )
     latest = ", ".join(f"rank {rank}: {series[-1][1]:.4g}" for rank, series in sorted(shown.items()))
     title = html.escape(key)
-    return (f'<div class="nl-chart" data-key="{title}" style="font-size:12px">'
-            f'<svg width="{width}" height="{height}" style="border:1px solid #ddd;background:white">'
-            f'<text x="{pad}" y="12" font-size="11" fill="#333">{title}</text>'
-            f'<text x="{width - pad}" y="12" font-size="10" fill="#888" text-anchor="end">{hi:.3g} … {lo:.3g}</text>'
-            f'{"".join(lines)}</svg><div>latest {title}: {html.escape(latest)}</div></div>')
+    return (
+        f'<div class="nl-chart" data-key="{title}" style="font-size:12px">'
+        f'<svg width="{width}" height="{height}" style="border:1px solid #ddd;background:white">'
+        f'<text x="{pad}" y="12" font-size="11" fill="#333">{title}</text>'
+        f'<text x="{width - pad}" y="12" font-size="10" fill="#888" text-anchor="end">{hi:.3g} … {lo:.3g}</text>'
+        f"{''.join(lines)}</svg><div>latest {title}: {html.escape(latest)}</div></div>"
+    )

@@ -116,9 +116,12 @@ class WidgetView(LaunchView):
 
     def _render_header(self):
         launch = self._launch
+        assert launch is not None, "on_start() runs first"
         plan = launch.plan
-        self.header.value = (f"<b>notebook_launcher</b> · {len(launch.ranks)} ranks · {plan.device.name} · "
-                             f"{plan.start_method} · {launch.elapsed:.1f} s<br>{status_chips(self.statuses)}")
+        self.header.value = (
+            f"<b>notebook_launcher</b> · {len(launch.ranks)} ranks · {plan.device.name} · "
+            f"{plan.start_method} · {launch.elapsed:.1f} s<br>{status_chips(self.statuses)}"
+        )
 
 
 def summary_text(launch):
@@ -159,8 +162,11 @@ def _bundle(widget, text):
     data = {"text/plain": text}
     model_id = getattr(widget, "model_id", None)
     if model_id:
-        data["application/vnd.jupyter.widget-view+json"] = {"version_major": 2, "version_minor": 0,
-                                                            "model_id": model_id}
+        data["application/vnd.jupyter.widget-view+json"] = {
+            "version_major": 2,
+            "version_minor": 0,
+            "model_id": model_id,
+        }
     return data
 
 
