@@ -61,7 +61,7 @@ def launch(
     """
     view = select_view(display)
     defaults = kernel_settings()
-    plan, notice = make_plan(
+    plan, notices = make_plan(
         function,
         args,
         num_processes,
@@ -75,7 +75,7 @@ def launch(
         grace_period=grace_period,
         default_num_processes=defaults.num_processes,
     )
-    if notice:
+    for notice in notices:
         print(notice, file=sys.stderr)
     starter = select_starter(plan.start_method)
     starter.prepare(plan)

@@ -159,3 +159,23 @@ def test_free_port_is_chosen_per_launch_and_released(kernel):
     """)
     )
     assert len(set(kernel.eval("ports"))) >= 2
+
+
+def test_more_cpu_ranks_than_cores_run_oversubscribed_with_a_warning(kernel):
+    """As torchrun and Accelerate allow: 3-rank logic tested on a 2-core machine (CI has 2 cores)."""
+    kernel.ok("import torch, torch.distributed as dist\nRANKS = len(os.sched_getaffinity(0)) + 1")
+    kernel.ok(
+        dedent("""
+        def sum_of_ranks():
+            dist.init_process_group("gloo")
+            t = torch.tensor([float(dist.get_rank())])
+            dist.all_reduce(t)
+            return t.item(), dist.get_world_size(), torch.get_num_threads()
+    """)
+    )
+    result = kernel.ok("print(notebook_launcher(sum_of_ranks, num_processes=RANKS))")
+    ranks = kernel.eval("RANKS")
+    assert result.stdout.strip() == str((float(sum(range(ranks))), ranks, 1))
+    cores = ranks - 1
+    warning = f"notebook_launcher: {ranks} ranks on {cores} CPU{'s' if cores != 1 else ''}: the ranks share the cores"
+    assert result.stderr.startswith(warning) and len(result.stderr.strip().splitlines()) == 1

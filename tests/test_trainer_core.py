@@ -9,7 +9,7 @@ import pytest
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
-from ranks import on_ranks, on_ranks_mp
+from ranks import on_ranks
 from torch.utils.data import DataLoader, Dataset, IterableDataset, TensorDataset
 
 from trainer_core import Accelerator, set_seed
@@ -121,9 +121,9 @@ def test_gather_for_metrics_two_ranks_exactly_the_dataset_in_order():
 
 
 def test_gather_for_metrics_three_ranks_tensors_and_objects():
-    for rank_result in on_ranks_mp(gathered_indices, False, num_processes=3):
+    for rank_result in on_ranks(gathered_indices, False, num_processes=3):
         assert rank_result == (10, True, 1797)
-    assert on_ranks_mp(gathered_indices, True, num_processes=3)[0] == (10, True, 1797)
+    assert on_ranks(gathered_indices, True, num_processes=3)[0] == (10, True, 1797)
 
 
 class _Stream(IterableDataset):

@@ -14,7 +14,7 @@ from typing import Protocol
 
 from ..errors import LaunchError
 
-__all__ = ["Device", "fork_or_spawn"]
+__all__ = ["Device", "fork_or_spawn", "more_than_found"]
 
 
 class Device(Protocol):
@@ -53,6 +53,14 @@ class Device(Protocol):
     def rank_environment(self, env: dict[str, str]) -> dict[str, str]:
         """The torchrun environment of one rank, adjusted for this device."""
         ...
+
+
+def more_than_found(device: Device, num_processes: int) -> str | None:
+    """The refusal for more ranks than devices (one rank per GPU or XLA device), else None."""
+    found = device.count()
+    if num_processes > found:
+        return f"num_processes={num_processes} is more than the {device.describe()} found; use at most {found}"
+    return None
 
 
 def fork_or_spawn(requested: str, hazards: list[str]) -> tuple[str, str | None]:

@@ -6,7 +6,7 @@ imported), which never creates a CUDA context in the kernel.
 
 from __future__ import annotations
 
-from .base import fork_or_spawn
+from .base import fork_or_spawn, more_than_found
 from .probe import nvml_gpu_count
 
 
@@ -28,10 +28,7 @@ class CudaDevice:
         return self.count()
 
     def check_processes(self, num_processes: int) -> str | None:
-        found = self.count()
-        if num_processes > found:
-            return f"num_processes={num_processes} is more than the {self.describe()} found; use at most {found}"
-        return None
+        return more_than_found(self, num_processes)
 
     def oversubscription(self, num_processes: int) -> str | None:
         return None

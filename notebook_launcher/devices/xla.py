@@ -7,6 +7,7 @@ in the kernel would make the kernel unforkable. torch_xla runs either one rank o
 from __future__ import annotations
 
 from ..errors import LaunchError
+from .base import more_than_found
 from .probe import xla_device_count
 
 # XLA ranks learn who they are from torch_xla's runtime, not from these torchrun variables.
@@ -33,10 +34,9 @@ class XlaDevice:
     def check_processes(self, num_processes: int) -> str | None:
         """torch_xla's ``xmp.spawn`` takes nprocs=None (every core) or 1; anything else is refused."""
         found = self.count()
-        if num_processes > found:
-            return f"num_processes={num_processes} is more than the {self.describe()} found; use at most {found}"
-        if num_processes in (1, found):
-            return None
+        refused = more_than_found(self, num_processes)
+        if refused or num_processes in (1, found):
+            return refused
         return (
             f"num_processes={num_processes} is not possible with torch_xla: it runs either 1 process or one"
             f" rank per core ({found} here); pass num_processes=None or 1"

@@ -4,9 +4,9 @@ Every check is a small function whose message says what was wrong and what to do
 starts a process or touches a device; the start method is resolved last, from the fork preflight.
 
 Example:
-    >>> plan, notice = make_plan(print, ("hi",), 1, start_method="spawn")
-    >>> plan.num_processes, plan.start_method, plan.world_size, notice
-    (1, 'spawn', 1, None)
+    >>> plan, notices = make_plan(print, ("hi",), 1, start_method="spawn")
+    >>> plan.num_processes, plan.start_method, plan.world_size, notices
+    (1, 'spawn', 1, [])
 """
 
 from __future__ import annotations
@@ -85,7 +85,8 @@ def make_plan(
     """Check the arguments and resolve the defaults.
 
     Returns:
-        ``(plan, notice)``: notice is a one-line message when "auto" chose spawn, else None.
+        ``(plan, notices)``: one-line messages for the user (CPU ranks oversubscribed, "auto" chose
+        spawn), usually none.
 
     Raises:
         TypeError: ``function`` is not callable or ``args`` is not a tuple or list.
@@ -102,6 +103,7 @@ def make_plan(
     count = resolve_num_processes(num_processes, chosen, default_num_processes)
     port = resolve_port(use_port, master_addr, node_rank)
     method, notice = chosen.resolve_start_method(start_method, fork_hazards())
+    notices = [text for text in (chosen.oversubscription(count), notice) if text]
     plan = LaunchPlan(
         function,
         tuple(args),
@@ -115,7 +117,7 @@ def make_plan(
         num_nodes,
         float(grace_period),
     )
-    return plan, notice
+    return plan, notices
 
 
 def check_function(function, args):
