@@ -255,3 +255,33 @@ def test_late_output_of_a_background_launch_goes_to_the_launching_cell(kernel, t
     assert late["content"]["text"] == "[rank 0] late line\n"
     assert late["parent_header"]["msg_id"] == launching != other
     kernel.collect(other)
+
+
+def test_a_terminated_rank_loses_no_printed_line(kernel):
+    """Output is batched in the rank; SIGTERM (how the launcher ends ranks) flushes it first, even
+    while the rank is blocked in a collective."""
+    kernel.ok(
+        dedent("""
+        def prints_then_blocks():
+            import torch, torch.distributed as dist
+            dist.init_process_group("gloo")
+            if dist.get_rank() == 1:
+                dist.barrier()                  # rank 0 prints first; then rank 1 fails
+                raise RuntimeError("planned")
+            for i in range(5000):
+                print(f"line {i}")              # no flush: stays in the rank's buffer
+            dist.barrier()
+            dist.barrier()                      # blocked here when rank 1 fails
+        os.environ["NOTEBOOK_LAUNCHER_FLUSH_INTERVAL"] = "3600"   # only the SIGTERM flush can deliver
+        try:
+            job = launch(prints_then_blocks, num_processes=2, display="none")
+            job.wait()
+        except RuntimeError:
+            pass
+        finally:
+            del os.environ["NOTEBOOK_LAUNCHER_FLUSH_INTERVAL"]
+    """)
+    )
+    lines = kernel.eval("[line.text for line in job.lines(0)]")
+    assert lines == [f"line {i}\n" for i in range(5000)]
+    assert kernel.eval("job.rank_status(0)") == "stopped"

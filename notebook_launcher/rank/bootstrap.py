@@ -4,10 +4,10 @@ The bootstrap
 1. ignores SIGINT (the kernel's interrupt reaches the whole process group; the kernel stops the
    ranks itself) and asks Linux to kill the rank if the kernel dies, so nothing is orphaned;
 2. makes the pipes from the kernel its file descriptors 1 and 2 and points ``sys.stdout`` /
-   ``sys.stderr`` at them, line-buffered, so Python and C-level output (gloo, NCCL) both arrive,
-   in order, tagged with this rank;
+   ``sys.stderr`` at them, batched without losing a line (``capture``), so Python and C-level output
+   (gloo, NCCL) both arrive tagged with this rank;
 3. applies the rank's environment, caps intra-op threads, and makes the notebook machinery a fork
-   inherits (display, widgets, tqdm's notebook bars) safe to use (``rank_notebook``);
+   inherits (display, widgets, tqdm's notebook bars) safe to use (``notebook``);
 4. runs ``function(*args)`` and sends back the return value, or the exception with its traceback.
 
 Example (what a start method calls in the new process)::
@@ -24,6 +24,7 @@ import sys
 from dataclasses import dataclass
 
 from ..wire import ERROR, RESULT, STATUS, ChannelWriter, dumps_for_kernel, error_report, set_rank_channel
+from .capture import Capture, flush_output
 from .notebook import make_safe
 
 __all__ = ["RankSpec", "WorkerPipes", "run_worker", "prepare_process", "run_rank"]
@@ -66,7 +67,7 @@ def prepare_process(spec, pipes, channel_lock=None):
     """
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     die_with_parent(spec.parent_pid)
-    _redirect_output(pipes)
+    Capture.install(pipes)
     os.environ.update(spec.env)
     _cap_threads(spec.threads)
     channel = ChannelWriter(pipes.events, rank=spec.rank, lock=channel_lock)
@@ -83,15 +84,15 @@ def run_rank(channel, rank, load_payload):
         value = function(*args)
         payload = _pickle_result(value)
     except BaseException as exc:  # the rank's failure, whatever it is, goes back to the kernel
-        _flush_output()
+        flush_output()
         channel.send(ERROR, error_report(exc, skip_frame=run_rank.__code__), rank=rank)
         code = 1
     else:
-        _flush_output()
+        flush_output()
         channel.send(RESULT, payload, rank=rank)
         code = 0
     _close_process_group()
-    _flush_output()
+    flush_output()
     return code
 
 
@@ -113,46 +114,10 @@ def die_with_parent(parent_pid):
         os._exit(1)
 
 
-def _redirect_output(pipes):
-    old = (sys.stdout, sys.stderr)
-    for source, target in ((pipes.stdout, 1), (pipes.stderr, 2)):
-        if source != target:
-            os.dup2(source, target)
-            os.close(source)
-    # the rank's streams for the rest of its life: nothing to close
-    sys.stdout = open(1, "w", buffering=1, encoding="utf-8", errors="backslashreplace", closefd=False)  # noqa: SIM115
-    sys.stderr = open(2, "w", buffering=1, encoding="utf-8", errors="backslashreplace", closefd=False)  # noqa: SIM115
-    _repoint_logging(old)
-
-
-def _repoint_logging(old_streams):
-    """Logging handlers made in the kernel hold the kernel's streams; send them to this rank's.
-
-    Walks logging's registry of live handlers rather than every logger: in a forked kernel each
-    object touched costs a copy-on-write page fault, and a kernel with torch loaded has ~100 loggers.
-    """
-    logging = sys.modules.get("logging")
-    if logging is None:  # nothing configured logging before this rank started
-        return
-    new = {id(old_streams[0]): sys.stdout, id(old_streams[1]): sys.stderr}
-    for ref in list(getattr(logging, "_handlerList", ())):
-        handler = ref()
-        if isinstance(handler, logging.StreamHandler) and id(getattr(handler, "stream", None)) in new:
-            handler.setStream(new[id(handler.stream)])
-
-
 def _cap_threads(threads):
     torch = sys.modules.get("torch")
     if torch is not None:
         torch.set_num_threads(threads)
-
-
-def _flush_output():
-    for stream in (sys.stdout, sys.stderr):
-        try:
-            stream.flush()
-        except (OSError, ValueError):
-            pass
 
 
 def _close_process_group():

@@ -1,0 +1,132 @@
+"""A rank's output: file descriptors 1 and 2 become the pipes to the kernel, and Python's streams
+write to them in batches.
+
+A captured ``print`` must cost what printing to a file costs, so ``sys.stdout``/``sys.stderr`` are
+block-buffered: a line is one ``memcpy``, not one system call. Nothing is lost for it:
+
+* a flusher thread writes what the buffers hold every ``FLUSH_INTERVAL`` seconds, so the cell
+  shows output while the rank runs;
+* the bootstrap flushes before it reports a result or an exception, and at exit;
+* ``os._exit`` flushes first (``multiprocessing`` and users call it);
+* SIGTERM — how the launcher ends ranks — is blocked in every thread and taken by the flusher
+  thread with ``sigtimedwait``: it flushes, then lets the default action end the process, so a
+  terminated rank loses no line and still ends at once, even while blocked in a collective.
+
+Only SIGKILL (the grace period ran out, or the out-of-memory killer) loses what was printed in
+the last ``FLUSH_INTERVAL``. C code writing to the descriptors (gloo, NCCL) is not buffered here.
+
+Example (what the bootstrap does)::
+
+    capture = Capture.install(pipes)   # fds 1/2 → the pipes; sys.stdout/sys.stderr batched
+    ...
+    capture.flush()
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+import threading
+from typing import Any
+
+__all__ = ["Capture", "FLUSH_INTERVAL", "flush_output"]
+
+FLUSH_INTERVAL = 0.05  # seconds between flushes (NOTEBOOK_LAUNCHER_FLUSH_INTERVAL overrides it)
+_BUFFER = 1 << 16
+
+_real_exit = os._exit
+
+
+class Capture:
+    def __init__(self) -> None:
+        self._stopped = threading.Event()
+        self.interval = float(os.environ.get("NOTEBOOK_LAUNCHER_FLUSH_INTERVAL", FLUSH_INTERVAL))
+
+    @classmethod
+    def install(cls, pipes: Any) -> Capture:
+        """Point descriptors 1/2 and ``sys.stdout``/``sys.stderr`` at the rank's pipes, batched."""
+        capture = cls()
+        old = (sys.stdout, sys.stderr)
+        for source, target in ((pipes.stdout, 1), (pipes.stderr, 2)):
+            if source != target:
+                os.dup2(source, target)
+                os.close(source)
+        # the rank's streams for the rest of its life: nothing to close
+        sys.stdout = _stream(1)
+        sys.stderr = _stream(2)
+        _repoint_logging(old)
+        capture._start_flusher()
+        os._exit = _flushing_exit  # type: ignore[assignment]
+        return capture
+
+    def flush(self) -> None:
+        flush_output()
+
+    def _start_flusher(self) -> None:
+        if not hasattr(signal, "sigtimedwait"):  # not Linux: flush on the timer only
+            threading.Thread(target=self._flush_every_interval, daemon=True, name="rank-output").start()
+            return
+        signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})
+        threading.Thread(target=self._flush_and_watch_sigterm, daemon=True, name="rank-output").start()
+
+    def _flush_every_interval(self) -> None:
+        while not self._stopped.wait(self.interval):
+            flush_output()
+
+    def _flush_and_watch_sigterm(self) -> None:
+        while True:
+            received = signal.sigtimedwait({signal.SIGTERM}, self.interval)
+            flush_output()
+            if received is not None:
+                # SIGTERM keeps its default action: unblocked on this thread and sent to it, it ends
+                # the process with the status a terminated process has
+                signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGTERM})
+                signal.pthread_kill(threading.get_ident(), signal.SIGTERM)
+                return
+
+
+def _stream(fd: int) -> Any:
+    return open(
+        fd, "w", buffering=_BUFFER, encoding="utf-8", errors="backslashreplace", closefd=False
+    )
+
+
+def flush_output() -> None:
+    """Write out what ``sys.stdout`` and ``sys.stderr`` hold."""
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):
+            pass
+
+
+def _flushing_exit(code: int) -> None:
+    flush_output()
+    _real_exit(code)
+
+
+def _repoint_logging(old_streams: tuple) -> None:
+    """Logging handlers made in the kernel hold the kernel's streams; send them to this rank's.
+
+    Walks logging's registry of live handlers rather than every logger: in a forked kernel each
+    object touched costs a copy-on-write page fault, and a kernel with torch loaded has ~100 loggers.
+    """
+    logging: Any = sys.modules.get("logging")
+    if logging is None:  # nothing configured logging before this rank started
+        return
+    new = {id(old_streams[0]): sys.stdout, id(old_streams[1]): sys.stderr}
+    for ref in list(getattr(logging, "_handlerList", ())):
+        handler = ref()
+        if isinstance(handler, logging.StreamHandler) and id(getattr(handler, "stream", None)) in new:
+            handler.setStream(new[id(handler.stream)])
+
+
+def _unblock_sigterm_in_child() -> None:
+    """A process forked from a rank (a DataLoader worker) has no flusher: SIGTERM ends it as usual."""
+    if hasattr(signal, "pthread_sigmask"):
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGTERM})
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_unblock_sigterm_in_child)
