@@ -98,4 +98,5 @@ def notebook_launcher(function, args=(), num_processes=None, **options):
         >>> notebook_launcher(train, args=(3,), num_processes=2)
         0
     """
+    __tracebackhide__ = True  # IPython folds this frame: the cell shows the rank's frames
     return launch(function, args, num_processes, **options).wait()

@@ -3,6 +3,7 @@
 Timings are upper bounds taken from the kernel's own clock around the call, never sleeps.
 """
 
+import re
 from textwrap import dedent
 
 import pytest
@@ -28,8 +29,11 @@ def test_failing_rank_raises_its_own_exception_and_siblings_end(kernel, sibling_
     )
     assert result.error["ename"] == "ValueError"
     assert result.error["evalue"] == "[rank 1] bad batch shape (3, 5)"
-    assert "WorkerTraceback" in result.traceback
+    # the rank's frames, shown by IPython as for a local error: the cell and line, the source
     assert 'raise ValueError("bad batch shape (3, 5)")' in result.traceback
+    assert re.search(r"Cell In\[\d+\], line 5\n", result.traceback)
+    assert "[... skipping hidden" in result.traceback  # the launcher's own frames are folded
+    assert result.traceback.count("bad batch shape") == 2  # the raise line and the message, once each
     assert kernel.eval("time.monotonic() - t0") < 5
     assert kernel.children() == []
 
@@ -55,20 +59,43 @@ def test_exception_class_defined_in_a_cell_keeps_its_type(kernel, method):
     assert kernel.eval("caught") == ("DataProblem", True, True)
 
 
-def test_exception_that_cannot_be_rebuilt_becomes_worker_error(kernel):
+@pytest.mark.parametrize("method", ["fork", "spawn"])
+def test_exception_whose_init_takes_other_arguments_keeps_its_type(kernel, method):
     kernel.ok(
         dedent("""
         class NeedsTwo(Exception):
-            def __init__(self, a, b):
-                super().__init__(f"{a}/{b}")     # args=(str,) but __init__ wants two: unpickling fails
+            def __init__(self, a, *, b):
+                super().__init__(f"{a}/{b}")     # args=(str,) but __init__ wants more: unpickling fails
+                self.b = b
         def raise_needs_two():
-            raise NeedsTwo("x", "y")
+            raise NeedsTwo("x", b="y")
     """)
     )
-    result = kernel.run("notebook_launcher(raise_needs_two, num_processes=1)")
+    kernel.ok(
+        dedent(f"""
+        try:
+            notebook_launcher(raise_needs_two, num_processes=1, start_method={method!r})
+        except NeedsTwo as err:
+            caught = (str(err), err.b)
+    """)
+    )
+    assert kernel.eval("caught") == ("[rank 0] x/y", "y")
+
+
+def test_an_exception_class_the_kernel_cannot_load_is_a_worker_error_with_the_rank_frames(kernel):
+    kernel.ok(
+        dedent("""
+        def raise_unloadable():
+            class MadeInTheRank(Exception):       # made inside the rank, and it cannot be sent by value
+                guard = threading.Lock()
+            raise MadeInTheRank("lost type")
+    """)
+    )
+    result = kernel.run("notebook_launcher(raise_unloadable, num_processes=1)")
     assert result.error["ename"] == "WorkerError"
-    assert "rank 0 raised NeedsTwo: x/y" in result.error["evalue"]
-    assert 'raise NeedsTwo("x", "y")' in kernel.eval("sys.last_value.remote_traceback")
+    assert "rank 0 raised raise_unloadable.<locals>.MadeInTheRank: lost type" in result.error["evalue"]
+    assert 'raise MadeInTheRank("lost type")' in result.traceback  # the rank's frames reach the cell
+    assert "handle.py" not in result.traceback
 
 
 def test_rank_killed_by_a_signal_gives_worker_error_with_the_signal(kernel):
@@ -102,11 +129,18 @@ def test_rank_exiting_without_returning_gives_worker_error(kernel, exit_code, wo
     assert "[rank 0] about to exit" in result.stdout
 
 
-def test_sys_exit_in_a_rank_is_reported_not_raised_as_system_exit(kernel):
+def test_sys_exit_with_a_code_in_a_rank_is_a_worker_error_not_a_system_exit(kernel):
     kernel.ok("def calls_sys_exit():\n    sys.exit(2)")
     result = kernel.run("notebook_launcher(calls_sys_exit, num_processes=1)")
     assert result.error["ename"] == "WorkerError"
     assert "rank 0 raised SystemExit: 2" in result.error["evalue"]
+
+
+def test_sys_exit_zero_in_a_rank_is_a_clean_end(kernel):
+    """As under torch.multiprocessing and torchrun: the rank finished, its result is None."""
+    kernel.ok("def exits_cleanly():\n    if os.environ['RANK'] == '1':\n        sys.exit()\n    return 'rank 0'")
+    kernel.ok("job = launch(exits_cleanly, num_processes=2); value = job.wait()")
+    assert kernel.eval("(value, job.results, job.status)") == ("rank 0", ["rank 0", None], "succeeded")
 
 
 def test_unpicklable_return_value_is_a_clear_error(kernel):
@@ -134,6 +168,9 @@ def test_kernel_interrupt_ends_every_rank_and_the_next_launch_works(kernel):
     result = kernel.collect(msg_id, timeout=30)  # result.seconds: from the interrupt to the idle kernel
     assert result.error["ename"] == "KeyboardInterrupt"
     assert result.seconds < 3
+    # one clear line, not a traceback through the launcher and threading
+    assert re.fullmatch(r"launch [0-9a-f]{8} stopped: every rank has ended", result.error["evalue"])
+    assert "threading.py" not in result.traceback and "supervisor" not in result.traceback
     assert kernel.children() == []
     assert kernel.ok("print(notebook_launcher(lambda: 'again', num_processes=2))").stdout.strip() == "again"
 

@@ -3,12 +3,13 @@
 import os
 import pickle
 import threading
+import traceback
 
 import cloudpickle
 import pytest
 
 from notebook_launcher.devices import CpuDevice, CudaDevice, XlaDevice
-from notebook_launcher.errors import WorkerError, WorkerTraceback, describe_exit
+from notebook_launcher.errors import WorkerError, describe_exit
 from notebook_launcher.launching.environment import rank_environment, threads_per_rank
 from notebook_launcher.launching.plan import check_port_number
 from notebook_launcher.launching.record import LaunchRecord
@@ -97,16 +98,66 @@ def test_rebuilt_exception_keeps_type_names_rank_and_carries_traceback(exc, expe
     assert str(rebuilt) == expected_str
     if not str(rebuilt).startswith("[rank 3]"):
         assert rebuilt.__notes__ == ["raised on rank 3"]
-    assert isinstance(rebuilt.__cause__, WorkerTraceback)
-    assert "raise exc" in rebuilt.__cause__.text
+    last = traceback.extract_tb(rebuilt.__traceback__)[-1]  # the rank's own frames, as a real traceback
+    assert (last.name, last.line) == ("test_rebuilt_exception_keeps_type_names_rank_and_carries_traceback", "raise exc")
 
 
-def test_unpicklable_report_becomes_worker_error():
-    report = {"type": "Weird", "message": "odd", "traceback": "tb", "pickled": b"not a pickle"}
+class NeedsTwo(Exception):
+    def __init__(self, a, b):
+        super().__init__(f"{a}/{b}")  # args=("a/b",), but unpickling calls NeedsTwo("a/b"): TypeError
+        self.b = b
+
+
+def test_an_exception_whose_init_takes_other_arguments_keeps_its_type():
+    try:
+        raise NeedsTwo("x", "y") from KeyError("first")
+    except NeedsTwo as caught:
+        report = error_report(caught)
+    assert report["pickled"] is None  # the standard route fails...
+    rebuilt = rebuild_exception(0, report)
+    assert type(rebuilt) is NeedsTwo  # ...and it comes back all the same
+    assert (str(rebuilt), rebuilt.b) == ("[rank 0] x/y", "y")
+    assert type(rebuilt.__cause__) is KeyError and rebuilt.__cause__.args == ("first",)
+
+
+def test_a_report_whose_class_cannot_be_loaded_becomes_worker_error_with_the_rank_frames():
+    try:
+        raise ValueError("odd")
+    except ValueError as caught:
+        report = error_report(caught)
+    report["pickled"] = b"not a pickle"
+    report["parts"]["cls"] = b"not a pickle either"
     err = rebuild_exception(1, report)
     assert isinstance(err, WorkerError)
-    assert str(err).startswith("rank 1 raised Weird: odd (it could not be rebuilt in the kernel")
+    assert str(err).startswith("rank 1 raised ValueError: odd (its class could not be loaded in the kernel")
+    assert traceback.extract_tb(err.__traceback__)[-1].line == 'raise ValueError("odd")'
+    assert 'raise ValueError("odd")' in err.remote_traceback
     assert pickle.loads(pickle.dumps(err)).rank == 1
+
+
+def _entries(tb):
+    while tb is not None:
+        yield tb
+        tb = tb.tb_next
+
+
+def test_frames_are_rebuilt_with_their_real_lines_and_library_frames_marked_hidden():
+    import json
+
+    from notebook_launcher.tracebacks import frames_of, traceback_from
+
+    try:
+        json.loads("{")  # raises inside the standard library
+    except ValueError as caught:
+        frames = frames_of(caught.__traceback__)
+    assert len(frames) > 2 and [frame["library"] for frame in frames] == [False] + [True] * (len(frames) - 1)
+    rebuilt = traceback_from(frames)
+    entries = traceback.extract_tb(rebuilt)
+    assert entries[0].line.startswith('json.loads("{")') and entries[0].lineno == frames[0]["lineno"]
+    assert [entry.filename for entry in entries] == [frame["filename"] for frame in frames]
+    hidden = [tb.tb_frame.f_locals.get("__tracebackhide__", False) for tb in _entries(rebuilt)]
+    assert hidden == [False] + [True] * (len(frames) - 1)
+    assert rebuilt.tb_frame.f_code.co_firstlineno == frames[0]["firstlineno"]  # IPython numbers from it
 
 
 def test_describe_exit_names_signal_and_code():

@@ -203,19 +203,24 @@ class Launch:
             LaunchError: the launch was stopped;
             TimeoutError: ``timeout`` passed (the launch keeps running).
         """
+        __tracebackhide__ = True  # IPython folds this frame: the cell shows the rank's frames
         self._waiting(+1)
         try:
             finished = self._supervisor.join(timeout)
         except KeyboardInterrupt:
             self.stop()
-            raise
+            interrupted = True
+        else:
+            interrupted = False
         finally:
             self._waiting(-1)
+        if interrupted:
+            raise KeyboardInterrupt(f"launch {self.id} stopped: every rank has ended") from None
         if not finished:
             raise TimeoutError(f"launch {self.id} still running after {timeout} s")
         failure = self._record.failure
         if failure is not None:
-            raise failure
+            raise failure.with_traceback(self._record.failure_traceback)
         if self._record.status == "stopped":
             raise LaunchError(f"launch {self.id} was stopped before every rank returned")
         return self._record.results[0]

@@ -97,7 +97,7 @@ class LaunchRecord:
     def add_failure(self, rank, exception, when):
         """Record that ``rank`` failed at ``when``; the earliest failure is the launch's cause."""
         with self._lock:
-            self._failures.append((when, rank, exception))
+            self._failures.append((when, rank, exception, exception.__traceback__))
             self._status[rank] = "failed"
 
     def mark_stopped(self):
@@ -133,6 +133,12 @@ class LaunchRecord:
         """The exception of the first rank that failed (earliest in time), or None."""
         with self._lock:
             return min(self._failures, key=lambda item: (item[0], item[1]))[2] if self._failures else None
+
+    @property
+    def failure_traceback(self):
+        """The traceback the first failure came with (the rank's frames), or None."""
+        with self._lock:
+            return min(self._failures, key=lambda item: (item[0], item[1]))[3] if self._failures else None
 
     @property
     def failed_rank(self):

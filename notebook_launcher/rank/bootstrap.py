@@ -81,7 +81,12 @@ def run_rank(channel, rank, load_payload):
     channel.send(STATUS, "running", rank=rank)
     try:
         function, args = load_payload()
-        value = function(*args)
+        try:
+            value = function(*args)
+        except SystemExit as exit_:
+            if exit_.code not in (None, 0):
+                raise
+            value = None  # sys.exit() / sys.exit(0): a clean end, as under torchrun
         payload = _pickle_result(value)
     except BaseException as exc:  # the rank's failure, whatever it is, goes back to the kernel
         flush_output()

@@ -87,9 +87,7 @@ class Capture:
 
 
 def _stream(fd: int) -> Any:
-    return open(
-        fd, "w", buffering=_BUFFER, encoding="utf-8", errors="backslashreplace", closefd=False
-    )
+    return open(fd, "w", buffering=_BUFFER, encoding="utf-8", errors="backslashreplace", closefd=False)
 
 
 def flush_output() -> None:

@@ -1,0 +1,96 @@
+"""A rank's traceback, carried to the kernel and rebuilt there as a real traceback object.
+
+In the rank, ``frames_of`` lists each frame as builtins (file, function, first line, line, and
+whether it is library code). In the kernel, ``traceback_from`` turns that list back into a chain of
+real traceback entries: each is made by running a one-instruction stub compiled under the frame's
+file name and function name, padded so that its code object starts at the function's real first
+line and raises at the frame's line. IPython then shows the rank's frames exactly as it shows
+local ones — "Cell In[3], line 7" with the source lines around it, since the kernel has every
+cell's source, for forked and spawned ranks alike — and folds library frames, which are marked
+``__tracebackhide__``, into "[... skipping hidden N frame]".
+
+Example:
+    >>> def fails():
+    ...     raise ValueError("boom")
+    >>> try:
+    ...     fails()
+    ... except ValueError as err:
+    ...     frames = frames_of(err.__traceback__)
+    >>> rebuilt = traceback_from(frames)
+    >>> import traceback
+    >>> [(entry.name, entry.line) for entry in traceback.extract_tb(rebuilt)][-1]
+    ('fails', 'raise ValueError("boom")')
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import sysconfig
+from types import TracebackType
+from typing import Any
+
+__all__ = ["frames_of", "traceback_from"]
+
+
+def _library_dirs() -> tuple[str, ...]:
+    paths = {sysconfig.get_paths()[name] for name in ("stdlib", "platstdlib", "purelib", "platlib")}
+    package = os.path.dirname(os.path.abspath(__file__))
+    return (*sorted(paths), package, os.path.join(os.path.dirname(package), "trainer_core"))
+
+
+def frames_of(tb: TracebackType | None) -> list[dict]:
+    """The frames of ``tb``, outermost first, as builtins."""
+    library = _library_dirs()
+    frames = []
+    while tb is not None:
+        code = tb.tb_frame.f_code
+        path = code.co_filename
+        frames.append(
+            {
+                "filename": path,
+                "name": code.co_name,
+                "firstlineno": code.co_firstlineno,
+                "lineno": tb.tb_lineno or code.co_firstlineno,
+                "library": path.startswith("<frozen") or os.path.abspath(path).startswith(library),
+            }
+        )
+        tb = tb.tb_next
+    return frames
+
+
+class _Marker(Exception):
+    pass
+
+
+def traceback_from(frames: list[dict]) -> TracebackType | None:
+    """A real traceback whose entries have the files, functions and lines of ``frames``."""
+    head: TracebackType | None = None
+    previous: TracebackType | None = None
+    for frame in frames:
+        entry = _entry(frame)
+        if entry is None:
+            continue
+        if previous is None:
+            head = entry
+        else:
+            previous.tb_next = entry
+        previous = entry
+    return head
+
+
+def _entry(frame: dict) -> TracebackType | None:
+    first = max(1, min(frame["firstlineno"], frame["lineno"]))
+    padding = "\n" * (frame["lineno"] - first)
+    try:
+        stub = compile(padding + "raise __marker__", frame["filename"], "exec")
+        code = stub.replace(co_name=frame["name"], co_firstlineno=first)
+    except (SyntaxError, ValueError, TypeError):
+        return None
+    hidden: dict[str, Any] = {"__tracebackhide__": True} if frame["library"] else {}
+    namespace = {"__name__": "__main__", "__file__": frame["filename"], "__marker__": _Marker}
+    try:
+        exec(code, namespace, hidden)
+    except _Marker:
+        return sys.exc_info()[2].tb_next  # type: ignore[union-attr]  # the stub's own entry
+    return None
