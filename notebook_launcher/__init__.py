@@ -27,6 +27,7 @@ _PUBLIC = {
     "launch": "api",
     "Launch": "launching.handle",
     "active_launches": "launching.handle",
+    "last_launch": "launching.handle",
     "LaunchError": "errors",
     "WorkerError": "errors",
     "WorkerTraceback": "errors",
@@ -80,4 +81,8 @@ __all__ = [
     "WorkerError",
     "WorkerTraceback",
     "active_launches",
+    "last_launch",
+    "kernel_settings",
+    "set_defaults",
+    "device_picker",
 ]

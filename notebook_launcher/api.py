@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import sys
 
-from .frontend.settings import kernel_settings
+from .frontend.picker import device_picker
+from .frontend.settings import kernel_settings, set_defaults
 from .frontend.views import select_view
-from .launching.handle import Launch
+from .launching.handle import Launch, last_launch
 from .launching.plan import make_plan
 from .starters import select_starter
 
@@ -100,3 +101,15 @@ def notebook_launcher(function, args=(), num_processes=None, **options):
     """
     __tracebackhide__ = True  # IPython folds this frame: the cell shows the rank's frames
     return launch(function, args, num_processes, **options).wait()
+
+
+# The README's own import is `from notebook_launcher import notebook_launcher`, after which the name
+# is this function, not the package: the package's other calls are reachable from it as well.
+for _name, _value in (
+    ("launch", launch),
+    ("last_launch", last_launch),
+    ("set_defaults", set_defaults),
+    ("kernel_settings", kernel_settings),
+    ("device_picker", device_picker),
+):
+    setattr(notebook_launcher, _name, _value)

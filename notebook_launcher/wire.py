@@ -52,7 +52,7 @@ STATUS = "status"  # payload: a rank status ("running")
 RESULT = "result"  # payload: the pickled return value
 ERROR = "error"  # payload: an ``error_report`` dict
 METRIC = "metric"  # payload: {"step": int, "values": {name: float}}
-DISPLAY = "display"  # payload: a mime bundle the rank displayed
+DISPLAY = "display"  # payload: {"data": mime bundle, "display_id": str | None, "update": bool}
 OUTPUT = "output"  # payload: (stream, text) for ranks that share descriptors (torch_xla threads)
 EVENT_KINDS = (STATUS, RESULT, ERROR, METRIC, DISPLAY, OUTPUT)
 

@@ -223,19 +223,50 @@ def test_cloudpickle_tracker_maps_classes_back():
     assert cloudpickle.loads(cloudpickle.dumps(copy())).__class__ is Sent
 
 
-def test_render_chips_logs_and_charts():
-    from notebook_launcher.frontend.views.render import log_html, metrics_html, series_by_key, status_chips
+def test_render_logs_displays_and_charts():
+    from notebook_launcher.frontend.views.render import entries_html, metrics_html, series_by_key, status_chips
+    from notebook_launcher.launching.record import LogLine
 
     chips = status_chips({1: "failed", 0: "done"})
     assert chips.index("rank 0: done") < chips.index("rank 1: failed")
-    log = log_html([("stdout", "a<b>\n"), ("stderr", "oops\n")], live=" 40%", hidden=3)
-    assert "a&lt;b&gt;" in log and 'class="nl-stderr"' in log and " 40%" in log and "3 earlier lines" in log
-    assert "column-reverse" in log  # keeps the box scrolled to the newest line
+    entries = [
+        LogLine(0, "stdout", "a<b>\n", 0.0),
+        LogLine(1, "stderr", "oops\n", 0.0),
+        LogLine(1, "stdout", "<table>", 0.0, bundle={"text/html": "<table><tr><td>7</td></tr></table>"}),
+    ]
+    log = entries_html(entries, prefix=True)
+    assert "a&lt;b&gt;" in log and '<span class="nl-stderr">oops' in log
+    assert "<table><tr><td>7</td></tr></table>" in log  # a rank's HTML display, drawn
+    assert log.count('class="nl-prefix"') == 3 and "[rank 1]" in log
     same = series_by_key([{"rank": r, "step": s, "values": {"loss": float(s)}} for r in (0, 1) for s in range(3)])
-    assert metrics_html(same).count("<polyline") == 1
+    chart = metrics_html(same)
+    assert chart.count("<polyline") == 1 and "nl-legend" not in chart  # identical ranks: one line
+    assert "step 0" in chart and ">2</text>" in chart  # step axis labels
     differ = series_by_key([{"rank": r, "step": s, "values": {"loss": float(s + r)}} for r in (0, 1) for s in range(3)])
-    assert metrics_html(differ).count("<polyline") == 2
-    assert "no metrics yet" in metrics_html({})
+    chart = metrics_html(differ)
+    assert chart.count("<polyline") == 2 and "rank 0</span>" in chart and "rank 1</span>" in chart  # legend
+    assert ">3</text>" in chart and ">0</text>" in chart  # value axis: max and min
+    constant = metrics_html(series_by_key([{"rank": 0, "step": s, "values": {"lr": 0.1}} for s in range(4)]))
+    assert "lr (constant)" in constant and ">0.1</text>" in constant
+    assert metrics_html({}) == ""
+
+
+def test_display_text_reads_html_displays_as_text():
+    from notebook_launcher.launching.record import LaunchRecord
+
+    record = LaunchRecord(1)
+    bundle = {
+        "text/plain": "<IPython.core.display.HTML object>",
+        "text/html": "<progress></progress> [3/10 00:01]<table><tr><th>Step</th><th>Loss</th></tr>"
+        "<tr><td>2</td><td>0.5</td></tr></table>",
+    }
+    index, replaced = record.add_display(0, bundle, display_id="p", update=False)
+    assert (index, replaced) == (0, False)
+    assert record.lines(0)[0].text == "[3/10 00:01]\nStep Loss\n2 0.5\n"
+    newer = {**bundle, "text/html": "[10/10 00:03]"}
+    assert record.add_display(0, newer, display_id="p", update=True) == (0, True)  # replaced in place
+    assert [line.text for line in record.lines(0)] == ["[10/10 00:03]\n"]
+    assert record.add_display(0, {"text/plain": "x"}, display_id="q", update=True) == (1, False)
 
 
 def test_carriage_returns_rewrite_the_line():

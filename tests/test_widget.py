@@ -1,50 +1,93 @@
-"""The live widget, checked from inside a real kernel: chips, per-rank logs, metric charts, throttling,
-and notebook machinery (tqdm, display, widgets) used from inside a rank."""
+"""The launch's one output, checked from inside a real kernel: the live widget while a launch runs,
+the static form beside it and alone at the end (what a saved notebook keeps), and notebook
+machinery (tqdm, display, widgets) used from inside a rank."""
 
 from textwrap import dedent
+
+from gates import gate_code, open_gates
+from kernel_session import KernelSession
 
 WIDGET_MIME = "application/vnd.jupyter.widget-view+json"
 
 
-def test_widget_shows_status_logs_and_metrics(kernel):
-    result = kernel.ok(
-        dedent("""
-        def chatty_training():
-            from trainer_core import Accelerator
-            accelerator = Accelerator()
-            rank = accelerator.process_index
-            for step in range(5):
-                print(f"step {step} on rank {rank}")
-                accelerator.log({"loss": 1.0 / (step + 1) + rank, "lr": 0.1})
-            print("careful <now>", file=sys.stderr)
-            return {"rank": rank}
-        job = launch(chatty_training, num_processes=2, display="widget")
-        job.wait()
-        view = job._view
-    """)
-    )
-    shown = [out for out in result.outputs if "display" in out]
-    assert shown and WIDGET_MIME in shown[0]["display"]
-    assert kernel.eval("view.statuses") == {0: "done", 1: "done"}
+def _bundles(result):
+    """The data of every display / display update the cell received, in order."""
+    return [out["display"] for out in result.outputs if "display" in out]
+
+
+TRAIN = dedent("""
+    def chatty_training(hold):
+        from trainer_core import Accelerator
+        accelerator = Accelerator()
+        rank = accelerator.process_index
+        for step in range(5):
+            print(f"step {step} on rank {rank}")
+            accelerator.log({"loss": 1.0 / (step + 1) + rank, "lr": 0.1})
+        print("careful <now>", file=sys.stderr)
+        if hold:
+            wait_at_gate()
+        return {"rank": rank}
+""")
+
+
+def test_a_quick_launch_shows_its_static_form_and_never_builds_a_widget(kernel):
+    kernel.ok(TRAIN)
+    kernel.ok("from notebook_launcher.frontend.views import widget as widget_module\nwidget_module.BUILD_AFTER = 3600")
+    try:
+        result = kernel.ok(
+            "job = launch(chatty_training, args=(False,), num_processes=2, display='widget'); job.wait()"
+        )
+    finally:
+        kernel.ok("widget_module.BUILD_AFTER = 0.25")
+    bundles = _bundles(result)
+    assert bundles and all(WIDGET_MIME not in bundle for bundle in bundles)
+    final = bundles[-1]
+    plain, page = final["text/plain"], final["text/html"]
     for rank in (0, 1):
-        log = kernel.eval(f"view.logs[{rank}].value")
-        assert f"step 4 on rank {rank}" in log
-        assert '<span class="nl-stderr"' in log and "careful &lt;now&gt;" in log
-    assert kernel.eval("view.tabs.get_title(1)") == "rank 1"
-    charts = kernel.eval("view.metrics_box.value")
-    assert 'data-key="loss"' in charts and 'data-key="lr"' in charts
-    assert charts.count('data-rank="0"') == 2 and charts.count('data-rank="1"') == 1  # lr is the same on both ranks
-    assert "latest loss: rank 0: 0.2, rank 1: 1.2" in charts
-    header = kernel.eval("view.header.value")
-    assert "2 ranks · cpu · fork" in header and "rank 1: done" in header
-    summary = kernel.eval("view.summary.value")
-    assert "succeeded in" in summary and "rank 0 returned dict" in summary and "loss 0.2" in summary
+        assert f"[rank {rank}] step 4 on rank {rank}" in plain
+        assert f"step 4 on rank {rank}" in page
+    assert "careful &lt;now&gt;" in page and '<span class="nl-stderr">' in page
+    assert 'data-key="loss"' in page and 'data-key="lr"' in page and "<svg" in page
+    assert "succeeded in" in plain.splitlines()[0] and "rank 0 returned dict" in plain
+    assert kernel.eval("job._view.built") is False
 
 
-def test_widget_selects_the_failing_rank_and_shows_its_traceback(kernel):
+def test_a_running_launch_shows_the_live_widget_beside_its_static_form(kernel, tmp_path):
+    kernel.ok(gate_code(tmp_path))
+    kernel.ok(TRAIN)
+    msg_id = kernel.submit("job = launch(chatty_training, args=(True,), num_processes=2, display='widget')")
+    kernel.collect(msg_id)
+    kernel.ok("while not job._view.built or len(job.lines(0)) + len(job.lines(1)) < 12: job._supervisor.join(0.02)")
+    kernel.ok("job._view._render()")
+    assert kernel.eval("[job._view.tabs.get_title(i) for i in range(3)]") == ["all ranks", "rank 0", "rank 1"]
+    assert kernel.eval("job._view.tabs.selected_index") == 0
+    everything = kernel.eval("''.join(w.value for w in job._view.all_box.inner.children)")
+    assert "[rank 0]</span> step 4 on rank 0" in everything and "[rank 1]</span> step 4 on rank 1" in everything
+    rank1 = kernel.eval("''.join(w.value for w in job._view.boxes[1].inner.children)")
+    assert "step 4 on rank 1" in rank1 and "step 4 on rank 0" not in rank1
+    assert "rank 1: running" in kernel.eval("job._view.header.value")
+    assert 'data-key="loss"' in kernel.eval("job._view.metrics_box.value")
+    assert kernel.eval("job._view.static['text/plain'].count('step 4 on rank')") in (0, 2)  # a snapshot
+    assert kernel.eval("sorted(job._view.shown)") == [
+        "application/vnd.jupyter.widget-view+json",
+        "text/html",
+        "text/plain",
+    ]  # the widget, with the static form beside it
+    path = kernel.eval("job._view.save_log()")
+    with open(path, encoding="utf-8") as saved:
+        assert "[rank 1] step 4 on rank 1\n" in saved.read()
+    open_gates(tmp_path, [0, 1])
+    kernel.ok("job.wait()")
+    final = kernel.eval("job._view.shown")
+    assert WIDGET_MIME not in final and "step 4 on rank 1" in final["text/plain"]
+    assert kernel.eval("job._view.root.comm is None")  # the widget is closed: the static form remains
+
+
+def test_a_failed_launch_keeps_what_ran_and_the_rank_traceback(kernel):
     kernel.ok(
         dedent("""
         def second_rank_fails():
+            print("before the failure on rank", os.environ["RANK"], flush=True)
             if os.environ["RANK"] == "1":
                 raise KeyError("label_column")
             threading.Event().wait()
@@ -53,34 +96,70 @@ def test_widget_selects_the_failing_rank_and_shows_its_traceback(kernel):
             job.wait()
         except KeyError:
             pass
-        view = job._view
+        final = job._view.static
     """)
     )
-    assert kernel.eval("view.tabs.selected_index") == 1
-    log = kernel.eval("view.logs[1].value")
-    assert "Traceback (most recent call last)" in log and "raise KeyError(&quot;label_column&quot;)" in log
-    assert kernel.eval("view.statuses") == {0: "stopped", 1: "failed"}
-    assert "failed after" in kernel.eval("view.summary.value")
+    plain, page = kernel.eval("final['text/plain']"), kernel.eval("final['text/html']")
+    assert "[rank 1] before the failure on rank 1" in plain and "[rank 0] before the failure on rank 0" in plain
+    assert "Cell In[" in plain and 'raise KeyError("label_column")' in plain
+    assert 'class="nl-traceback"' in page and "KeyError" in page and "rank 1: failed" in page
+    assert "rank 0: stopped" in page and "failed after" in page
 
 
-def test_a_chatty_rank_is_throttled_and_bounded(kernel):
+def test_an_interrupted_launch_keeps_what_ran(kernel):
+    kernel.ok(
+        dedent("""
+        def prints_then_blocks():
+            print("got this far on rank", os.environ["RANK"], flush=True)
+            threading.Event().wait()
+    """)
+    )
+    msg_id = kernel.submit("notebook_launcher(prints_then_blocks, num_processes=2, display='widget')")
+
+    def both_ranks_shown(result):
+        return any(
+            "got this far on rank 0" in bundle.get("text/plain", "")
+            and "got this far on rank 1" in bundle.get("text/plain", "")
+            for bundle in _bundles(result)
+        )
+
+    seen = kernel.collect(msg_id, timeout=60, until=both_ranks_shown)  # the static form beside the widget
+    kernel.interrupt()
+    rest = kernel.collect(msg_id, timeout=30)
+    assert rest.error["ename"] == "KeyboardInterrupt"
+    final = (_bundles(seen) + _bundles(rest))[-1]
+    assert WIDGET_MIME not in final
+    assert "[rank 0] got this far on rank 0" in final["text/plain"] and "stopped after" in final["text/plain"]
+
+
+def test_the_static_form_caps_each_rank_and_says_where_the_rest_is(kernel):
+    kernel.ok("def many_lines():\n    for i in range(2300):\n        print(f'line {i}')")
+    kernel.ok("job = launch(many_lines, num_processes=1, display='widget'); job.wait(); final = job._view.static")
+    plain = kernel.eval("final['text/plain']")
+    assert "… 300 earlier lines of rank 0 not shown" in plain and "last_launch().logs(0)" in plain
+    assert "[rank 0] line 299\n" not in plain and "[rank 0] line 300\n" in plain and "[rank 0] line 2299" in plain
+    assert kernel.eval("len(job.lines(0))") == 2300
+
+
+def test_a_chatty_rank_is_throttled_and_bounded(kernel, tmp_path):
+    kernel.ok(gate_code(tmp_path))
     kernel.ok(
         dedent("""
         def very_chatty():
             for i in range(20000):
                 print(f"line {i}")
+            wait_at_gate()
         t0 = time.monotonic()
         job = launch(very_chatty, num_processes=1, display="widget")
-        job.wait()
-        seconds = time.monotonic() - t0
-        view = job._view
     """)
     )
+    kernel.ok("while not job._view.built or len(job.lines(0)) < 20000: job._supervisor.join(0.02)")
+    open_gates(tmp_path, [0])
+    kernel.ok("job.wait(); seconds = time.monotonic() - t0")
     seconds = kernel.eval("seconds")
-    assert kernel.eval("view.renders") <= 10 * seconds + 5
+    assert kernel.eval("job._view.renders") <= 10 * seconds + 5
     assert kernel.eval("len(job.lines(0))") == 20000
-    log = kernel.eval("view.logs[0].value")
-    assert "line 19999" in log and "line 19000" not in log and "19600 earlier lines" in log
+    assert kernel.eval("(job._view.boxes[0].lines_shown, job._view.boxes[0].hidden)") == (2000, 18000)
 
 
 def test_auto_display_is_the_widget_in_a_kernel(kernel):
@@ -113,21 +192,49 @@ def test_tqdm_auto_in_a_rank_becomes_one_live_text_line(kernel):
     assert len(lines) == 1
     stream, text = lines[0]
     assert stream == "stderr" and text.startswith("epoch: 100%") and "200/200" in text and "\r" not in text
-    assert "epoch: 100%" in kernel.eval("job._view.logs[0].value")
+    assert "epoch: 100%" in kernel.eval("job._view.static['text/html']")
 
 
-def test_display_and_widgets_inside_a_rank_are_safe(kernel):
+def test_tqdm_auto_imported_only_inside_the_rank_works_in_a_fresh_kernel():
+    """The rank looks like a script, so tqdm.auto picks its text bar there (the kernel never imported tqdm)."""
+    session = KernelSession()
+    try:
+        session.ok("from notebook_launcher import notebook_launcher, last_launch")
+        session.ok(
+            dedent("""
+            def with_auto_bar():
+                from tqdm.auto import tqdm
+                return sum(tqdm(range(50), desc="fresh"))
+        """)
+        )
+        assert session.eval("notebook_launcher(with_auto_bar, num_processes=2)") == sum(range(50))
+        loaded = session.eval(
+            "[m for m in ('tqdm.auto', 'tqdm.autonotebook', 'tqdm.notebook') if m in __import__('sys').modules]"
+        )
+        assert loaded == []  # the rank imported tqdm.auto itself
+        assert session.eval("last_launch().logs(0)").startswith("fresh: 100%")
+    finally:
+        session.shutdown()
+
+
+def test_rich_displays_inside_a_rank_render_and_updates_replace_them(kernel):
     result = kernel.run(
         dedent("""
         def shows_things():
-            from IPython.display import display
-            display({"answer": 42})
+            from IPython.display import display, HTML
+            display({"answer": 42}, raw=False)
+            progress = display(HTML("<b>step 1 of 3</b>"), display_id=True)
+            progress.update(HTML("<b>step 3 of 3</b>"))
             import ipywidgets
             ipywidgets.IntSlider()
-        launch(shows_things, num_processes=1).wait()
+        job = launch(shows_things, num_processes=1, display="widget")
+        job.wait()
     """)
     )
     assert result.error["ename"] == "RuntimeError"
     assert "widgets cannot be shown from inside a launched rank" in result.error["evalue"]
-    assert "[rank 0] {'answer': 42}" in result.stdout
+    assert kernel.eval("[line.text for line in job.lines(0)]") == ["{'answer': 42}\n", "step 3 of 3\n"]
+    page = kernel.eval("job._view.static['text/html']")
+    log = page.split('<div class="nl-static-log">', 1)[1].split("</details>", 1)[0]   # rank 0's log
+    assert "<b>step 3 of 3</b>" in log and "step 1 of 3" not in log  # the update replaced the display
     assert kernel.ok("print('kernel still fine')").stdout == "kernel still fine\n"

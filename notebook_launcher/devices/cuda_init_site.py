@@ -22,6 +22,8 @@ import os
 import sys
 from typing import Any
 
+from ..import_hooks import after_import
+
 _first_site = None
 _OWN_DIRS = (os.path.dirname(os.path.dirname(os.path.abspath(__file__))),)  # the whole package
 
@@ -58,40 +60,7 @@ def install():
 
 def install_when_imported():
     """``install()`` now if torch is imported, else as soon as ``import torch`` finishes."""
-    if "torch" in sys.modules:
-        install()
-    elif not any(isinstance(finder, _AfterTorchImport) for finder in sys.meta_path):
-        sys.meta_path.insert(0, _AfterTorchImport())
-
-
-class _AfterTorchImport:
-    """Finds ``torch`` through the other finders and runs ``install()`` after its module has run."""
-
-    def find_spec(self, name, path, target=None):
-        if name != "torch":
-            return None
-        import importlib.util
-
-        sys.meta_path.remove(self)
-        spec = importlib.util.find_spec(name)
-        if spec is not None and spec.loader is not None:
-            spec.loader = _InstallAfter(spec.loader)  # type: ignore[assignment]
-        return spec
-
-
-class _InstallAfter:
-    def __init__(self, loader):
-        self._loader = loader
-
-    def create_module(self, spec):
-        return self._loader.create_module(spec)
-
-    def exec_module(self, module):
-        self._loader.exec_module(module)
-        install()
-
-    def __getattr__(self, name):
-        return getattr(self._loader, name)
+    after_import("torch", lambda _module: install())
 
 
 def _describe(stack):

@@ -24,15 +24,30 @@ from ..frontend.views.base import CompositeView, LaunchView
 from .record import LaunchRecord
 from .supervisor import Supervisor
 
-__all__ = ["Launch", "active_launches", "observe_launches", "find_launch"]
+__all__ = ["Launch", "active_launches", "observe_launches", "find_launch", "last_launch"]
 
 _ACTIVE: weakref.WeakSet[Launch] = weakref.WeakSet()
 _OBSERVERS: list[Callable[[Launch], None]] = []
+_LAST: list[Launch | None] = [None]
 
 
 def active_launches():
     """Launches of this kernel that have not finished yet."""
     return [launch for launch in list(_ACTIVE) if not launch.done]
+
+
+def last_launch():
+    """The most recent launch of this kernel (running or finished), or None.
+
+    ``notebook_launcher()`` returns rank 0's value; this reaches everything else it kept.
+
+    Example:
+        >>> from notebook_launcher import notebook_launcher, last_launch
+        >>> notebook_launcher(lambda: print("hi"), num_processes=1, display="none")
+        >>> last_launch().logs(0)
+        'hi\\n'
+    """
+    return _LAST[0]
 
 
 def find_launch(launch_id):
@@ -114,6 +129,7 @@ class Launch:
 
     def start(self):
         """Start the ranks (in the background) and return self."""
+        _LAST[0] = self
         self._listener.on_start(self)
         _ACTIVE.add(self)
         self._supervisor.start()
@@ -177,9 +193,27 @@ class Launch:
         """Seconds since the launch started (until it finished, once it has)."""
         return self._record.elapsed
 
-    def lines(self, rank):
-        """Rank ``rank``'s output as ``LogLine`` items (stream, text, time), in the order it came."""
-        return self._record.lines(rank)
+    def lines(self, rank, start=0):
+        """Rank ``rank``'s log as ``LogLine`` entries (stream, text, time; a display's mime bundle), in
+        the order they came; from index ``start`` on."""
+        return self._record.lines(rank, start)
+
+    def line(self, rank, index):
+        """Entry ``index`` of rank ``rank``'s log."""
+        return self._record.lines(rank, index)[0]
+
+    def line_count(self, rank):
+        """How many entries rank ``rank``'s log has."""
+        return self._record.line_count(rank)
+
+    def interleaved(self, last=None):
+        """Every rank's log entries in the order they came (with ``last``, each rank's last ``last``)."""
+        return self._record.interleaved(last)
+
+    @property
+    def failure_traceback(self):
+        """The failing rank's frames, as a traceback (None without a failure)."""
+        return self._record.failure_traceback
 
     def logs(self, rank, stream=None):
         """Rank ``rank``'s whole output as text; ``stream`` "stdout" or "stderr" keeps only that one.

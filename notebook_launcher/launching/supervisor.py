@@ -65,7 +65,7 @@ class RankEvents(Protocol):
 
     def on_live(self, rank: int, stream: str, text: str) -> None: ...
 
-    def on_display(self, rank: int, data: dict) -> None: ...
+    def on_display(self, rank: int, index: int, replaced: bool) -> None: ...
 
     def on_metric(self, rank: int, metric: dict) -> None: ...
 
@@ -215,9 +215,9 @@ class Supervisor:
         self._record.add_metric(rank, metric, when)
         self._notify("on_metric", rank, metric)
 
-    def _on_display(self, rank: int, bundle: Any, when: float) -> None:
-        self._record.add_display(rank, bundle)
-        self._notify("on_display", rank, bundle)
+    def _on_display(self, rank: int, payload: Any, when: float) -> None:
+        index, replaced = self._record.add_display(rank, payload["data"], payload["display_id"], payload["update"])
+        self._notify("on_display", rank, index, replaced)
 
     def _on_result(self, rank: int, payload: Any, when: float) -> None:
         self._reported.add(rank)

@@ -1,16 +1,24 @@
-"""Make the notebook machinery a forked rank inherits from the kernel safe to use.
+"""Inside a rank: look like a script, and make the notebook machinery a fork inherits safe.
 
-A forked rank holds copies of the kernel's IPython shell, its ZeroMQ sockets and its comm
-machinery. Used from the rank, they would write into the kernel's connection from a second
-process and corrupt it. ``make_safe()`` (run by the worker bootstrap) therefore:
+A rank is not interactive: nobody types into it. Libraries that take a notebook path when they
+think they are in one (tqdm.auto's widget bar, Hugging Face Trainer's HTML progress table,
+Lightning Fabric's refusal of ``strategy="ddp"``) must take their script path there. ``make_safe()``
+(run by the rank bootstrap) therefore makes a rank look like a script:
 
-* sends ``display()`` output (and matplotlib's inline figures, which go through it) to the kernel
-  over the launch channel as a "display" event, shown in the rank's output;
-* refuses to open widget comms, with a message that says what to do instead;
-* turns tqdm's notebook progress bars back into text bars, which the launcher captures as one live
-  line per rank.
+* ``sys.ps1``/``sys.ps2`` (Python's "interactive" markers) are removed, and Lightning's cached
+  ``_IS_INTERACTIVE`` flags, computed when the kernel imported it, are cleared;
+* ``get_ipython()`` still returns the shell (``display()`` keeps working), but its ``config`` no
+  longer says ``IPKernelApp``, the marker tqdm.autonotebook and transformers test for notebooks.
 
-A spawned rank is a fresh interpreter with none of this, so there is nothing to do there.
+A forked rank also holds copies of the kernel's IPython shell, its ZeroMQ sockets and its comm
+machinery; used from the rank they would corrupt the kernel's connection. So:
+
+* ``display()`` (and matplotlib's inline figures, which go through it) sends the mime bundle to the
+  kernel as a "display" event, with its display id: the rank's tab shows it, an update replaces it;
+* opening a widget comm is refused with a message that says what to do instead;
+* tqdm's notebook bars the kernel already imported become text bars (one live line per rank).
+
+A spawned rank is a fresh interpreter: it has no shell, so only the first part applies there.
 """
 
 from __future__ import annotations
@@ -18,40 +26,85 @@ from __future__ import annotations
 import sys
 from typing import Any
 
-__all__ = ["make_safe", "WIDGETS_REFUSED"]
+from ..import_hooks import after_import
+from ..wire import DISPLAY
+from .capture import flush_output
+
+__all__ = ["make_safe", "WIDGETS_REFUSED", "DISPLAYED_MIME_TYPES"]
 
 WIDGETS_REFUSED = (
     "widgets cannot be shown from inside a launched rank (it has no connection to the notebook);"
     " print, or log metrics with accelerator.log(...), and the launch shows them"
 )
+DISPLAYED_MIME_TYPES = ("text/plain", "text/html", "text/markdown", "image/png", "image/jpeg", "image/svg+xml")
+_WIDGET_MIME = "application/vnd.jupyter.widget-view+json"
 
 
-def make_safe(channel):
+def make_safe(channel: Any) -> None:
+    look_like_a_script()
     _route_display(channel)
     _refuse_comms()
     _text_progress_bars()
 
 
-def _route_display(channel):
-    interactive = sys.modules.get("IPython.core.interactiveshell")
+def look_like_a_script() -> None:
+    """Remove the markers by which libraries tell an interactive session from a script."""
+    for marker in ("ps1", "ps2"):
+        if hasattr(sys, marker):
+            delattr(sys, marker)
+    for name, module in list(sys.modules.items()):
+        if name.startswith(("lightning", "lightning_fabric", "pytorch_lightning")) and hasattr(
+            module, "_IS_INTERACTIVE"
+        ):
+            module._IS_INTERACTIVE = False  # type: ignore[attr-defined]
+    interactive: Any = sys.modules.get("IPython.core.interactiveshell")
+    if interactive is None or not interactive.InteractiveShell.initialized():
+        return
+    shell = interactive.InteractiveShell.instance()
+    script_like = _ScriptLikeShell(shell)
+    getipython: Any = sys.modules.get("IPython.core.getipython")
+    ipython: Any = sys.modules.get("IPython")
+    for module in (getipython, ipython):
+        if module is not None:
+            module.get_ipython = lambda: script_like
+
+
+class _ScriptLikeShell:
+    """The kernel's shell as a rank sees it: the same, except that its config has no IPKernelApp."""
+
+    def __init__(self, shell: Any) -> None:
+        self._shell = shell
+        config = shell.config
+        self.config = type(config)({key: value for key, value in config.items() if key != "IPKernelApp"})
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._shell, name)
+
+
+def _route_display(channel: Any) -> None:
+    interactive: Any = sys.modules.get("IPython.core.interactiveshell")
     if interactive is None or not interactive.InteractiveShell.initialized():
         return
     shell = interactive.InteractiveShell.instance()
 
     def publish(data, metadata=None, source=None, *, transient=None, update=False, **kwargs):
-        bundle = {key: value for key, value in data.items() if key in ("text/plain", "image/png", "text/html")}
-        if "application/vnd.jupyter.widget-view+json" in data:
+        if _WIDGET_MIME in data:
             bundle = {"text/plain": f"<{WIDGETS_REFUSED}>"}
-        channel.send("display", bundle)
+        else:
+            bundle = {key: value for key, value in data.items() if key in DISPLAYED_MIME_TYPES}
+        display_id = (transient or {}).get("display_id")
+        flush_output()  # what was printed before the display comes before it
+        channel.send(DISPLAY, {"data": bundle, "display_id": display_id, "update": bool(update)})
 
     shell.display_pub.publish = publish
+    shell.display_pub.clear_output = lambda wait=False: None
 
 
-def _refuse(*args, **kwargs):
+def _refuse(*args: Any, **kwargs: Any) -> None:
     raise RuntimeError(WIDGETS_REFUSED)
 
 
-def _refuse_comms():
+def _refuse_comms() -> None:
     comm: Any = sys.modules.get("comm")
     if comm is not None and hasattr(comm, "create_comm"):
         comm.create_comm = _refuse
@@ -60,11 +113,13 @@ def _refuse_comms():
         kernel_comm.Comm.__init__ = _refuse
 
 
-def _text_progress_bars():
-    """tqdm's notebook bar is a subclass of the text bar; without its overrides it is the text bar."""
-    notebook = sys.modules.get("tqdm.notebook")
-    if notebook is None:
-        return
+def _text_progress_bars() -> None:
+    """tqdm's notebook bar, whenever the rank has it (imported by the kernel before the fork, or by
+    the rank later, as ``tqdm.auto`` does), becomes the text bar it subclasses."""
+    after_import("tqdm.notebook", _strip_notebook_bar)
+
+
+def _strip_notebook_bar(notebook: Any) -> None:
     cls = notebook.tqdm_notebook
     for name in [name for name in vars(cls) if name not in ("__module__", "__doc__", "__qualname__")]:
         if callable(getattr(cls, name, None)) or isinstance(vars(cls)[name], (staticmethod, classmethod, property)):

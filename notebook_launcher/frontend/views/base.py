@@ -5,8 +5,6 @@ A view receives ``on_start(launch)`` from the cell's thread, the supervisor's ``
 and ``on_finish(launch)`` once the launch has ended and been cleaned up.
 """
 
-from ...launching.record import display_text
-
 
 class LaunchView:
     """Receives a launch's events from its supervisor thread. Override what you show."""
@@ -26,12 +24,9 @@ class LaunchView:
     def on_live(self, rank, stream, text):
         """The line a rank is still writing (a progress bar's latest frame); "" when none."""
 
-    def on_display(self, rank, data):
-        """A rank called ``display()``: ``data`` is the mime bundle (text/plain, image/png, ...).
-
-        Views show it as a line of the rank's output unless they override this.
-        """
-        self.on_output(rank, "stdout", display_text(data))
+    def on_display(self, rank, index, replaced):
+        """A rank called ``display()``: entry ``index`` of its log (``launch.line(rank, index)``) is
+        new, or (``replaced``) an update of a display shown before."""
 
     def flush(self):
         """Called after each batch of events, so output is shown in chunks, not line by line.
@@ -67,9 +62,9 @@ class CompositeView(LaunchView):
         for view in self.views:
             view.on_live(rank, stream, text)
 
-    def on_display(self, rank, data):
+    def on_display(self, rank, index, replaced):
         for view in self.views:
-            view.on_display(rank, data)
+            view.on_display(rank, index, replaced)
 
     def on_metric(self, rank, metric):
         for view in self.views:

@@ -1,11 +1,12 @@
-"""HTML for the launch widget, as pure functions of the launch's state (tested without a kernel).
+"""HTML for a launch, as pure functions of its state (tested without a kernel).
 
-Everything is plain HTML and inline SVG inside core ``ipywidgets.HTML``, so it renders wherever
-ipywidgets do (JupyterLab, Notebook 7, Colab, Kaggle, VS Code) with no front-end code. A log box
-uses ``flex-direction: column-reverse``, which keeps it scrolled to the newest line by CSS alone.
+Shared by the live widget and the static form a saved notebook keeps. Everything is plain HTML,
+CSS and inline SVG, so it renders wherever HTML does: JupyterLab, Notebook 7, Colab, Kaggle,
+VS Code, nbconvert, GitHub and nbviewer. Colours come from JupyterLab's theme variables (with
+fallbacks elsewhere) and SVG text uses ``currentColor``, so dark themes read as well as light ones.
 
 Example:
-    >>> "done" in status_chips({0: "done", 1: "running"})
+    >>> "rank 1: running" in status_chips({0: "done", 1: "running"})
     True
 """
 
@@ -13,48 +14,135 @@ from __future__ import annotations
 
 import html
 import math
+from collections.abc import Iterable, Sequence
+from typing import Any
 
-__all__ = ["status_chips", "log_html", "metrics_html", "series_by_key"]
+__all__ = [
+    "CSS",
+    "status_chips",
+    "rank_color",
+    "entries_html",
+    "metrics_html",
+    "series_by_key",
+    "traceback_html",
+    "legend_html",
+]
 
-COLORS = {"starting": "#9e9e9e", "running": "#1e88e5", "done": "#43a047", "failed": "#e53935", "stopped": "#fb8c00"}
-LINE_COLORS = ("#1e88e5", "#e53935", "#43a047", "#8e24aa", "#fb8c00", "#00acc1", "#6d4c41", "#3949ab")
+STATUS_COLORS = {
+    "starting": "#8a8a8a",
+    "running": "#1e88e5",
+    "done": "#2e7d32",
+    "failed": "#d32f2f",
+    "stopped": "#ef6c00",
+}
+# distinct on light and dark backgrounds (matplotlib's tab10 without its grey and olive)
+RANK_COLORS = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#17becf")
+
+CSS = """
+.nl-root { color: var(--jp-ui-font-color1, inherit); font-size: 12px; }
+.nl-head { margin: 2px 0 4px; }
+.nl-chip { display: inline-block; margin: 0 4px 2px 0; padding: 1px 8px; border-radius: 10px; color: #fff;
+  font-size: 11px; }
+.nl-log { font-family: var(--jp-code-font-family, monospace); font-size: 12px; line-height: 1.35;
+  white-space: pre-wrap; word-break: break-word; margin: 0; padding: 0; background: none; }
+.nl-stderr { color: var(--jp-ui-font-color2, #666); }
+.nl-prefix { font-weight: 600; }
+.nl-hint { color: var(--jp-ui-font-color2, #888); font-style: italic; }
+.nl-display { margin: 2px 0; }
+.nl-display img { max-width: 100%; }
+.nl-logbox { height: 280px; overflow: auto !important; border: 1px solid var(--jp-border-color2, #cfcfcf);
+  padding: 4px 6px; display: flex !important; flex-direction: column-reverse !important; }
+.nl-loglines { flex: none !important; display: block !important; }
+.nl-loglines > * { display: block; }
+.nl-live { color: var(--jp-ui-font-color2, #666); }
+.nl-static-log { max-height: 420px; overflow: auto; border: 1px solid var(--jp-border-color2, #cfcfcf);
+  padding: 4px 6px; }
+.nl-error { color: var(--jp-error-color1, #c62828); }
+.nl-traceback { font-family: var(--jp-code-font-family, monospace); font-size: 12px; white-space: pre-wrap;
+  border-left: 3px solid var(--jp-error-color1, #c62828); padding: 4px 8px; margin: 4px 0;
+  background: var(--jp-layout-color2, transparent); }
+.nl-metrics { display: flex; flex-wrap: wrap; gap: 10px; margin: 4px 0; }
+.nl-chart svg { overflow: visible; }
+.nl-legend span { margin-right: 10px; white-space: nowrap; }
+.nl-summary { margin: 4px 0; font-weight: 600; }
+details.nl-rank > summary { cursor: pointer; margin: 4px 0 2px; }
+"""
 
 
-def status_chips(statuses):
+def rank_color(rank: int) -> str:
+    return RANK_COLORS[rank % len(RANK_COLORS)]
+
+
+def status_chips(statuses: dict) -> str:
     """One coloured chip per rank: ``rank 0: running``."""
     chips = []
     for rank, status in sorted(statuses.items()):
-        color = COLORS.get(status, "#9e9e9e")
-        chips.append(
-            f'<span class="nl-chip nl-{status}" style="display:inline-block;margin:0 4px 2px 0;'
-            f'padding:1px 8px;border-radius:10px;color:white;background:{color};font-size:12px">'
-            f"rank {rank}: {status}</span>"
-        )
+        color = STATUS_COLORS.get(status, "#8a8a8a")
+        chips.append(f'<span class="nl-chip nl-{status}" style="background:{color}">rank {rank}: {status}</span>')
     return "".join(chips)
 
 
-def log_html(lines, live="", hidden=0, height=260):
-    """A rank's log box: ``lines`` are (stream, text); stderr in red; ``live`` is a line being drawn."""
-    parts = []
-    if hidden:
-        parts.append(f'<span style="color:#888">… {hidden} earlier lines (full log: launch.logs(rank))</span>\n')
-    for stream, text in lines:
-        escaped = html.escape(text)
-        if stream == "stderr":
-            parts.append(f'<span class="nl-stderr" style="color:#c62828;background:#fdecea">{escaped}</span>')
-        else:
-            parts.append(escaped)
-    if live:
-        parts.append(f'<span class="nl-live" style="color:#555">{html.escape(live)}</span>\n')
-    body = "".join(parts) or '<span style="color:#888">(no output yet)</span>'
-    return (
-        f'<div class="nl-log" style="max-height:{height}px;overflow:auto;display:flex;'
-        f'flex-direction:column-reverse;border:1px solid #ddd;padding:4px">'
-        f'<pre style="flex:none;margin:0;white-space:pre-wrap;font-size:12px;line-height:1.3">{body}</pre></div>'
-    )
+def _escape(text: str) -> str:
+    return html.escape(text, quote=False)
 
 
-def series_by_key(metrics):
+def _display_html(bundle: dict) -> str:
+    """A rank's rich display: HTML, an image or SVG as it is, Markdown and text as text."""
+    if "text/html" in bundle:
+        return f'<div class="nl-display">{bundle["text/html"]}</div>'
+    for mime in ("image/png", "image/jpeg"):
+        if mime in bundle:
+            return f'<div class="nl-display"><img src="data:{mime};base64,{bundle[mime]}"/></div>'
+    if "image/svg+xml" in bundle:
+        return f'<div class="nl-display">{bundle["image/svg+xml"]}</div>'
+    text = bundle.get("text/markdown", bundle.get("text/plain", ""))
+    return f'<pre class="nl-log">{_escape(text)}</pre>'
+
+
+def entries_html(entries: Iterable[Any], prefix: bool = False) -> str:
+    """Log entries (``LogLine``) as HTML: runs of lines in one ``<pre>``, rich displays between them.
+
+    With ``prefix`` every line starts with its rank, coloured like the rank (the "all ranks" view).
+    """
+    parts: list[str] = []
+    run: list[str] = []
+
+    def close_run() -> None:
+        if run:
+            parts.append(f'<pre class="nl-log">{"".join(run)}</pre>')
+            run.clear()
+
+    for entry in entries:
+        tag = (
+            f'<span class="nl-prefix" style="color:{rank_color(entry.rank)}">[rank {entry.rank}]</span> '
+            if prefix
+            else ""
+        )
+        if entry.bundle is not None and set(entry.bundle) - {"text/plain"}:
+            close_run()
+            if prefix:
+                run.append(tag + "\n")
+            close_run()
+            parts.append(_display_html(entry.bundle))
+            continue
+        text = _escape(entry.text if entry.text.endswith("\n") else entry.text + "\n")
+        if entry.stream == "stderr":
+            text = f'<span class="nl-stderr">{text}</span>'
+        run.append(tag + text)
+    close_run()
+    return "".join(parts)
+
+
+def hint_html(text: str) -> str:
+    return f'<div class="nl-hint">{_escape(text)}</div>'
+
+
+def traceback_html(text: str) -> str:
+    """The failing rank's traceback, as IPython formats it, in the theme's error colour."""
+    return f'<div class="nl-traceback">{_escape(text.rstrip())}</div>'
+
+
+def series_by_key(metrics: Iterable[dict]) -> dict:
     """{key: {rank: [(step, value), ...]}} from ``Launch.metrics`` records."""
     series: dict = {}
     for record in metrics:
@@ -63,51 +151,86 @@ def series_by_key(metrics):
     return series
 
 
-def metrics_html(series, width=300, height=130):
-    """One small SVG line chart per metric (one line per rank where ranks differ) and the latest values."""
+def legend_html(ranks: Sequence[int]) -> str:
+    """The ranks' colours, named (shown under the charts when lines differ between ranks)."""
+    items = "".join(
+        f'<span><svg width="14" height="4"><line x1="0" y1="2" x2="14" y2="2" stroke="{rank_color(r)}"'
+        f' stroke-width="2"/></svg> rank {r}</span>'
+        for r in ranks
+    )
+    return f'<div class="nl-legend">{items}</div>'
+
+
+def metrics_html(series: dict, width: int = 320, height: int = 150) -> str:
+    """One SVG line chart per metric, with step and value axes, one line per rank where ranks differ."""
     if not series:
-        return '<span style="color:#888">no metrics yet — call accelerator.log({...}) in the function</span>'
+        return ""
     charts = [_chart(key, ranks, width, height) for key, ranks in sorted(series.items())]
-    return f'<div class="nl-metrics" style="display:flex;flex-wrap:wrap;gap:8px">{"".join(charts)}</div>'
+    return f'<div class="nl-metrics">{"".join(charts)}</div>'
 
 
-def _distinct(ranks):
+def _distinct(ranks: dict) -> dict:
     """Ranks whose series differ; one line suffices when every rank logged the same values."""
     first = next(iter(ranks.values()))
     return ranks if any(points != first for points in ranks.values()) else {min(ranks): first}
 
 
-def _chart(key, ranks, width, height):
-    shown = _distinct(ranks)
-    points = [p for series in shown.values() for p in series]
-    steps = [s for s, _ in points]
-    values = [v for _, v in points if math.isfinite(v)]
-    lo, hi = (min(values), max(values)) if values else (0.0, 1.0)
-    if hi == lo:
-        hi, lo = hi + 0.5, lo - 0.5
-    s_lo, s_hi = min(steps), max(steps)
-    s_span = (s_hi - s_lo) or 1
-    pad = 6
+def _fmt(value: float) -> str:
+    return f"{value:.4g}"
 
-    def xy(step, value):
-        x = pad + (step - s_lo) / s_span * (width - 2 * pad)
-        y = height - pad - (value - lo) / (hi - lo) * (height - 2 * pad - 14)
+
+def _chart(key: str, ranks: dict, width: int, height: int) -> str:
+    shown = _distinct(ranks)
+    points = [(s, v) for series in shown.values() for s, v in series if math.isfinite(v)]
+    steps = [s for s, _ in points] or [0]
+    values = [v for _, v in points] or [0.0]
+    lo, hi = min(values), max(values)
+    constant = hi == lo
+    if constant:
+        lo, hi = lo - 1, hi + 1
+    s_lo, s_hi = min(steps), max(steps)
+    left, right, top, bottom = 48, 8, 18, 20
+    plot_w, plot_h = width - left - right, height - top - bottom
+
+    def xy(step: float, value: float) -> str:
+        x = left + ((step - s_lo) / ((s_hi - s_lo) or 1)) * plot_w
+        y = top + (1 - (value - lo) / (hi - lo)) * plot_h
         return f"{x:.1f},{y:.1f}"
 
     lines = []
-    for i, (rank, series) in enumerate(sorted(shown.items())):
-        color = LINE_COLORS[i % len(LINE_COLORS)]
-        coords = " ".join(xy(s, v) for s, v in series if math.isfinite(v))
-        lines.append(
-            f'<polyline class="nl-line" data-rank="{rank}" fill="none" stroke="{color}" '
-            f'stroke-width="1.5" points="{coords}"/>'
-        )
-    latest = ", ".join(f"rank {rank}: {series[-1][1]:.4g}" for rank, series in sorted(shown.items()))
+    for rank, series in sorted(shown.items()):
+        finite = [(s, v) for s, v in series if math.isfinite(v)]
+        color = rank_color(rank) if len(shown) > 1 else rank_color(0)
+        if len(finite) == 1:
+            x, y = xy(*finite[0]).split(",")
+            lines.append(f'<circle class="nl-line" data-rank="{rank}" cx="{x}" cy="{y}" r="2.5" fill="{color}"/>')
+        else:
+            coords = " ".join(xy(s, v) for s, v in finite)
+            lines.append(
+                f'<polyline class="nl-line" data-rank="{rank}" fill="none" stroke="{color}"'
+                f' stroke-width="1.6" points="{coords}"/>'
+            )
     title = html.escape(key)
+    value_labels = (
+        f'<text x="{left - 4}" y="{top + plot_h / 2 + 4:.1f}" text-anchor="end">{_fmt(values[0])}</text>'
+        if constant
+        else f'<text x="{left - 4}" y="{top + 4}" text-anchor="end">{_fmt(hi)}</text>'
+        f'<text x="{left - 4}" y="{top + plot_h + 4}" text-anchor="end">{_fmt(lo)}</text>'
+    )
+    axes = (
+        f'<g stroke="currentColor" stroke-opacity="0.35"><line x1="{left}" y1="{top}" x2="{left}" y2="{top + plot_h}"/>'
+        f'<line x1="{left}" y1="{top + plot_h}" x2="{left + plot_w}" y2="{top + plot_h}"/></g>'
+        f'<g fill="currentColor" fill-opacity="0.75" font-size="10">{value_labels}'
+        f'<text x="{left}" y="{height - 5}">step {s_lo}</text>'
+        f'<text x="{left + plot_w}" y="{height - 5}" text-anchor="end">{s_hi}</text></g>'
+    )
+    latest = ", ".join(f"rank {rank}: {_fmt(series[-1][1])}" for rank, series in sorted(shown.items()))
+    note = " (constant)" if constant else ""
+    legend = legend_html(sorted(shown)) if len(shown) > 1 else ""
     return (
-        f'<div class="nl-chart" data-key="{title}" style="font-size:12px">'
-        f'<svg width="{width}" height="{height}" style="border:1px solid #ddd;background:white">'
-        f'<text x="{pad}" y="12" font-size="11" fill="#333">{title}</text>'
-        f'<text x="{width - pad}" y="12" font-size="10" fill="#888" text-anchor="end">{hi:.3g} … {lo:.3g}</text>'
-        f"{''.join(lines)}</svg><div>latest {title}: {html.escape(latest)}</div></div>"
+        f'<div class="nl-chart" data-key="{title}">'
+        f'<svg width="{width}" height="{height}" role="img" aria-label="{title}">'
+        f'<text x="{left}" y="12" font-size="11" font-weight="600" fill="currentColor">{title}{note}</text>'
+        f"{axes}{''.join(lines)}</svg>{legend}"
+        f"<div>latest {title}: {html.escape(latest)}</div></div>"
     )

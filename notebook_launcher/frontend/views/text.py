@@ -2,19 +2,31 @@
 
 The streams are taken when the view is made, on the thread that runs the cell; the supervisor
 thread writes to them from a copy of that thread's context, which is how ipykernel 7 knows the
-lines belong to the launching cell even after the cell has returned.
+lines belong to the launching cell even after the cell has returned. A rank's ``display()`` shows
+as its text; a display updated in place (a progress table) is printed again at most every
+``UPDATE_EVERY`` seconds, and its last version when the launch ends.
 """
 
 from __future__ import annotations
 
 import sys
+import time
+from typing import Any
 
 from .base import LaunchView
+
+UPDATE_EVERY = 10.0
 
 
 class TextView(LaunchView):
     def __init__(self, stdout=None, stderr=None):
         self._streams = {"stdout": stdout or sys.stdout, "stderr": stderr or sys.stderr}
+        self._launch: Any = None
+        self._printed = {}  # (rank, index) of an updated display -> when it was last printed
+        self._pending = set()
+
+    def on_start(self, launch):
+        self._launch = launch
 
     def on_output(self, rank, stream, text):
         out = self._streams[stream]
@@ -22,6 +34,24 @@ class TextView(LaunchView):
         if not text.endswith("\n"):
             out.write("\n")
 
+    def on_display(self, rank, index, replaced):
+        key = (rank, index)
+        if replaced and time.monotonic() - self._printed.get(key, 0.0) < UPDATE_EVERY:
+            self._pending.add(key)
+            return
+        self._print_display(key)
+
+    def _print_display(self, key):
+        rank, index = key
+        self._printed[key] = time.monotonic()
+        self._pending.discard(key)
+        self.on_output(rank, "stdout", self._launch.line(rank, index).text)
+
     def flush(self):
         for out in self._streams.values():
             out.flush()
+
+    def on_finish(self, launch):
+        for key in sorted(self._pending):
+            self._print_display(key)
+        self.flush()

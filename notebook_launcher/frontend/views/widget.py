@@ -1,176 +1,240 @@
-"""The live launch widget: status chips, one log tab per rank, metric charts, a summary line.
+"""The live launch widget, and the static form that a saved notebook keeps.
 
-Built from core ipywidgets only (HTML, Tab, VBox), so it renders in JupyterLab, Notebook 7, Colab,
-Kaggle and VS Code, with ipywidgets 7 and 8. Events only change plain state; ``flush()`` — called
-by the supervisor after each batch of events — renders what changed, at most ``1 / interval`` times
-a second, so a rank printing 100k lines costs the browser ~10 updates a second, not 100k. Each tab
-shows the last ``max_lines`` lines; the full log stays on the ``Launch``.
+The launch has one output (a display with an id). It starts as the static form (``static.py``),
+which costs nothing to make, so a launch that ends quickly never builds a widget. When the launch
+is still running after ``build_after`` seconds, the widget is built from core ipywidgets (so it
+renders in JupyterLab, Notebook 7, Colab, Kaggle and VS Code, with ipywidgets 7 and 8) and the
+output becomes the widget view *plus* the static form: front ends that draw widgets show the
+widget, the others (nbclient, nbconvert, GitHub, a reopened notebook) show the static form. The
+static form is rewritten while the launch runs — 2, 4, 8, … seconds in, then every minute, since
+each rewrite makes the front end redraw the widget — and at the end, when the output becomes the
+static form alone and the widget is closed: a reopened notebook then never shows "Error displaying
+widget" (JupyterLab's message for a widget whose state was not saved, its default).
 
-Where the front end cannot draw widgets (nbconvert, a plain terminal), the output's text/plain
-part still says what happened: it is rewritten with the summary when the launch ends.
+The widget: a header with a status chip per rank; tabs "all ranks" (every line with its rank, in
+the order they came; selected first for up to 8 ranks) and one per rank (``LogBox``, which keeps
+the reader's position); the metric charts; "Save log" (writes every line of every rank to a file
+next to the notebook) and "Log as text" (the lines in a text box, to copy). Events only change
+plain state; ``flush()`` — called by the supervisor after each batch of events — draws what
+changed, at most ``1 / interval`` times a second, so a rank printing 100k lines costs the browser
+~10 updates a second, not 100k.
 """
 
 from __future__ import annotations
 
-import collections
+import html
+import os
 import time
+from typing import Any
 
 from .base import LaunchView
-from .render import log_html, metrics_html, series_by_key, status_chips
+from .logbox import LogBox
+from .render import CSS, metrics_html, series_by_key, status_chips
+from .static import header_text, static_bundle
 
 __all__ = ["WidgetView"]
 
-_SYMBOL = {"succeeded": "✔", "failed": "✘", "stopped": "■"}
+_WIDGET_MIME = "application/vnd.jupyter.widget-view+json"
+_STATIC_FIRST, _STATIC_MAX = 2.0, 60.0  # seconds to the first rewrite of the static form; the longest gap
+_ALL_RANKS_UP_TO = 8
+BUILD_AFTER = 0.25  # seconds a launch runs before its widget is built
 
 
 class WidgetView(LaunchView):
-    def __init__(self, max_lines=400, interval=0.1):
-        import ipywidgets
-
-        self._widgets = ipywidgets
-        self._max_lines = max_lines
+    def __init__(self, max_lines: int = 2000, interval: float = 0.1, build_after: float | None = None) -> None:
         self.interval = interval
-        self._lines, self._hidden, self._live, self.statuses = {}, {}, {}, {}
-        self._metrics = []
-        self._dirty = set()
-        self._last_render = 0.0
+        self.build_after = BUILD_AFTER if build_after is None else build_after
+        self._max_lines = max_lines
+        self._launch: Any = None
+        self._handle: Any = None
+        self._widgets: Any = None
+        self.built = False
         self.renders = 0
-        self._launch = None
+        self.static: dict = {}  # the static form, as last made
+        self.shown: dict = {}  # the output's mime bundle, as last sent
+        self._last_render = 0.0
+        self._dirty: set = set()
+        self._seen: dict[int, int] = {}
+        self._replaced: set[tuple[int, int]] = set()
+        self._live: dict[int, str] = {}
+        self._static_gap = _STATIC_FIRST
+        self._next_static = 0.0
 
-    # -- events (supervisor thread) ---------------------------------------------------------------
+    # -- events (the cell's thread for on_start; the supervisor thread for the rest) ------------------
 
-    def on_start(self, launch):
-        w = self._widgets
+    def on_start(self, launch: Any) -> None:
+        from IPython.display import display
+
         self._launch = launch
-        ranks = launch.ranks
-        for rank in ranks:
-            self._lines[rank] = collections.deque(maxlen=self._max_lines)
-            self._hidden[rank] = 0
-            self._live[rank] = ""
-            self.statuses[rank] = "starting"
-        self.header = w.HTML()
-        self.logs = {rank: w.HTML(log_html([])) for rank in ranks}
-        self.tabs = w.Tab(children=[self.logs[rank] for rank in ranks])
-        for index, rank in enumerate(ranks):
-            self.tabs.set_title(index, f"rank {rank}")
-        self.metrics_box = w.HTML(metrics_html({}))
-        self.summary = w.HTML()
-        self.root = w.VBox([self.header, self.tabs, self.metrics_box, self.summary])
-        self._render_header()
-        self._handle = _show(self.root, f"notebook_launcher: {len(ranks)} ranks running")
+        self._started = time.monotonic()
+        self._seen = {rank: 0 for rank in launch.ranks}
+        self._live = {rank: "" for rank in launch.ranks}
+        self.static = self.shown = static_bundle(launch)
+        self._handle = display(self.static, raw=True, display_id=True)
 
-    def on_status(self, rank, status):
-        self.statuses[rank] = status
+    def on_status(self, rank: int, status: str) -> None:
         self._dirty.add("header")
+        if status == "failed" and self.built:
+            self.tabs.selected_index = self._tab_of(rank)
 
-    def on_output(self, rank, stream, text):
-        lines = self._lines[rank]
-        if len(lines) == lines.maxlen:
-            self._hidden[rank] += 1
-        lines.append((stream, text))
+    def on_output(self, rank: int, stream: str, text: str) -> None:
         self._live[rank] = ""
-        self._dirty.add(rank)
+        self._dirty.add("lines")
 
-    def on_live(self, rank, stream, text):
+    def on_live(self, rank: int, stream: str, text: str) -> None:
         if text != self._live[rank]:
             self._live[rank] = text
-            self._dirty.add(rank)
+            self._dirty.add("lines")
 
-    def on_metric(self, rank, metric):
-        self._metrics.append({"rank": rank, **metric})
+    def on_display(self, rank: int, index: int, replaced: bool) -> None:
+        if replaced:
+            self._replaced.add((rank, index))
+        self._dirty.add("lines")
+
+    def on_metric(self, rank: int, metric: dict) -> None:
         self._dirty.add("metrics")
 
-    def flush(self):
-        wait = self.interval - (time.monotonic() - self._last_render)
-        if wait > 0:
-            return wait
+    def flush(self) -> float | None:
+        now = time.monotonic()
+        if not self.built:
+            wait = self.build_after - (now - self._started)
+            if wait > 0:
+                return wait
+            self._build()
+            self._next_static = now + self._static_gap
+        wait = self.interval - (now - self._last_render)
+        if wait <= 0:
+            self._render()
+            wait = self.interval
+        if now >= self._next_static:
+            self._show_static()
+        return max(0.0, min(1.0, self._next_static - time.monotonic(), wait if self._dirty else 1.0))
+
+    def on_finish(self, launch: Any) -> None:
+        self.static = self.shown = static_bundle(launch)
+        if self.built:
+            self._render()
+        self._handle.update(self.static, raw=True)
+        if self.built:
+            self.close()
+
+    # -- the widget ---------------------------------------------------------------------------------
+
+    def _build(self) -> None:
+        import ipywidgets as w
+
+        self._widgets = w
+        launch = self._launch
+        ranks = launch.ranks
+        hint = "“Save log” below, or notebook_launcher.last_launch().logs(rank), has every line"
+        self.all_box = LogBox(w, prefix=True, max_lines=self._max_lines, hint=hint)
+        self.boxes = {rank: LogBox(w, prefix=False, max_lines=self._max_lines, hint=hint) for rank in ranks}
+        self.style = w.HTML(f"<style>{CSS}</style>")
+        self.header = w.HTML()
+        self.tabs = w.Tab(children=[self.all_box.box] + [self.boxes[rank].box for rank in ranks])
+        self.tabs.set_title(0, "all ranks")
+        for index, rank in enumerate(ranks, start=1):
+            self.tabs.set_title(index, f"rank {rank}")
+        self.tabs.selected_index = 0 if len(ranks) <= _ALL_RANKS_UP_TO else 1
+        self.metrics_box = w.HTML()
+        self.metrics_box.layout.display = "none"
+        save = w.Button(description="Save log", icon="download", tooltip="Write every line of every rank to a file")
+        as_text = w.Button(description="Log as text", icon="copy", tooltip="Show the lines in a text box to copy")
+        self.saved = w.HTML()
+        self.text_log = w.Textarea(layout=w.Layout(width="100%", height="240px", display="none"))
+        save.on_click(lambda _button: self.save_log())
+        as_text.on_click(lambda _button: self._toggle_text())
+        self.actions = w.HBox([save, as_text, self.saved])
+        self.root = w.VBox([self.style, self.header, self.tabs, self.metrics_box, self.actions, self.text_log])
+        self.root.add_class("nl-root")
+        self.built = True
+        self._dirty.update({"header", "lines", "metrics"})
         self._render()
-        return 1.0  # come back to refresh the elapsed time
+        self._show_static()
 
-    def on_finish(self, launch):
-        for rank in launch.ranks:
-            self.statuses[rank] = launch.rank_status(rank)
-        failed = launch.failed_rank
-        if failed is not None and failed in self._lines:
-            self._lines[failed].append(("stderr", _traceback_text(launch.exception)))
-            self._dirty.add(failed)
-            self.tabs.selected_index = launch.ranks.index(failed)
-        self._dirty.add("header")
-        self._render()
-        text = summary_text(launch)
-        self.summary.value = f"<b>{_SYMBOL.get(launch.status, '')} {_escape(text)}</b>"
-        self._handle.update(_bundle(self.root, text), raw=True)
+    def _tab_of(self, rank: int) -> int:
+        return 1 + self._launch.ranks.index(rank)
 
-    # -- rendering ----------------------------------------------------------------------------------
-
-    def _render(self):
+    def _render(self) -> None:
         dirty, self._dirty = self._dirty, set()
-        self._render_header()
-        for rank in self._lines:
-            if rank in dirty:
-                self.logs[rank].value = log_html(list(self._lines[rank]), self._live[rank], self._hidden[rank])
+        launch = self._launch
+        self.header.value = (
+            f'<div class="nl-head"><b>notebook_launcher</b> · '
+            f"{html.escape(header_text(launch).split(' · ', 1)[1])}</div>"
+            f"<div>{status_chips({r: launch.rank_status(r) for r in launch.ranks})}</div>"
+        )
+        if "lines" in dirty:
+            self._render_lines()
         if "metrics" in dirty:
-            self.metrics_box.value = metrics_html(series_by_key(self._metrics))
+            series = series_by_key(launch.metrics)
+            self.metrics_box.value = metrics_html(series)
+            self.metrics_box.layout.display = None if series else "none"
         self._last_render = time.monotonic()
         self.renders += 1
 
-    def _render_header(self):
+    def _render_lines(self) -> None:
         launch = self._launch
-        assert launch is not None, "on_start() runs first"
-        plan = launch.plan
-        self.header.value = (
-            f"<b>notebook_launcher</b> · {len(launch.ranks)} ranks · {plan.device.name} · "
-            f"{plan.start_method} · {launch.elapsed:.1f} s<br>{status_chips(self.statuses)}"
-        )
+        fresh: list = []
+        for rank in launch.ranks:
+            new = launch.lines(rank, self._seen[rank])
+            keys = [(rank, self._seen[rank] + i) for i in range(len(new))]
+            self._seen[rank] += len(new)
+            self.boxes[rank].extend(new, keys)
+            fresh.extend(zip(new, keys, strict=True))
+        fresh.sort(key=lambda pair: pair[0].seq)
+        self.all_box.extend([entry for entry, _ in fresh], [key for _, key in fresh])
+        replaced, self._replaced = self._replaced, set()
+        for rank, index in replaced:
+            entry = launch.line(rank, index)
+            self.boxes[rank].replace((rank, index), entry)
+            self.all_box.replace((rank, index), entry)
+        for rank, text in self._live.items():
+            self.boxes[rank].set_live(text)
+        self.all_box.set_live("\n".join(f"[rank {rank}] {text}" for rank, text in self._live.items() if text))
+        for box in (self.all_box, *self.boxes.values()):
+            box.render()
 
+    def _show_static(self) -> None:
+        self.static = static_bundle(self._launch)
+        bundle = {**self.static, _WIDGET_MIME: {"version_major": 2, "version_minor": 0, "model_id": self.root.model_id}}
+        self._handle.update(bundle, raw=True)
+        self.shown = bundle
+        self._next_static = time.monotonic() + self._static_gap
+        self._static_gap = min(self._static_gap * 2, _STATIC_MAX)
 
-def summary_text(launch):
-    """One line: how the launch ended, how long it took, and what came back."""
-    elapsed = f"{launch.elapsed:.1f} s"
-    if launch.status == "failed":
-        exc = launch.exception
-        return f"failed after {elapsed}: {type(exc).__name__}: {exc}"
-    if launch.status == "stopped":
-        return f"stopped after {elapsed}"
-    last = _last_metrics(launch.metrics)
-    returned = type(launch.results[0]).__name__
-    return f"succeeded in {elapsed}; rank {launch.ranks[0]} returned {returned}" + (f"; last {last}" if last else "")
+    def save_log(self, directory: str = ".") -> str:
+        """Write every line of every rank to ``notebook_launcher-<id>.log``; returns its path."""
+        path = os.path.join(directory, f"notebook_launcher-{self._launch.id}.log")
+        with open(path, "w", encoding="utf-8") as file:
+            for entry in self._launch.interleaved():
+                text = entry.text if entry.text.endswith("\n") else entry.text + "\n"
+                file.write(f"[rank {entry.rank}] {text}")
+        name = html.escape(os.path.basename(path))
+        self.saved.value = f'saved <a href="{name}" target="_blank">{name}</a>'
+        return path
 
+    def _toggle_text(self) -> None:
+        if self.text_log.layout.display == "none":
+            self.text_log.value = "".join(
+                f"[rank {entry.rank}] {entry.text}" for entry in self._launch.interleaved(last=self._max_lines)
+            )
+            self.text_log.layout.display = None
+        else:
+            self.text_log.layout.display = "none"
 
-def _last_metrics(metrics):
-    latest = {}
-    first_rank = min((record["rank"] for record in metrics), default=None)
-    for record in metrics:
-        if record["rank"] == first_rank:
-            latest.update(record["values"])
-    return ", ".join(f"{key} {value:.4g}" for key, value in latest.items())
-
-
-def _traceback_text(exc):
-    cause = getattr(exc, "__cause__", None)
-    text = getattr(cause, "text", None) or getattr(exc, "remote_traceback", None) or ""
-    return f"{text.rstrip()}\n{type(exc).__name__}: {exc}\n" if text else f"{type(exc).__name__}: {exc}\n"
-
-
-def _escape(text):
-    import html
-
-    return html.escape(text)
-
-
-def _bundle(widget, text):
-    data = {"text/plain": text}
-    model_id = getattr(widget, "model_id", None)
-    if model_id:
-        data["application/vnd.jupyter.widget-view+json"] = {
-            "version_major": 2,
-            "version_minor": 0,
-            "model_id": model_id,
-        }
-    return data
-
-
-def _show(widget, text):
-    from IPython.display import display
-
-    return display(_bundle(widget, text), raw=True, display_id=True)
+    def close(self) -> None:
+        """Close every widget (the output already shows the static form)."""
+        for box in (self.all_box, *self.boxes.values()):
+            box.close()
+        for widget in (
+            self.style,
+            self.header,
+            self.tabs,
+            self.metrics_box,
+            self.saved,
+            self.text_log,
+            *self.actions.children,
+            self.actions,
+            self.root,
+        ):
+            widget.close()

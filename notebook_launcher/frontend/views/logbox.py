@@ -1,0 +1,130 @@
+"""A log that grows in the browser without disturbing the reader.
+
+Each tab of the widget holds a ``LogBox``: an outer box that scrolls, laid out ``column-reverse``
+around one inner box, whose children are chunks of ``CHUNK`` lines (core ``ipywidgets.HTML``).
+New lines only ever change the last chunk or append a new one, so the chunks the reader looks at,
+and any text selected in them, stay as they are. The scroll position needs no script:
+
+* the outer box's scroll origin is its bottom, so a new view opens on the newest line, and while
+  the reader is at the bottom the newest line stays in view;
+* scrolled up, the browser's scroll anchoring keeps the lines in view where they are as more
+  arrive below.
+
+Beyond ``max_lines`` the oldest chunks are emptied (a note says how many lines are left out and
+where they are); the list of chunk widgets is compacted only rarely, since that rebuilds the view.
+
+Example (in a kernel)::
+
+    box = LogBox(ipywidgets, prefix=False)
+    box.extend(launch.lines(0))
+    box.render()
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .render import entries_html, hint_html
+
+__all__ = ["LogBox", "CHUNK"]
+
+CHUNK = 100  # lines per HTML widget
+
+
+class LogBox:
+    def __init__(self, widgets: Any, prefix: bool, max_lines: int = 2000, hint: str = "") -> None:
+        self._widgets = widgets
+        self._prefix = prefix
+        self._max_lines = max_lines
+        self._hint = hint
+        self._chunks: list[list[Any]] = []  # entries per chunk widget
+        self._views: list[Any] = []
+        self._dirty: set[int] = set()
+        self._where: dict[tuple[int, int], tuple[int, int]] = {}  # (rank, index) -> (chunk, position)
+        self._first_chunk = 0  # chunks before it were emptied
+        self.hidden = 0
+        self.live = ""
+        self._note = widgets.HTML(hint_html("no output yet"))
+        self._live = widgets.HTML("")
+        self.inner = widgets.VBox([self._note, self._live])
+        self.inner.add_class("nl-loglines")
+        self.box = widgets.Box([self.inner])
+        self.box.add_class("nl-logbox")
+        self.box.layout.flex_flow = "column-reverse"
+        self._children_changed = False
+
+    def extend(self, entries: list[Any], indices: list[tuple[int, int]]) -> None:
+        """Append entries; ``indices`` are their (rank, index in that rank's log), for later replacement."""
+        for entry, key in zip(entries, indices, strict=True):
+            if not self._chunks or len(self._chunks[-1]) >= CHUNK:
+                self._chunks.append([])
+                self._views.append(self._widgets.HTML(""))
+                self._children_changed = True
+            self._chunks[-1].append(entry)
+            self._where[key] = (len(self._chunks) - 1, len(self._chunks[-1]) - 1)
+            self._dirty.add(len(self._chunks) - 1)
+        self._trim()
+
+    def replace(self, key: tuple[int, int], entry: Any) -> None:
+        """An updated display: re-draw the chunk that shows it (if it is still shown)."""
+        where = self._where.get(key)
+        if where is None or where[0] < self._first_chunk:
+            return
+        chunk, position = where
+        self._chunks[chunk][position] = entry
+        self._dirty.add(chunk)
+
+    def set_live(self, text: str) -> None:
+        self.live = text
+
+    @property
+    def lines_shown(self) -> int:
+        return sum(len(chunk) for chunk in self._chunks[self._first_chunk :])
+
+    def _trim(self) -> None:
+        while (
+            self._first_chunk < len(self._chunks) - 1
+            and self.lines_shown - len(self._chunks[self._first_chunk]) >= self._max_lines
+        ):
+            self.hidden += len(self._chunks[self._first_chunk])
+            self._chunks[self._first_chunk] = []
+            self._dirty.add(self._first_chunk)
+            self._first_chunk += 1
+        if self._first_chunk > 3 * (self._max_lines // CHUNK + 1):  # compact: rebuilds the view, rarely
+            self._chunks = self._chunks[self._first_chunk :]
+            self._views = self._views[self._first_chunk :]
+            self._where = {k: (c - self._first_chunk, p) for k, (c, p) in self._where.items() if c >= self._first_chunk}
+            self._dirty = {c - self._first_chunk for c in self._dirty if c >= self._first_chunk}
+            self._first_chunk = 0
+            self._children_changed = True
+
+    def render(self) -> bool:
+        """Push what changed to the widgets; True if anything did."""
+        changed = bool(self._dirty) or self._children_changed
+        for chunk in sorted(self._dirty):
+            if chunk < len(self._views):
+                self._views[chunk].value = entries_html(self._chunks[chunk], prefix=self._prefix)
+        self._dirty.clear()
+        note = f"… {self.hidden} earlier lines not shown here — {self._hint}" if self.hidden else ""
+        note_html = hint_html(note) if note else ("" if self._chunks else hint_html("no output yet"))
+        if self._note.value != note_html:
+            self._note.value = note_html
+            changed = True
+        live_html = f'<pre class="nl-log nl-live">{_escape(self.live)}</pre>' if self.live else ""
+        if self._live.value != live_html:
+            self._live.value = live_html
+            changed = True
+        if self._children_changed:
+            self.inner.children = [self._note, *self._views, self._live]
+            self._children_changed = False
+        return changed
+
+    def close(self) -> None:
+        for view in [*self._views, self._note, self._live, self.inner, self.box]:
+            view.close()
+
+
+def _escape(text: str) -> str:
+    import html
+
+    return html.escape(text, quote=False)

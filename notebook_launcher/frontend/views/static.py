@@ -1,0 +1,142 @@
+"""The static form of a launch: what a saved, exported or headless notebook shows.
+
+``static_bundle(launch)`` gives the ``text/plain`` and ``text/html`` parts of the launch's one
+output. Front ends that draw widgets show the live widget while the launch runs; everything else
+(nbconvert, GitHub, nbviewer, papermill, a notebook reopened after a kernel restart) shows this:
+
+* ``text/plain`` — every rank's lines prefixed ``[rank N]`` in the order they came, the last
+  ``MAX_LINES`` of each rank (a marker says how many earlier lines are left out and where the
+  full log is), the last metric values, and the summary or the failing rank's traceback;
+* ``text/html`` — the same laid out like the widget: a chip per rank, each rank's log, the metric
+  charts as inline SVG, the summary and the traceback.
+
+Example:
+    >>> from notebook_launcher import launch
+    >>> job = launch(lambda: print("hello"), num_processes=1, display="none")
+    >>> _ = job.wait()
+    >>> print(static_bundle(job)["text/plain"].splitlines()[1])
+    [rank 0] hello
+"""
+
+from __future__ import annotations
+
+import html
+from typing import Any
+
+from .render import CSS, entries_html, hint_html, metrics_html, series_by_key, status_chips, traceback_html
+
+__all__ = ["static_bundle", "summary_text", "failure_text", "header_text", "MAX_LINES"]
+
+MAX_LINES = 2000  # per rank, in the static form (the full log stays on the Launch)
+_SYMBOL = {"succeeded": "✔", "failed": "✘", "stopped": "■"}
+
+
+def header_text(launch: Any) -> str:
+    plan = launch.plan
+    state = summary_text(launch) if launch.done else f"{launch.status} · {launch.elapsed:.1f} s"
+    return (
+        f"notebook_launcher · launch {launch.id} · {len(launch.ranks)} rank{'s' if len(launch.ranks) != 1 else ''}"
+        f" · {plan.device.name} · {plan.start_method} · {state}"
+    )
+
+
+def summary_text(launch: Any) -> str:
+    """One line: how the launch ended, how long it took, and what came back."""
+    elapsed = f"{launch.elapsed:.1f} s"
+    if launch.status == "failed":
+        exc = launch.exception
+        return f"failed after {elapsed}: {type(exc).__name__}: {exc}"
+    if launch.status == "stopped":
+        return f"stopped after {elapsed}"
+    if not launch.done:
+        return f"running for {elapsed}"
+    last = _last_metrics(launch.metrics)
+    returned = type(launch.results[0]).__name__
+    return f"succeeded in {elapsed}; rank {launch.ranks[0]} returned {returned}" + (f"; last {last}" if last else "")
+
+
+def failure_text(exception: BaseException | None, traceback: Any) -> str:
+    """The failing rank's traceback as IPython prints it (without colours), or Python's own format."""
+    if exception is None:
+        return ""
+    if traceback is None:
+        return f"{type(exception).__name__}: {exception}"
+    try:
+        from IPython.core.ultratb import VerboseTB
+
+        try:
+            formatter = VerboseTB(theme_name="nocolor")  # IPython 9
+        except TypeError:
+            formatter = VerboseTB(color_scheme="NoColor")  # IPython 7 and 8
+        return formatter.text(type(exception), exception, traceback)
+    except Exception:  # no IPython, or a formatter that cannot cope: Python's own layout
+        import traceback as tb_module
+
+        return "".join(tb_module.format_exception(type(exception), exception, traceback))
+
+
+def _last_metrics(metrics: list) -> str:
+    latest: dict = {}
+    first_rank = min((record["rank"] for record in metrics), default=None)
+    for record in metrics:
+        if record["rank"] == first_rank:
+            latest.update(record["values"])
+    return ", ".join(f"{key} {value:.4g}" for key, value in latest.items())
+
+
+def _hidden_note(launch: Any, rank: int, hidden: int) -> str:
+    return (
+        f"… {hidden} earlier lines of rank {rank} not shown (all of them:"
+        f" notebook_launcher.last_launch().logs({rank}), or the launch's .logs({rank})) …"
+    )
+
+
+def static_bundle(launch: Any, max_lines: int = MAX_LINES) -> dict:
+    """The text/plain and text/html forms of the launch as it is now."""
+    counts = {rank: launch.line_count(rank) for rank in launch.ranks}
+    entries = launch.interleaved(last=max_lines)
+    failure = failure_text(launch.exception, launch.failure_traceback) if launch.done else ""
+    return {
+        "text/plain": _plain(launch, counts, entries, failure, max_lines),
+        "text/html": _html(launch, counts, entries, failure, max_lines),
+    }
+
+
+def _plain(launch: Any, counts: dict, entries: list, failure: str, max_lines: int) -> str:
+    lines = [header_text(launch)]
+    lines += [_hidden_note(launch, rank, n - max_lines) for rank, n in counts.items() if n > max_lines]
+    lines += [f"[rank {entry.rank}] {entry.text.rstrip(chr(10))}" for entry in entries]
+    last = _last_metrics(launch.metrics)
+    if last and not launch.done:
+        lines.append(f"metrics: {last}")
+    if failure:
+        lines.append(failure.rstrip())
+    return "\n".join(lines)
+
+
+def _html(launch: Any, counts: dict, entries: list, failure: str, max_lines: int) -> str:
+    statuses = {rank: launch.rank_status(rank) for rank in launch.ranks}
+    symbol = _SYMBOL.get(launch.status, "")
+    head = html.escape(header_text(launch).split(" · ", 1)[1])
+    parts = [
+        f"<style>{CSS}</style>",
+        f'<div class="nl-head"><b>notebook_launcher</b> · {head}</div>',
+        f"<div>{status_chips(statuses)}</div>",
+    ]
+    for rank in launch.ranks:
+        own = [entry for entry in entries if entry.rank == rank]
+        hidden = counts[rank] - max_lines
+        body = (hint_html(_hidden_note(launch, rank, hidden)) if hidden > 0 else "") + (
+            entries_html(own) or hint_html("no output")
+        )
+        plural = "s" if counts[rank] != 1 else ""
+        parts.append(
+            f'<details class="nl-rank" open><summary>rank {rank} · {statuses[rank]} · {counts[rank]}'
+            f' line{plural}</summary><div class="nl-static-log">{body}</div></details>'
+        )
+    parts.append(metrics_html(series_by_key(launch.metrics)))
+    if launch.done:
+        parts.append(f'<div class="nl-summary">{symbol} {html.escape(summary_text(launch))}</div>')
+    if failure:
+        parts.append(traceback_html(failure))
+    return f'<div class="nl-root nl-static" data-launch="{launch.id}">{"".join(parts)}</div>'
