@@ -2,8 +2,10 @@
 
 Usage: python notebooks/run_notebook.py notebooks/quickstart.ipynb [--save OUT.ipynb]
 
-Notebooks read small-run settings from environment variables (see each notebook's parameters cell),
-so CI can run them quickly. Exits non-zero when a cell raises.
+The notebook runs exactly as a user's would (no display setting): each launch's output is its
+static form, whose text this prints ("[rank N] ..." lines and the summary). Notebooks read
+small-run settings from environment variables (see each notebook's parameters cell), so CI can
+run them quickly. Exits non-zero when a cell raises.
 """
 
 from __future__ import annotations
@@ -18,7 +20,6 @@ from nbclient.exceptions import CellExecutionError
 
 
 def run(path, save=None, timeout=900):
-    os.environ.setdefault("NOTEBOOK_LAUNCHER_DISPLAY", "text")  # no widget front end here: rank-prefixed text
     notebook = nbformat.read(path, as_version=4)
     client = NotebookClient(
         notebook,

@@ -35,32 +35,35 @@ CHROMIUM_ARGS = [
 
 
 class LabServer:
-    def __init__(self, root):
+    """``app="jupyterlab"`` (JupyterLab) or ``app="notebook"`` (Notebook 7)."""
+
+    def __init__(self, root, app="jupyterlab"):
         from notebook_launcher.launching.ports import free_port
 
         self.root = Path(root)
         self.port = free_port("127.0.0.1")
         self.token = secrets.token_hex(16)
         settings = self.root / ".settings" / "@jupyterlab" / "apputils-extension"
-        settings.mkdir(parents=True)
+        settings.mkdir(parents=True, exist_ok=True)
         (settings / "notification.jupyterlab-settings").write_text(
             json.dumps({"fetchNews": "false", "checkForUpdates": False})
         )
         env = {k: v for k, v in os.environ.items() if k != "NOTEBOOK_LAUNCHER_DISPLAY"}
         self.log = open(self.root / "lab.log", "w")  # noqa: SIM115  (closed in stop())
+        settings_class = "LabApp" if app == "jupyterlab" else "JupyterNotebookApp"
         self.process = subprocess.Popen(
             [
                 sys.executable,
                 "-m",
-                "jupyterlab",
+                app,
                 "--no-browser",
                 "--allow-root",
                 f"--port={self.port}",
                 "--ServerApp.ip=127.0.0.1",
                 f"--ServerApp.token={self.token}",
                 f"--ServerApp.root_dir={self.root}",
-                f"--LabApp.user_settings_dir={self.root / '.settings'}",
-                f"--LabApp.workspaces_dir={self.root / '.ws'}",
+                f"--{settings_class}.user_settings_dir={self.root / '.settings'}",
+                f"--{settings_class}.workspaces_dir={self.root / '.ws'}",
             ],
             stdout=self.log,
             stderr=subprocess.STDOUT,

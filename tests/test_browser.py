@@ -1,48 +1,166 @@
-"""The widget in a real JupyterLab, in a real browser: Debian's Chromium driven by Playwright.
+"""The launch's output in a real JupyterLab and Notebook 7, in a real browser (Debian's Chromium
+driven by Playwright): the live widget, reading back through a growing log, the dark theme, and
+the saved notebook reopened after a kernel restart.
 
 Screenshots are saved under test-artifacts/.
 """
 
 from __future__ import annotations
 
+import json
 import os
+import threading
+import urllib.request
 
 import pytest
-from browser import CHROMIUM, open_notebook, run_all, screenshot
+from browser import CHROMIUM, LabServer, open_notebook, run_all, screenshot
 
 pytestmark = pytest.mark.skipif(not os.path.exists(CHROMIUM), reason="Debian's chromium is not installed")
 
 TRAIN = """
+import os
 from notebook_launcher import launch
+GATES = {gates!r}
+def wait_gate(name):
+    with open(os.path.join(GATES, name + os.environ["RANK"])) as gate:   # a FIFO: the test opens it
+        gate.read()
 def train():
     from trainer_core import Accelerator
     accelerator = Accelerator()
-    for step in range(30):
-        print(f"rank {accelerator.process_index}: step {step}")
-        accelerator.log({"loss": 1.0 / (step + 1) + 0.1 * accelerator.process_index})
-    return accelerator.process_index
+    rank = accelerator.process_index
+    for step in range(700):
+        if step in (300, 500):
+            wait_gate("ab"[step == 500])
+        print(f"rank {{rank}}: step {{step}}")
+        if step < 300:
+            accelerator.log({{"loss": 1.0 / (step + 1) + 0.1 * rank}})
+    wait_gate("c")
+    return rank
 job = launch(train, num_processes=2)
 job.wait()
 """
 
 
-def test_widget_renders_tabs_chips_and_chart_in_jupyterlab(lab, browser):
-    page = open_notebook(browser, lab, "widget.ipynb", [TRAIN])
+def _release(gates, name, ranks=(0, 1), timeout=60):
+    """Open the FIFOs ``name<rank>`` for writing (each open waits for its rank), bounded in time."""
+
+    def release():
+        for rank in ranks:
+            with open(os.path.join(gates, f"{name}{rank}"), "w") as fifo:
+                fifo.write("go")
+
+    thread = threading.Thread(target=release, daemon=True)
+    thread.start()
+    thread.join(timeout)
+    assert not thread.is_alive(), f"the ranks never reached gate {name}"
+
+
+def _box_metrics(page):
+    """Where the second chunk of the visible log box sits, the box's scroll offset, and the selection."""
+    return page.evaluate("""() => {
+        const box = [...document.querySelectorAll('.nl-logbox')].find(e => e.clientHeight > 0);
+        const chunks = box.querySelectorAll('.nl-loglines > *');
+        const top = box.getBoundingClientRect().top;
+        return {offset: chunks[2].getBoundingClientRect().top - top, scrollTop: box.scrollTop,
+                selection: window.getSelection().toString(), chunks: chunks.length};
+    }""")
+
+
+def test_the_live_widget_keeps_the_reader_then_the_notebook_keeps_the_launch(lab, browser, tmp_path_factory):
+    gates = lab.root / "gates"
+    gates.mkdir()
+    for name in ("a", "b", "c"):
+        for rank in (0, 1):
+            os.mkfifo(gates / f"{name}{rank}")
+    page = open_notebook(browser, lab, "widget.ipynb", [TRAIN.format(gates=str(gates))])
     run_all(page)
-    summary = page.locator("text=succeeded in").first
-    summary.wait_for(timeout=120_000)
-    chips = page.locator(".nl-chip")
-    assert chips.count() == 2
-    assert chips.nth(0).inner_text() == "rank 0: done" and chips.nth(1).inner_text() == "rank 1: done"
-    tabs = page.locator(".lm-TabBar-tabLabel", has_text="rank ")
-    assert [tabs.nth(i).inner_text() for i in range(tabs.count())] == ["rank 0", "rank 1"]
-    assert "rank 0: step 29" in page.locator(".nl-log").first.inner_text()
-    tabs.nth(1).click()
-    page.locator(".nl-log", has_text="rank 1: step 29").first.wait_for(timeout=10_000)
-    follows = page.evaluate("""() => [...document.querySelectorAll('.nl-log')].filter(e => e.clientHeight > 0)
-        .map(e => [e.scrollHeight > e.clientHeight,
-                   e.firstElementChild.getBoundingClientRect().bottom <= e.getBoundingClientRect().bottom + 1])""")
-    assert follows == [[True, True]]  # the box overflows, and its newest line is in view
+    # the live widget: chips, an "all ranks" tab (selected) and one per rank, the chart and its legend
+    page.locator(".nl-chip", has_text="rank 1: running").first.wait_for(timeout=120_000)
+    tabs = page.locator(".lm-TabBar-tabLabel", has_text="rank")
+    assert [tabs.nth(i).inner_text() for i in range(tabs.count())] == ["all ranks", "rank 0", "rank 1"]
+    page.locator(".nl-logbox", has_text="[rank 1] rank 1: step 299").first.wait_for(timeout=60_000)
     assert page.locator("svg polyline.nl-line").count() == 2
+    assert page.locator(".nl-legend", has_text="rank 1").count() >= 1
+
+    # scrolled up, with text selected: new lines arrive below and the reader's view does not move
+    page.evaluate("""() => {
+        const box = [...document.querySelectorAll('.nl-logbox')].find(e => e.clientHeight > 0);
+        box.scrollTop = -(box.scrollHeight - box.clientHeight) / 2;
+        const chunk = box.querySelectorAll('.nl-loglines > *')[2];
+        const range = document.createRange(); range.selectNodeContents(chunk.querySelector('pre'));
+        window.getSelection().removeAllRanges(); window.getSelection().addRange(range);
+    }""")
+    before = _box_metrics(page)
+    _release(gates, "a")
+    page.locator(".nl-logbox", has_text="rank 1: step 499").first.wait_for(timeout=60_000)
+    after = _box_metrics(page)
+    assert abs(after["offset"] - before["offset"]) <= 1 and after["chunks"] > before["chunks"]
+    assert after["selection"] == before["selection"] != ""
+
+    # at the bottom, the newest line follows
+    page.evaluate(
+        """() => { [...document.querySelectorAll('.nl-logbox')].find(e => e.clientHeight > 0).scrollTop = 0; }"""
+    )
+    _release(gates, "b")
+    page.locator(".nl-logbox", has_text="rank 1: step 699").first.wait_for(timeout=60_000)
+    newest_in_view = page.evaluate("""() => {
+        const box = [...document.querySelectorAll('.nl-logbox')].find(e => e.clientHeight > 0);
+        const pres = [...box.querySelectorAll('pre')].filter(p => p.textContent.includes('step 699'));
+        const last = pres[pres.length - 1].getBoundingClientRect(), frame = box.getBoundingClientRect();
+        return last.bottom <= frame.bottom + 2 && last.bottom >= frame.top;
+    }""")
+    assert newest_in_view
     screenshot(page.locator(".jp-OutputArea-output", has=page.locator(".nl-chip")).first, "widget.png")
+
+    # the end: the output becomes the static form, in place of the widget
+    _release(gates, "c")
+    page.locator(".nl-static .nl-summary", has_text="succeeded in").first.wait_for(timeout=60_000)
+    assert page.locator(".nl-logbox").count() == 0
+    assert page.locator(".nl-static details.nl-rank").count() == 2
+
+    # the dark theme: text and chart labels take the theme's colours
+    page.locator(".lm-MenuBar-itemLabel", has_text="Settings").first.click()
+    page.locator(".lm-Menu-itemLabel", has_text="Theme").first.click()
+    page.locator(".lm-Menu-itemLabel", has_text="JupyterLab Dark").first.click()
+    page.wait_for_function("() => document.body.dataset.jpThemeLight === 'false'", timeout=30_000)
+    page.locator("#jupyterlab-splash").wait_for(state="detached", timeout=30_000)
+    label_fill = page.evaluate(
+        """() => getComputedStyle(document.querySelector('.nl-static .nl-chart svg text')).fill"""
+    )
+    assert _brightness(label_fill) > 150  # light text on the dark background
+    screenshot(page.locator(".jp-OutputArea-output", has=page.locator(".nl-static")).first, "widget-dark.png")
+
+    # save, restart the kernel, reopen: the launch is still there, as the static form
+    page.keyboard.press("Control+s")
+    page.wait_for_function("() => !document.querySelector('.jp-mod-dirty')", timeout=30_000)
+    _restart_kernels(lab)
     page.close()
+    reopened = browser.new_page(viewport={"width": 1400, "height": 1000})
+    reopened.goto(lab.url("/lab/tree/widget.ipynb?reset"))
+    reopened.locator(".nl-static", has_text="rank 1: step 699").first.wait_for(timeout=60_000)
+    assert reopened.get_by_text("Error displaying widget").count() == 0
+    assert reopened.locator(".nl-static .nl-chart polyline").count() == 2
+    screenshot(reopened.locator(".jp-OutputArea-output", has=reopened.locator(".nl-static")).first, "reopened.png")
+    reopened.close()
+
+    # Notebook 7 shows the same saved notebook the same way
+    notebook7 = LabServer(lab.root, app="notebook")
+    try:
+        page = browser.new_page(viewport={"width": 1400, "height": 1000})
+        page.goto(notebook7.url("/notebooks/widget.ipynb"))
+        page.locator(".nl-static", has_text="rank 0: step 699").first.wait_for(timeout=60_000)
+        assert page.get_by_text("Error displaying widget").count() == 0
+        page.close()
+    finally:
+        notebook7.stop()
+
+
+def _brightness(css_color):
+    parts = [float(x) for x in css_color[css_color.index("(") + 1 : css_color.index(")")].split(",")[:3]]
+    return sum(parts) / 3
+
+
+def _restart_kernels(server):
+    for kernel in json.load(urllib.request.urlopen(server.url("/api/kernels"))):
+        request = urllib.request.Request(server.url(f"/api/kernels/{kernel['id']}/restart"), method="POST", data=b"")
+        urllib.request.urlopen(request).read()

@@ -103,21 +103,27 @@ def test_a_kernel_without_the_package_closes_the_comm_until_load_ext():
 
 
 def test_device_picker_and_set_defaults_change_what_launches_use(kernel):
-    """For Colab, Kaggle and VS Code, which have no sidebar."""
-    kernel.ok("from notebook_launcher import device_picker, set_defaults, kernel_settings\npicker = device_picker()")
+    """For Colab, Kaggle and VS Code, which have no sidebar; called as the README writes it."""
+    result = kernel.ok(
+        "from notebook_launcher import notebook_launcher, kernel_settings\nnotebook_launcher.device_picker()"
+    )
+    assert len([out for out in result.outputs if "display" in out]) == 1  # shown once, not twice
+    kernel.ok("picker = __import__('notebook_launcher').device_picker()")
+    assert kernel.eval("picker.fields['num_processes'].value") == "default"  # not blank
+    assert kernel.eval("picker.fields['num_processes'].label") == "default (1)"
     try:
-        kernel.ok("picker.children[1].children[0].value = 2\npicker.children[1].children[2].value = 'bf16'")
+        kernel.ok("picker.fields['num_processes'].value = '2'\npicker.fields['mixed_precision'].value = 'bf16'")
         assert kernel.eval("kernel_settings().as_dict()") == {
             "num_processes": 2,
             "start_method": "auto",
             "mixed_precision": "bf16",
         }
         assert kernel.ok("print(launch(lambda: os.environ['WORLD_SIZE']).wait())").stdout.strip() == "2"
-        error = kernel.run("set_defaults(num_processes=64)").error
+        error = kernel.run("notebook_launcher.set_defaults(num_processes=64)").error
         assert error["ename"] == "ValueError" and "num_processes must be an int from 1 to" in error["evalue"]
         assert kernel.eval("kernel_settings().num_processes") == 2
     finally:
-        kernel.ok("set_defaults(num_processes=None, mixed_precision='no')")
+        kernel.ok("notebook_launcher.set_defaults(num_processes=None, mixed_precision='no')")
 
 
 def test_importing_the_package_greets_the_front_end():

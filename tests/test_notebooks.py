@@ -37,6 +37,38 @@ def test_quickstart_trains_to_90_percent_on_two_ranks(tmp_path):
     assert "succeeded" in out
 
 
+def test_the_saved_and_exported_quickstart_keeps_every_rank_log_the_charts_and_the_result(tmp_path):
+    """Run as papermill, nbconvert --execute and Kaggle's "Save & Run All" do: default settings."""
+    import nbformat
+
+    run_notebook("quickstart.ipynb", tmp_path, NOTEBOOK_LAUNCHER_DISPLAY="")
+    saved = nbformat.read(tmp_path / "quickstart.ipynb", as_version=4)
+    cell = next(c for c in saved.cells if c.cell_type == "code" and "notebook_launcher(train" in c.source)
+    displays = [o for o in cell.outputs if o.output_type in ("display_data", "execute_result")]
+    assert len(displays) == 1  # one output per launch
+    data = displays[0].data
+    assert "application/vnd.jupyter.widget-view+json" not in data  # nothing that needs a live kernel
+    plain, page = data["text/plain"], data["text/html"]
+    for epoch in range(2):
+        assert f"[rank 0] epoch {epoch}: loss" in plain
+    assert "[rank 0] rank 0 trained on 22 batches per epoch" in plain
+    assert "[rank 1] rank 1 trained on 22 batches per epoch" in plain
+    assert "succeeded in" in plain and "rank 0 returned dict" in plain
+    assert "<svg" in page and 'data-key="loss"' in page and "rank 1 trained on 22 batches" in page
+    printed = "".join(o.get("text", "") for o in cell.outputs if o.output_type == "stream")
+    assert "accuracy from 2 ranks" in printed
+
+    exported = subprocess.run(
+        [sys.executable, "-m", "nbconvert", "--to", "html", "--stdout", str(tmp_path / "quickstart.ipynb")],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert exported.returncode == 0, exported.stderr
+    assert "rank 1 trained on 22 batches per epoch" in exported.stdout and 'data-key="loss"' in exported.stdout
+    assert "epoch 1: loss" in exported.stdout
+
+
 def test_mnist_notebook_falls_back_to_digits_offline_on_two_cpu_ranks(tmp_path):
     out = run_notebook("mnist_gpu.ipynb", tmp_path, MNIST_EPOCHS="1")
     assert "0 GPU(s) found: training on 2 CPU processes" in out

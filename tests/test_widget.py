@@ -235,6 +235,6 @@ def test_rich_displays_inside_a_rank_render_and_updates_replace_them(kernel):
     assert "widgets cannot be shown from inside a launched rank" in result.error["evalue"]
     assert kernel.eval("[line.text for line in job.lines(0)]") == ["{'answer': 42}\n", "step 3 of 3\n"]
     page = kernel.eval("job._view.static['text/html']")
-    log = page.split('<div class="nl-static-log">', 1)[1].split("</details>", 1)[0]   # rank 0's log
+    log = page.split('<div class="nl-static-log">', 1)[1].split("</details>", 1)[0]  # rank 0's log
     assert "<b>step 3 of 3</b>" in log and "step 1 of 3" not in log  # the update replaced the display
     assert kernel.ok("print('kernel still fine')").stdout == "kernel still fine\n"

@@ -9,24 +9,48 @@ Example:
 
 from __future__ import annotations
 
+from typing import Any
+
 from ..devices.inventory import device_inventory
 from .settings import SETTING_CHOICES, kernel_settings, set_defaults
 
-__all__ = ["device_picker"]
+__all__ = ["device_picker", "DevicePicker"]
+
+_DEFAULT = "default"  # the dropdown's value for num_processes=None (None itself reads as "no selection")
 
 
-def device_picker():
-    """A row of dropdowns bound to the kernel's launch defaults; returns the widget (also displayed)."""
+class DevicePicker:
+    """The picker shown in the cell. ``widget`` is its ipywidgets box; it is shown once, by
+    ``device_picker()`` itself, so ending a cell with the call does not show it a second time."""
+
+    def __init__(self, widget: Any, fields: dict) -> None:
+        self.widget = widget
+        self.fields = fields
+
+    def _ipython_display_(self) -> None:
+        """Already displayed: show nothing more."""
+
+    def __repr__(self) -> str:
+        return f"<device picker: {kernel_settings().as_dict()}>"
+
+
+def device_picker() -> DevicePicker:
+    """Show dropdowns bound to the kernel's launch defaults (what the JupyterLab sidebar sets).
+
+    Returns a ``DevicePicker`` (its ``fields`` are the dropdowns: "num_processes", "start_method",
+    "mixed_precision"). Changing a dropdown calls ``set_defaults``.
+    """
     import ipywidgets as w
     from IPython.display import display
 
     inventory = device_inventory()
     settings = kernel_settings()
-    counts = [(f"default ({inventory['default_processes']})", None)] + [
-        (str(n), n) for n in range(1, inventory["max_processes"] + 1)
+    counts = [(f"default ({inventory['default_processes']})", _DEFAULT)] + [
+        (str(n), str(n)) for n in range(1, inventory["max_processes"] + 1)
     ]
+    current = _DEFAULT if settings.num_processes is None else str(settings.num_processes)
     fields = {
-        "num_processes": w.Dropdown(options=counts, value=settings.num_processes, description="Processes"),
+        "num_processes": w.Dropdown(options=counts, value=current, description="Processes"),
         "start_method": w.Dropdown(
             options=list(SETTING_CHOICES["start_method"]), value=settings.start_method, description="Start method"
         ),
@@ -34,8 +58,12 @@ def device_picker():
             options=list(SETTING_CHOICES["mixed_precision"]), value=settings.mixed_precision, description="Precision"
         ),
     }
-    for name, dropdown in fields.items():
-        dropdown.observe(lambda change, name=name: set_defaults(**{name: change["new"]}), names="value")
+    fields["num_processes"].observe(
+        lambda change: set_defaults(num_processes=None if change["new"] == _DEFAULT else int(change["new"])),
+        names="value",
+    )
+    for name in ("start_method", "mixed_precision"):
+        fields[name].observe(lambda change, name=name: set_defaults(**{name: change["new"]}), names="value")
     devices = ", ".join(
         [f"GPU {g['index']}: {g['name']}" for g in inventory["cuda"]] + [f"{inventory['cpu']['count']} CPUs"]
     )
@@ -46,4 +74,4 @@ def device_picker():
         ]
     )
     display(box)
-    return box
+    return DevicePicker(box, fields)

@@ -120,6 +120,10 @@ class LogBox:
         return changed
 
     def close(self) -> None:
+        """Empty and close every widget (emptied first: headless runners such as nbclient keep the
+        last state of every widget in the notebook's metadata, closed or not)."""
+        for view in [*self._views, self._note, self._live]:
+            view.value = ""
         for view in [*self._views, self._note, self._live, self.inner, self.box]:
             view.close()
 

@@ -43,8 +43,9 @@ CSS = """
 .nl-head { margin: 2px 0 4px; }
 .nl-chip { display: inline-block; margin: 0 4px 2px 0; padding: 1px 8px; border-radius: 10px; color: #fff;
   font-size: 11px; }
-.nl-log { font-family: var(--jp-code-font-family, monospace); font-size: 12px; line-height: 1.35;
-  white-space: pre-wrap; word-break: break-word; margin: 0; padding: 0; background: none; }
+.nl-root pre.nl-log { font-family: var(--jp-code-font-family, monospace); font-size: 12px; line-height: 1.35;
+  white-space: pre-wrap; word-break: break-word; margin: 0 !important; padding: 0 !important;
+  background: none !important; border: none !important; color: inherit; }
 .nl-stderr { color: var(--jp-ui-font-color2, #666); }
 .nl-prefix { font-weight: 600; }
 .nl-hint { color: var(--jp-ui-font-color2, #888); font-style: italic; }
@@ -56,7 +57,8 @@ CSS = """
 .nl-loglines > * { display: block; }
 .nl-live { color: var(--jp-ui-font-color2, #666); }
 .nl-static-log { max-height: 420px; overflow: auto; border: 1px solid var(--jp-border-color2, #cfcfcf);
-  padding: 4px 6px; }
+  padding: 4px 6px; display: flex; flex-direction: column-reverse; }
+.nl-static-log > .nl-lines { flex: none; }
 .nl-error { color: var(--jp-error-color1, #c62828); }
 .nl-traceback { font-family: var(--jp-code-font-family, monospace); font-size: 12px; white-space: pre-wrap;
   border-left: 3px solid var(--jp-error-color1, #c62828); padding: 4px 8px; margin: 4px 0;
@@ -65,7 +67,9 @@ CSS = """
 .nl-chart svg { overflow: visible; }
 .nl-legend span { margin-right: 10px; white-space: nowrap; }
 .nl-summary { margin: 4px 0; font-weight: 600; }
-details.nl-rank > summary { cursor: pointer; margin: 4px 0 2px; }
+.nl-root details.nl-rank { display: block; width: auto; margin: 4px 0; padding: 0; border: none;
+  background: none; }
+.nl-root details.nl-rank > summary { cursor: pointer; margin: 4px 0 2px; display: list-item; }
 """
 
 
@@ -176,7 +180,7 @@ def _distinct(ranks: dict) -> dict:
 
 
 def _fmt(value: float) -> str:
-    return f"{value:.4g}"
+    return f"{value:.3g}"
 
 
 def _chart(key: str, ranks: dict, width: int, height: int) -> str:
@@ -189,7 +193,7 @@ def _chart(key: str, ranks: dict, width: int, height: int) -> str:
     if constant:
         lo, hi = lo - 1, hi + 1
     s_lo, s_hi = min(steps), max(steps)
-    left, right, top, bottom = 48, 8, 18, 20
+    left, right, top, bottom = 56, 8, 18, 20
     plot_w, plot_h = width - left - right, height - top - bottom
 
     def xy(step: float, value: float) -> str:

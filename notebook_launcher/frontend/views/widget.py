@@ -223,9 +223,11 @@ class WidgetView(LaunchView):
             self.text_log.layout.display = "none"
 
     def close(self) -> None:
-        """Close every widget (the output already shows the static form)."""
+        """Empty and close every widget (the output already shows the static form)."""
         for box in (self.all_box, *self.boxes.values()):
             box.close()
+        for widget in (self.style, self.header, self.metrics_box, self.saved, self.text_log):
+            widget.value = ""
         for widget in (
             self.style,
             self.header,
