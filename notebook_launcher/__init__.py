@@ -58,12 +58,16 @@ def load_ipython_extension(ipython):
 
 
 def _register_in_kernel():
-    """Importing the package inside a Jupyter kernel makes the sidebar work without %load_ext."""
+    """Importing the package inside a Jupyter kernel makes the sidebar work without %load_ext, and
+    starts warming the lazy imports ranks would otherwise each do (``launching.warmup``)."""
     import sys
 
     ipython = sys.modules.get("IPython")
     if ipython is not None and getattr(ipython.get_ipython(), "kernel", None) is not None:
         load_ipython_extension(ipython.get_ipython())
+        from .launching.warmup import warm_in_kernel
+
+        warm_in_kernel()
 
 
 _register_in_kernel()

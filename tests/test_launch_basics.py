@@ -179,3 +179,19 @@ def test_more_cpu_ranks_than_cores_run_oversubscribed_with_a_warning(kernel):
     cores = ranks - 1
     warning = f"notebook_launcher: {ranks} ranks on {cores} CPU{'s' if cores != 1 else ''}: the ranks share the cores"
     assert result.stderr.startswith(warning) and len(result.stderr.strip().splitlines()) == 1
+
+
+def test_importing_the_package_warms_torchs_lazy_imports_in_the_background():
+    """So the first launch in a fresh kernel does not pay for torch._dynamo in every rank."""
+    from kernel_session import KernelSession
+
+    session = KernelSession()
+    try:
+        session.ok("import torch, sys")
+        assert session.eval("'torch._dynamo' in sys.modules") is False  # torch imports it lazily
+        session.ok("import notebook_launcher")
+        warmed = session.eval("__import__('notebook_launcher.launching.warmup').launching.warmup.wait_for_warmup(120)")
+        assert warmed is True and session.eval("'torch._dynamo' in sys.modules") is True  # with no launch yet
+        assert session.eval("notebook_launcher.notebook_launcher(lambda: 5, num_processes=2)") == 5
+    finally:
+        session.shutdown()

@@ -1,8 +1,10 @@
 """Fork start: each rank is a copy of the kernel, so cell-defined code and data need no pickling.
 
 Data built in the kernel is shared copy-on-write. Before forking, lazy imports that every rank would
-otherwise do on its own (``torch._dynamo``, pulled in by building an optimizer) are done once here,
-so the ranks inherit them: measured, this takes seconds off every launch. No device is touched.
+otherwise do on its own (``torch._dynamo``, pulled in by building an optimizer) are done once in
+the kernel, so the ranks inherit them: measured, this takes seconds off every launch. Usually the
+background warm-up (``launching.warmup``) has done it by the time a launch starts; a launch waits
+for it to finish. No device is touched.
 """
 
 from __future__ import annotations
@@ -11,18 +13,18 @@ import importlib
 import multiprocessing
 import sys
 
+from ..launching.warmup import TORCH_MODULES, wait_for_warmup
 from ..rank.bootstrap import run_worker
 from .base import WorkerProcess
-
-_WARM_IMPORTS = ("torch._dynamo",)
 
 
 class ForkStarter:
     name = "fork"
 
     def prepare(self, plan):
+        wait_for_warmup()
         if "torch" in sys.modules:
-            for module in _WARM_IMPORTS:
+            for module in TORCH_MODULES:
                 importlib.import_module(module)
 
     def groups(self, plan):

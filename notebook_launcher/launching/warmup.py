@@ -1,0 +1,84 @@
+"""Warm, in the background, the lazy imports that every forked rank would otherwise do on its own.
+
+Building an optimizer imports ``torch._dynamo`` lazily: 2–4 s that every rank of every launch would
+pay if the kernel had not imported it before forking. So when ``notebook_launcher`` is imported in a
+kernel that has torch (or as soon as it imports torch), a daemon thread imports those modules, and
+``ipywidgets`` for the launch widget. No device is touched.
+
+A fork must never copy the kernel while that thread holds an import lock (the child would wait on
+it for ever): every fork of the kernel — our launches and anyone else's — first waits for the
+warm-up to end (``os.register_at_fork``), at most ``FORK_WAIT`` seconds.
+
+Example:
+    >>> start_warmup(modules=("json",))
+    >>> wait_for_warmup(30)
+    True
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import sys
+import threading
+
+__all__ = ["start_warmup", "wait_for_warmup", "warm_in_kernel", "TORCH_MODULES"]
+
+TORCH_MODULES = ("torch._dynamo",)
+FORK_WAIT = 60.0
+
+_lock = threading.Lock()
+_threads: list[threading.Thread] = []
+
+
+def start_warmup(modules: tuple[str, ...]) -> None:
+    """Import ``modules`` on a daemon thread (each once); returns at once."""
+    missing = tuple(name for name in modules if name not in sys.modules)
+    if not missing:
+        return
+    thread = threading.Thread(target=_import_all, args=(missing,), daemon=True, name="notebook-launcher-warmup")
+    with _lock:
+        _threads.append(thread)
+    thread.start()
+
+
+def _import_all(modules: tuple[str, ...]) -> None:
+    for name in modules:
+        try:
+            importlib.import_module(name)
+        except Exception:  # warming is an optimisation: the rank imports it itself if this failed
+            pass
+
+
+def wait_for_warmup(timeout: float | None = None) -> bool:
+    """Wait until every warm-up started so far has finished; False if ``timeout`` passed first."""
+    with _lock:
+        threads = [thread for thread in _threads if thread.is_alive()]
+    for thread in threads:
+        if thread is threading.current_thread():
+            continue
+        thread.join(timeout)
+        if thread.is_alive():
+            return False
+    return True
+
+
+def warm_in_kernel() -> None:
+    """Start the warm-up if this is a Jupyter kernel: torch's lazy modules once torch is imported,
+    and ipywidgets (the launch widget)."""
+    from ..import_hooks import after_import
+
+    ipython = sys.modules.get("IPython")
+    shell = ipython.get_ipython() if ipython is not None else None
+    if getattr(shell, "kernel", None) is None:
+        return
+    start_warmup(("ipywidgets",))
+    after_import("torch", lambda _torch: start_warmup(TORCH_MODULES))
+
+
+def _before_fork() -> None:
+    wait_for_warmup(FORK_WAIT)
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(before=_before_fork)
