@@ -1,0 +1,65 @@
+"""Real client libraries inside ranks: Lightning Fabric's DDP and Hugging Face's Trainer.
+
+Ranks are not interactive sessions, so these libraries take their script paths there: Fabric
+accepts strategy="ddp" under fork (it refuses it in an interactive session), and Trainer's progress
+display either falls back to its console form or, when the kernel already chose the notebook form,
+shows as one rich display that each update replaces.
+"""
+
+from __future__ import annotations
+
+from textwrap import dedent
+
+import pytest
+
+FABRIC = dedent("""
+    from lightning.fabric import Fabric   # imported in the kernel, as a notebook does
+    def fabric_ddp():
+        import torch
+        fabric = Fabric(accelerator="cpu", devices=2, strategy="ddp")
+        fabric.launch()
+        total = fabric.all_reduce(torch.tensor([fabric.global_rank + 1.0]), reduce_op="sum")
+        return fabric.world_size, fabric.global_rank, total.item()
+""")
+
+
+@pytest.mark.parametrize("method", ["fork", "spawn"])
+def test_lightning_fabric_ddp_runs_in_a_launch(kernel, method):
+    kernel.ok(FABRIC, timeout=180)
+    kernel.ok(f"job = launch(fabric_ddp, num_processes=2, start_method={method!r}, display='none'); job.wait()",
+              timeout=180)
+    assert kernel.eval("job.results") == [(2, 0, 3.0), (2, 1, 3.0)]
+
+
+TRAINER = dedent("""
+    import torch
+    from transformers import BertConfig, BertForSequenceClassification, Trainer, TrainingArguments
+    class Tiny(torch.utils.data.Dataset):
+        def __len__(self):
+            return 32
+        def __getitem__(self, i):
+            g = torch.Generator().manual_seed(i)
+            return {"input_ids": torch.randint(0, 50, (8,), generator=g), "labels": torch.tensor(i % 2)}
+    def hf_trainer(output_dir):
+        config = BertConfig(vocab_size=50, hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
+                            intermediate_size=32, max_position_embeddings=16)
+        model = BertForSequenceClassification(config)
+        args = TrainingArguments(output_dir=output_dir, per_device_train_batch_size=4, num_train_epochs=2,
+                                 report_to=[], use_cpu=True, logging_steps=1, save_strategy="no")
+        trainer = Trainer(model=model, args=args, train_dataset=Tiny())
+        result = trainer.train()
+        return trainer.args.world_size, result.global_step
+""")
+
+
+def test_hugging_face_trainer_runs_on_two_ranks_and_its_progress_display_is_replaced_in_place(kernel, tmp_path):
+    kernel.ok(TRAINER, timeout=300)
+    kernel.ok(f"job = launch(hf_trainer, args=({str(tmp_path)!r},), num_processes=2, display='widget'); job.wait()",
+              timeout=300)
+    assert kernel.eval("job.results") == [(2, 8), (2, 8)]  # 32 samples / (2 ranks x 4) x 2 epochs
+    texts = kernel.eval("[line.text for line in job.lines(0)]")
+    assert not any("IPython.core.display" in text for text in texts)
+    displays = kernel.eval("[line.display_id for line in job.lines(0) if line.bundle is not None]")
+    assert len(displays) == len(set(displays))  # every update replaced its display: no pile of tables
+    page = kernel.eval("job._view.static['text/html']")
+    assert "Epoch" in page or "epoch" in page
