@@ -26,8 +26,9 @@ FABRIC = dedent("""
 @pytest.mark.parametrize("method", ["fork", "spawn"])
 def test_lightning_fabric_ddp_runs_in_a_launch(kernel, method):
     kernel.ok(FABRIC, timeout=180)
-    kernel.ok(f"job = launch(fabric_ddp, num_processes=2, start_method={method!r}, display='none'); job.wait()",
-              timeout=180)
+    kernel.ok(
+        f"job = launch(fabric_ddp, num_processes=2, start_method={method!r}, display='none'); job.wait()", timeout=180
+    )
     assert kernel.eval("job.results") == [(2, 0, 3.0), (2, 1, 3.0)]
 
 
@@ -54,8 +55,10 @@ TRAINER = dedent("""
 
 def test_hugging_face_trainer_runs_on_two_ranks_and_its_progress_display_is_replaced_in_place(kernel, tmp_path):
     kernel.ok(TRAINER, timeout=300)
-    kernel.ok(f"job = launch(hf_trainer, args=({str(tmp_path)!r},), num_processes=2, display='widget'); job.wait()",
-              timeout=300)
+    kernel.ok(
+        f"job = launch(hf_trainer, args=({str(tmp_path)!r},), num_processes=2, display='widget'); job.wait()",
+        timeout=300,
+    )
     assert kernel.eval("job.results") == [(2, 8), (2, 8)]  # 32 samples / (2 ranks x 4) x 2 epochs
     texts = kernel.eval("[line.text for line in job.lines(0)]")
     assert not any("IPython.core.display" in text for text in texts)

@@ -49,15 +49,12 @@ def test_lines_split_across_chunks_and_multibyte_characters():
     lines = LineReader()
     text = "héllo wörld\nsecond"
     data = text.encode()
-    out = []
-    for i in range(len(data)):
-        out += lines.feed(data[i : i + 1])
-    out += lines.finish()
-    assert out == ["héllo wörld\n", "second"]
+    out = "".join(lines.feed(data[i : i + 1]) for i in range(len(data))) + lines.finish()
+    assert out == "héllo wörld\nsecond\n"
 
 
 def test_invalid_utf8_is_replaced_not_fatal():
-    assert LineReader().feed(b"bad \xff byte\n") == ["bad \ufffd byte\n"]
+    assert LineReader().feed(b"bad \xff byte\n") == "bad \ufffd byte\n"
 
 
 def test_record_picks_the_earliest_failure_not_the_first_reported():
@@ -271,9 +268,24 @@ def test_display_text_reads_html_displays_as_text():
 
 def test_carriage_returns_rewrite_the_line():
     lines = LineReader()
-    assert lines.feed(b"10%\r50%") == [] and lines.live == "50%"
-    assert lines.feed(b"\r100%\r\n") == ["100%\n"]
-    assert lines.feed(b"windows line\r\n") == ["windows line\n"]
+    assert lines.feed(b"10%\r50%") == "" and lines.live == "50%"
+    assert lines.feed(b"\r100%\r\n") == "100%\n"
+    assert lines.feed(b"windows line\r\nplain\n") == "windows line\nplain\n"
+
+
+def test_a_rank_log_stores_blocks_and_splits_only_what_is_asked_for():
+    from notebook_launcher.launching.ranklog import RankLog
+
+    log = RankLog(rank=3)
+    log.add_text("stdout", "".join(f"line {i}\n" for i in range(10_000)), seq=0, when=1.0)
+    log.add_text("stderr", "warn\x0cwith a form feed\n", seq=10_000, when=2.0)
+    index, replaced = log.add_display({"text/plain": "shown"}, "d", False, seq=10_001, when=3.0)
+    assert (log.count, index, replaced) == (10_002, 10_001, False)
+    assert [(e.text, e.seq) for e in log.entries(9_999, 10_001)] == [("line 9999\n", 9_999),
+                                                                     ("warn\x0cwith a form feed\n", 10_000)]
+    assert log.add_display({"text/plain": "newer"}, "d", True, seq=10_002, when=4.0) == (10_001, True)
+    assert log.entries(10_001)[0].text == "newer\n" and log.count == 10_002
+    assert log.text("stderr") == "warn\x0cwith a form feed\n"
 
 
 def test_tpu_host_detection_looks_at_the_host_only(tmp_path):

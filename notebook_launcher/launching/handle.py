@@ -193,10 +193,10 @@ class Launch:
         """Seconds since the launch started (until it finished, once it has)."""
         return self._record.elapsed
 
-    def lines(self, rank, start=0):
+    def lines(self, rank, start=0, stop=None):
         """Rank ``rank``'s log as ``LogLine`` entries (stream, text, time; a display's mime bundle), in
-        the order they came; from index ``start`` on."""
-        return self._record.lines(rank, start)
+        the order they came; entries ``start`` to ``stop`` (by default, to the end)."""
+        return self._record.lines(rank, start, stop)
 
     def line(self, rank, index):
         """Entry ``index`` of rank ``rank``'s log."""
@@ -224,7 +224,7 @@ class Launch:
             >>> job.wait(); job.logs(0)
             'epoch 0: loss 0.31\\n'
         """
-        return "".join(line.text for line in self._record.lines(rank) if stream in (None, line.stream))
+        return self._record.text(rank, stream)
 
     def wait(self, timeout=None):
         """Wait for the launch to end and return the first local rank's (rank 0's) return value.

@@ -13,90 +13,13 @@ Example:
 
 from __future__ import annotations
 
-import itertools
-import re
+import heapq
 import threading
 import time
-from dataclasses import dataclass, replace
-from html.parser import HTMLParser
 
-__all__ = ["LaunchRecord", "LogLine", "display_text", "html_text"]
+from .ranklog import LogLine, RankLog, display_text, html_text
 
-
-def display_text(data):
-    """How a rank's ``display()`` bundle reads in its log: one line of text.
-
-    Its text/plain form, unless that is only an object's default repr and the bundle has HTML, whose
-    text is used instead (Hugging Face Trainer's progress table reads as its numbers, not as
-    ``<IPython.core.display.HTML object>``).
-
-    Example:
-        >>> display_text({"text/plain": "{'answer': 42}", "image/png": "..."})
-        "{'answer': 42}\\n"
-        >>> display_text({"text/plain": "<IPython.core.display.HTML object>",
-        ...               "text/html": "<b>step</b> 10 <i>loss</i> 0.3"})
-        'step 10 loss 0.3\\n'
-    """
-    plain = data.get("text/plain")
-    if (plain is None or _DEFAULT_REPR.fullmatch(plain)) and "text/html" in data:
-        plain = html_text(data["text/html"])
-    return (plain if plain is not None else "<display>").rstrip("\n") + "\n"
-
-
-_DEFAULT_REPR = re.compile(r"<[\w.]+ object( at 0x[0-9a-f]+)?>")
-
-
-def html_text(markup):
-    """The readable text of an HTML fragment: block ends and table rows become line breaks."""
-    parser = _TextOf()
-    parser.feed(markup)
-    lines = [" ".join("".join(line).split()) for line in parser.lines]
-    return "\n".join(line for line in lines if line)
-
-
-class _TextOf(HTMLParser):
-    _BREAKS = frozenset({"br", "p", "div", "tr", "li", "h1", "h2", "h3", "h4", "table", "thead", "tbody"})
-
-    def __init__(self):
-        super().__init__()
-        self.lines: list[list[str]] = [[]]
-        self._skip = 0
-
-    def handle_starttag(self, tag, attrs):
-        if tag in ("style", "script"):
-            self._skip += 1
-        elif tag in self._BREAKS:
-            self.lines.append([])
-        elif tag in ("td", "th"):
-            self.lines[-1].append(" ")
-
-    def handle_endtag(self, tag):
-        if tag in ("style", "script"):
-            self._skip = max(0, self._skip - 1)
-        elif tag in self._BREAKS:
-            self.lines.append([])
-
-    def handle_data(self, data):
-        if not self._skip:
-            self.lines[-1].append(data)
-
-
-@dataclass(frozen=True)
-class LogLine:
-    """One entry of a rank's log.
-
-    ``stream`` is "stdout" or "stderr"; ``time`` is when the kernel got it; ``seq`` orders entries
-    of all ranks by arrival. A rank's ``display()`` is an entry too: ``bundle`` holds its mime
-    bundle and ``text`` its text form; a display updated by its ``display_id`` replaces its entry.
-    """
-
-    rank: int
-    stream: str
-    text: str
-    time: float
-    seq: int = 0
-    bundle: dict | None = None
-    display_id: str | None = None
+__all__ = ["LaunchRecord", "LogLine", "display_text", "html_text"]  # the last three: from ranklog
 
 
 class LaunchRecord:
@@ -109,9 +32,8 @@ class LaunchRecord:
         self._lock = threading.Lock()
         self._ranks = range(first_rank, first_rank + num_ranks)
         self._status = {rank: "starting" for rank in self._ranks}
-        self._lines: dict[int, list[LogLine]] = {rank: [] for rank in self._ranks}
-        self._display_index: dict[tuple[int, str], int] = {}  # (rank, display id) -> index in its log
-        self._seq = itertools.count()
+        self._logs = {rank: RankLog(rank) for rank in self._ranks}
+        self._seq = 0  # the next line's place in the arrival order of all ranks
         self._results = {}
         self._failures = []
         self._metrics = []
@@ -130,11 +52,9 @@ class LaunchRecord:
             self._status[rank] = status
 
     def add_output(self, rank, stream, text):
-        """Append a line to ``rank``'s log; returns its index there."""
+        """Add complete lines ``text`` (one or many, each ending with a newline) to ``rank``'s log."""
         with self._lock:
-            lines = self._lines[rank]
-            lines.append(LogLine(rank, stream, text, time.time(), next(self._seq)))
-            return len(lines) - 1
+            self._seq += self._logs[rank].add_text(stream, text, self._seq, time.time())
 
     def add_display(self, rank, data, display_id=None, update=False):
         """A rank displayed the mime bundle ``data``; returns (index in its log, whether it replaced).
@@ -143,30 +63,29 @@ class LaunchRecord:
         in place; an update for an id not shown yet is shown as new, as front ends do.
         """
         with self._lock:
-            lines = self._lines[rank]
-            index = self._display_index.get((rank, display_id)) if display_id is not None else None
-            if update and index is not None:
-                lines[index] = replace(lines[index], text=display_text(data), bundle=data, time=time.time())
-                return index, True
-            lines.append(LogLine(rank, "stdout", display_text(data), time.time(), next(self._seq), data, display_id))
-            if display_id is not None:
-                self._display_index[(rank, display_id)] = len(lines) - 1
-            return len(lines) - 1, False
+            index, replaced = self._logs[rank].add_display(data, display_id, update, self._seq, time.time())
+            self._seq += 0 if replaced else 1
+            return index, replaced
 
-    def lines(self, rank, start=0):
-        """``rank``'s log entries (from index ``start``), in the order they came."""
+    def lines(self, rank, start=0, stop=None):
+        """``rank``'s log entries (from index ``start`` to ``stop``), in the order they came."""
         with self._lock:
-            return self._lines[rank][start:]
+            return self._logs[rank].entries(start, stop)
 
     def line_count(self, rank):
         with self._lock:
-            return len(self._lines[rank])
+            return self._logs[rank].count
+
+    def text(self, rank, stream=None):
+        """``rank``'s whole log as text (only ``stream``'s lines when given)."""
+        with self._lock:
+            return self._logs[rank].text(stream)
 
     def interleaved(self, last=None):
         """Every rank's entries in arrival order; with ``last``, only each rank's last ``last``."""
         with self._lock:
-            parts = [lines[-last:] if last else list(lines) for lines in self._lines.values()]
-        return sorted((line for part in parts for line in part), key=lambda line: line.seq)
+            parts = [log.entries(max(0, log.count - last) if last else 0) for log in self._logs.values()]
+        return list(heapq.merge(*parts, key=lambda line: line.seq))
 
     def add_metric(self, rank, metric, when):
         with self._lock:

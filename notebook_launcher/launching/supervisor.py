@@ -61,7 +61,7 @@ class RankEvents(Protocol):
 
     def on_status(self, rank: int, status: str) -> None: ...
 
-    def on_output(self, rank: int, stream: str, text: str) -> None: ...
+    def on_output(self, rank: int, stream: str, text: str) -> None: ...  # complete lines, one or many
 
     def on_live(self, rank: int, stream: str, text: str) -> None: ...
 
@@ -196,7 +196,7 @@ class Supervisor:
         kind, payload, when, rank = event
         self._events[kind](worker.first_rank if rank is None else rank, payload, when)
 
-    def on_line(self, rank: int, stream: str, text: str) -> None:
+    def on_text(self, rank: int, stream: str, text: str) -> None:
         self._record.add_output(rank, stream, text)
         self._notify("on_output", rank, stream, text)
 
@@ -209,7 +209,7 @@ class Supervisor:
 
     def _on_output(self, rank: int, payload: Any, when: float) -> None:
         stream, text = payload
-        self.on_line(rank, stream, text)
+        self.on_text(rank, stream, text)
 
     def _on_metric(self, rank: int, metric: Any, when: float) -> None:
         self._record.add_metric(rank, metric, when)

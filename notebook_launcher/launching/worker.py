@@ -6,7 +6,7 @@ belongs to the worker's first rank; events name their own rank (a torch_xla host
 
 Example (what the supervisor does when a pipe becomes readable)::
 
-    worker.read("stdout", drain=False, sink=supervisor)   # sink.on_line / sink.on_live per line
+    worker.read("stdout", drain=False, sink=supervisor)   # sink.on_text (complete lines), sink.on_live
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ READ_LIMIT = 1 << 20  # bytes read from one pipe per round, so one chatty rank c
 class ReadSink(Protocol):
     def on_event(self, worker: Worker, event: tuple) -> None: ...
 
-    def on_line(self, rank: int, stream: str, text: str) -> None: ...
+    def on_text(self, rank: int, stream: str, text: str) -> None: ...
 
     def on_live(self, rank: int, stream: str, text: str) -> None: ...
 
@@ -72,16 +72,18 @@ class Worker:
                 sink.on_event(self, event)
             return
         reader = self._lines[kind]
-        for line in reader.feed(chunk):
-            sink.on_line(self.first_rank, kind, line)
+        text = reader.feed(chunk)
+        if text:
+            sink.on_text(self.first_rank, kind, text)
         sink.on_live(self.first_rank, kind, reader.live)
 
     def close_pipe(self, kind: str, sink: ReadSink) -> None:
         """Close one pipe; a line left without a newline is delivered as the last line."""
         os.close(self.pipes.pop(kind))
         if kind != "events":
-            for line in self._lines[kind].finish():
-                sink.on_line(self.first_rank, kind, line)
+            rest = self._lines[kind].finish()
+            if rest:
+                sink.on_text(self.first_rank, kind, rest)
 
     def drain_and_close(self, sink: ReadSink) -> None:
         """Read everything left on every pipe (what the process wrote before it ended), then close them."""
@@ -96,9 +98,21 @@ def make_pipes() -> tuple[WorkerPipes, WorkerPipes]:
     ends = [os.pipe() for _ in range(3)]
     for read_end, _ in ends:
         os.set_blocking(read_end, False)
+        _enlarge(read_end)
     ours = WorkerPipes(*(read_end for read_end, _ in ends))
     theirs = WorkerPipes(*(write_end for _, write_end in ends))
     return ours, theirs
+
+
+def _enlarge(fd: int) -> None:
+    """Give the pipe 1 MiB of buffer (Linux; 64 KiB otherwise), so a burst of output does not make the
+    rank wait for the kernel to read."""
+    import fcntl
+
+    try:
+        fcntl.fcntl(fd, getattr(fcntl, "F_SETPIPE_SZ", 1031), 1 << 20)
+    except OSError:  # above /proc/sys/fs/pipe-max-size, or not Linux: the default size works too
+        pass
 
 
 def close_pipes(pipes: Any) -> None:

@@ -38,6 +38,18 @@ WIDGETS_REFUSED = (
 )
 DISPLAYED_MIME_TYPES = ("text/plain", "text/html", "text/markdown", "image/png", "image/jpeg", "image/svg+xml")
 _WIDGET_MIME = "application/vnd.jupyter.widget-view+json"
+# The modules of Lightning that compute, or import, its "interactive session" flag at import time. Looked
+# up by name: iterating sys.modules in a forked rank would touch (and so copy) thousands of pages.
+_LIGHTNING_INTERACTIVE_FLAGS = tuple(
+    f"{package}.{module}"
+    for package, modules in (
+        ("lightning.fabric", ("utilities.imports", "connector", "strategies.launchers.multiprocessing")),
+        ("lightning_fabric", ("utilities.imports", "connector", "strategies.launchers.multiprocessing")),
+        ("lightning.pytorch", ("trainer.connectors.accelerator_connector", "callbacks.progress.rich_progress")),
+        ("pytorch_lightning", ("trainer.connectors.accelerator_connector", "callbacks.progress.rich_progress")),
+    )
+    for module in modules
+)
 
 
 def make_safe(channel: Any) -> None:
@@ -52,10 +64,9 @@ def look_like_a_script() -> None:
     for marker in ("ps1", "ps2"):
         if hasattr(sys, marker):
             delattr(sys, marker)
-    for name, module in list(sys.modules.items()):
-        if name.startswith(("lightning", "lightning_fabric", "pytorch_lightning")) and hasattr(
-            module, "_IS_INTERACTIVE"
-        ):
+    for name in _LIGHTNING_INTERACTIVE_FLAGS:
+        module = sys.modules.get(name)
+        if module is not None and hasattr(module, "_IS_INTERACTIVE"):
             module._IS_INTERACTIVE = False  # type: ignore[attr-defined]
     interactive: Any = sys.modules.get("IPython.core.interactiveshell")
     if interactive is None or not interactive.InteractiveShell.initialized():

@@ -16,7 +16,7 @@ class LaunchView:
         pass
 
     def on_output(self, rank, stream, text):
-        pass
+        """Complete lines a rank wrote (one or many, each ending with a newline)."""
 
     def on_metric(self, rank, metric):
         pass

@@ -53,8 +53,18 @@ class LogBox:
         self.box.layout.flex_flow = "column-reverse"
         self._children_changed = False
 
-    def extend(self, entries: list[Any], indices: list[tuple[int, int]]) -> None:
-        """Append entries; ``indices`` are their (rank, index in that rank's log), for later replacement."""
+    def extend(self, entries: list[Any], indices: list[tuple[int, int]], skipped: int = 0) -> None:
+        """Append entries; ``indices`` are their (rank, index in that rank's log), for later replacement.
+
+        ``skipped`` lines came before these but are not shown (a flood of more than ``max_lines``
+        since the last render): everything shown so far is older still, so it is left out too.
+        """
+        if skipped:
+            self.hidden += skipped + self.lines_shown
+            for chunk in range(self._first_chunk, len(self._chunks)):
+                self._chunks[chunk] = []
+                self._dirty.add(chunk)
+            self._first_chunk = len(self._chunks)
         for entry, key in zip(entries, indices, strict=True):
             if not self._chunks or len(self._chunks[-1]) >= CHUNK:
                 self._chunks.append([])
@@ -84,6 +94,7 @@ class LogBox:
     def _trim(self) -> None:
         while (
             self._first_chunk < len(self._chunks) - 1
+            and self._chunks[self._first_chunk] is not None
             and self.lines_shown - len(self._chunks[self._first_chunk]) >= self._max_lines
         ):
             self.hidden += len(self._chunks[self._first_chunk])

@@ -29,10 +29,9 @@ class TextView(LaunchView):
         self._launch = launch
 
     def on_output(self, rank, stream, text):
-        out = self._streams[stream]
-        out.write(f"[rank {rank}] {text}")
-        if not text.endswith("\n"):
-            out.write("\n")
+        prefix = f"[rank {rank}] "
+        body = text[:-1] if text.endswith("\n") else text
+        self._streams[stream].write(prefix + body.replace("\n", "\n" + prefix) + "\n")
 
     def on_display(self, rank, index, replaced):
         key = (rank, index)

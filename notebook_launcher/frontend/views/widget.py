@@ -173,16 +173,23 @@ class WidgetView(LaunchView):
         self.renders += 1
 
     def _render_lines(self) -> None:
+        """Add what the ranks wrote since the last render; of a flood, only the lines that will show."""
         launch = self._launch
         fresh: list = []
+        skipped_all = 0
         for rank in launch.ranks:
-            new = launch.lines(rank, self._seen[rank])
-            keys = [(rank, self._seen[rank] + i) for i in range(len(new))]
-            self._seen[rank] += len(new)
-            self.boxes[rank].extend(new, keys)
+            count = launch.line_count(rank)
+            start = max(self._seen[rank], count - self._max_lines)
+            skipped = start - self._seen[rank]
+            new = launch.lines(rank, start, count)
+            keys = [(rank, start + i) for i in range(len(new))]
+            self._seen[rank] = count
+            self.boxes[rank].extend(new, keys, skipped)
             fresh.extend(zip(new, keys, strict=True))
+            skipped_all += skipped
         fresh.sort(key=lambda pair: pair[0].seq)
-        self.all_box.extend([entry for entry, _ in fresh], [key for _, key in fresh])
+        fresh = fresh[-self._max_lines :]
+        self.all_box.extend([entry for entry, _ in fresh], [key for _, key in fresh], skipped_all)
         replaced, self._replaced = self._replaced, set()
         for rank, index in replaced:
             entry = launch.line(rank, index)
