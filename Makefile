@@ -88,6 +88,7 @@ demo: $(STAMP)
 	$(PY) notebooks/run_notebook.py notebooks/quickstart.ipynb
 
 bench: $(STAMP)
+	$(PY) bench/output_path.py
 	$(PY) bench/launch_overhead.py
 	$(PY) bench/step_overhead.py
 	$(PY) bench/log_overhead.py

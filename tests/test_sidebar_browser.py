@@ -76,3 +76,26 @@ def test_sidebar_sets_the_device_count_that_a_launch_uses(lab, browser):
     sidebar.get_by_text(f"CPU: {cpus} cores").wait_for(timeout=60_000)
     assert sidebar.get_by_role("button", name="Load notebook_launcher").is_hidden()
     page.close()
+
+
+def test_the_sidebar_works_in_notebook_7(browser, tmp_path):
+    """Notebook 7 shows JupyterLab side panels from its View menu: the panel connects and lists the devices."""
+    from browser import LabServer, write_notebook
+
+    write_notebook(tmp_path / "nb7.ipynb", ["import notebook_launcher"])
+    server = LabServer(tmp_path, app="notebook")
+    try:
+        page = browser.new_page(viewport={"width": 1400, "height": 1000})
+        page.goto(server.url("/notebooks/nb7.ipynb"))
+        page.get_by_text("# loaded").first.wait_for(timeout=60_000)
+        page.locator(".lm-MenuBar-itemLabel", has_text="View").first.click()
+        page.locator(".lm-Menu-itemLabel", has_text="Left Sidebar").first.hover()
+        page.locator(".lm-Menu-itemLabel", has_text="Show Notebook launcher").first.click()
+        sidebar = page.locator("#notebook-launcher-sidebar")
+        sidebar.get_by_role("button", name="Load notebook_launcher").click()
+        cpus = len(os.sched_getaffinity(0))
+        sidebar.get_by_text(f"CPU: {cpus} cores").wait_for(timeout=60_000)
+        screenshot(sidebar, "sidebar-notebook7.png")
+        page.close()
+    finally:
+        server.stop()

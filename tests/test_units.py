@@ -281,8 +281,10 @@ def test_a_rank_log_stores_blocks_and_splits_only_what_is_asked_for():
     log.add_text("stderr", "warn\x0cwith a form feed\n", seq=10_000, when=2.0)
     index, replaced = log.add_display({"text/plain": "shown"}, "d", False, seq=10_001, when=3.0)
     assert (log.count, index, replaced) == (10_002, 10_001, False)
-    assert [(e.text, e.seq) for e in log.entries(9_999, 10_001)] == [("line 9999\n", 9_999),
-                                                                     ("warn\x0cwith a form feed\n", 10_000)]
+    assert [(e.text, e.seq) for e in log.entries(9_999, 10_001)] == [
+        ("line 9999\n", 9_999),
+        ("warn\x0cwith a form feed\n", 10_000),
+    ]
     assert log.add_display({"text/plain": "newer"}, "d", True, seq=10_002, when=4.0) == (10_001, True)
     assert log.entries(10_001)[0].text == "newer\n" and log.count == 10_002
     assert log.text("stderr") == "warn\x0cwith a form feed\n"
