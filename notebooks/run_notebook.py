@@ -20,6 +20,10 @@ from nbclient.exceptions import CellExecutionError
 
 
 def run(path, save=None, timeout=900):
+    """Execute the notebook, save it (to ``save``, else a temporary file), and print what the saved
+    file holds: the same text a reader of the notebook sees."""
+    import tempfile
+
     notebook = nbformat.read(path, as_version=4)
     client = NotebookClient(
         notebook,
@@ -32,6 +36,17 @@ def run(path, save=None, timeout=900):
         failed = None
     except CellExecutionError as err:
         failed = err
+    with tempfile.TemporaryDirectory() as scratch:
+        target = save or os.path.join(scratch, os.path.basename(path))
+        nbformat.write(notebook, target)
+        _print_outputs(nbformat.read(target, as_version=4))
+    if failed is not None:
+        print(failed, file=sys.stderr)
+        return 1
+    return 0
+
+
+def _print_outputs(notebook):
     for cell in notebook.cells:
         for output in cell.get("outputs", []):
             if output.get("output_type") == "stream":
@@ -43,12 +58,6 @@ def run(path, save=None, timeout=900):
                 text = output.get("data", {}).get("text/plain")
                 if text:
                     print(text)
-    if save:
-        nbformat.write(notebook, save)
-    if failed is not None:
-        print(failed, file=sys.stderr)
-        return 1
-    return 0
 
 
 def main():
