@@ -65,8 +65,10 @@ def _register_in_kernel():
     ipython = sys.modules.get("IPython")
     if ipython is not None and getattr(ipython.get_ipython(), "kernel", None) is not None:
         load_ipython_extension(ipython.get_ipython())
+        from .frontend.notices import register as register_notices
         from .launching.warmup import warm_in_kernel
 
+        register_notices(ipython.get_ipython())
         warm_in_kernel()
 
 

@@ -18,40 +18,71 @@ def launch(
     function,
     args=(),
     num_processes=None,
-    *,
-    device="auto",
-    start_method=None,
     mixed_precision=None,
     use_port=None,
     master_addr="127.0.0.1",
     node_rank=0,
     num_nodes=1,
+    rdzv_backend="static",
+    rdzv_endpoint="",
+    rdzv_conf=None,
+    rdzv_id="none",
+    max_restarts=0,
+    monitor_interval=0.1,
+    log_line_prefix_template=None,
+    *,
+    device="auto",
+    start_method=None,
     display="auto",
     grace_period=2.0,
+    stall_timeout=None,
+    timeout=None,
+    rendezvous_timeout=300.0,
 ):
     """Start ``function(*args)`` on ``num_processes`` ranks and return a ``Launch`` handle at once.
+
+    The arguments up to ``log_line_prefix_template`` are Hugging Face Accelerate's
+    ``notebook_launcher``'s, in its order and with its meaning, so a notebook written for it runs
+    with one import changed.
 
     Args:
         function: the training function; defined in a notebook cell is fine.
         args: positional arguments for it (a tuple or list).
         num_processes: ranks on this machine; None = the kernel's choice (the JupyterLab sidebar or
-            ``kernel_settings()``), else one per GPU on a GPU machine, 1 on CPU.
-        device: "auto" (CUDA when a GPU is present, else CPU), "cpu" or "cuda".
-        start_method: "auto" (fork when the kernel is fork-safe, else spawn with a notice), "fork",
-            "spawn"; None = the kernel's choice (default "auto").
+            ``set_defaults``), else one per GPU on a GPU machine, 1 on CPU.
         mixed_precision: "no", "fp16" or "bf16": the default of every Accelerator in the ranks;
             None = the kernel's choice (default "no").
-        use_port: the rendezvous port; None picks a free one for every launch.
-        master_addr, node_rank, num_nodes: where rank 0 listens, and this node's place (multi-node).
-        display: "auto" (the live widget in a Jupyter kernel, else text), "widget", "text"
-            (``[rank N]`` lines) or "none".
+        use_port: the port of the ranks' rendezvous store (int or digit string); None picks a free
+            one for every attempt. Required with several nodes.
+        master_addr: where node 0 hosts the store (bound to this address only).
+        node_rank, num_nodes: this node's place, and how many nodes take part.
+        rdzv_backend: "static" (node ranks as given) or "c10d" (torch's dynamic rendezvous numbers them).
+        rdzv_endpoint: c10d: ``host:port`` of its store (default ``master_addr:use_port``).
+        rdzv_conf: rendezvous settings (``join_timeout`` sets ``rendezvous_timeout``).
+        rdzv_id: the run's id (``TORCHELASTIC_RUN_ID``); "none" makes one up.
+        max_restarts: when a rank fails, end and start the whole group again up to this many times
+            (fresh port, same arguments; ranks see ``TORCHELASTIC_RESTART_COUNT``).
+        monitor_interval: seconds between looks at the other nodes' health.
+        log_line_prefix_template: the prefix of each line printed as text, e.g. ``"[{rank}]: "``
+            (``{rank}``, ``{local_rank}``, ``{role_name}``); default ``"[rank {rank}] "``.
+        device: "auto" (XLA on a TPU host, CUDA when a GPU is present, else CPU), "cpu", "cuda", "xla".
+        start_method: "auto" (fork when the kernel is fork-safe, else spawn with a notice), "fork",
+            "spawn"; None = the kernel's choice (default "auto").
+        display: "auto" (the launch's output with a live widget in a Jupyter kernel, else text),
+            "widget", "text" (``[rank N]`` lines) or "none".
         grace_period: seconds between SIGTERM and SIGKILL when ranks are ended.
+        stall_timeout: end the launch with ``LaunchStalled`` (and every live rank's stack) when no
+            rank shows a sign of life for this many seconds, or ranks are still busy this long
+            after another returned; None (the default) never.
+        timeout: end the launch with ``LaunchTimeout`` (and the stacks) after this many seconds.
+        rendezvous_timeout: seconds to wait for every node (and, on other nodes, for node 0's store).
 
     Returns:
-        a running ``Launch``: ``.wait()``, ``.stop()``, ``.status``, ``.results``, ``.logs(rank)``.
+        a running ``Launch``: ``.wait()``, ``.stop()``, ``.stacks()``, ``.status``, ``.results``,
+        ``.logs(rank)``.
 
     Raises (before anything starts):
-        TypeError, ValueError: bad arguments; LaunchError: fork unsafe, unpicklable argument, port in use.
+        TypeError, ValueError: bad arguments; LaunchError: fork unsafe, unpicklable argument.
 
     Example:
         >>> def train(epochs, lr):
@@ -60,7 +91,6 @@ def launch(
         >>> job.wait()
         1.5
     """
-    view = select_view(display)
     defaults = kernel_settings()
     plan, notices = make_plan(
         function,
@@ -75,12 +105,27 @@ def launch(
         num_nodes=num_nodes,
         grace_period=grace_period,
         default_num_processes=defaults.num_processes,
+        rdzv_backend=rdzv_backend,
+        rdzv_endpoint=rdzv_endpoint,
+        rdzv_conf=rdzv_conf,
+        rdzv_id=rdzv_id,
+        rendezvous_timeout=rendezvous_timeout,
+        max_restarts=max_restarts,
+        monitor_interval=monitor_interval,
+        stall_timeout=stall_timeout,
+        timeout=timeout,
+        log_line_prefix_template=log_line_prefix_template,
     )
+    view = select_view(display, line_prefix=plan.log_line_prefix)
     for notice in notices:
         print(notice, file=sys.stderr)
-    starter = select_starter(plan.start_method)
-    starter.prepare(plan)
-    return Launch(plan, starter, view).start()
+
+    def make_starter():
+        starter = select_starter(plan.start_method)
+        starter.prepare(plan)
+        return starter
+
+    return Launch(plan, make_starter(), view, make_starter).start()
 
 
 def notebook_launcher(function, args=(), num_processes=None, **options):

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import signal
 
-__all__ = ["LaunchError", "WorkerError", "WorkerTraceback", "describe_exit"]
+__all__ = ["LaunchError", "LaunchStalled", "LaunchTimeout", "WorkerError", "WorkerTraceback", "describe_exit"]
 
 
 class LaunchError(RuntimeError):
@@ -97,3 +97,29 @@ def describe_exit(rank, exitcode):
         hint = " (it may have run out of memory)" if -exitcode == signal.SIGKILL else ""
         return f"rank {rank} was killed by signal {name}{hint}"
     return f"rank {rank} exited with code {exitcode} without returning a result"
+
+
+class LaunchStalled(LaunchError):
+    """No rank made progress for ``stall_timeout`` seconds (or some ranks returned and the others
+    did not within it): the launch was ended. ``ranks`` never finished; ``stacks`` shows where
+    every live rank was.
+
+    Example:
+        >>> err = LaunchStalled("ranks 1 never finished", ranks=[1], stacks=None)
+        >>> isinstance(err, LaunchError), err.ranks
+        (True, [1])
+    """
+
+    def __init__(self, message, ranks=(), stacks=None):
+        super().__init__(message)
+        self.ranks = list(ranks)
+        self.stacks = stacks
+
+
+class LaunchTimeout(LaunchError):
+    """The launch ran longer than its ``timeout`` and was ended; ``stacks`` shows where the ranks were."""
+
+    def __init__(self, message, ranks=(), stacks=None):
+        super().__init__(message)
+        self.ranks = list(ranks)
+        self.stacks = stacks

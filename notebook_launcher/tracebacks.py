@@ -30,10 +30,11 @@ import sysconfig
 from types import TracebackType
 from typing import Any
 
-__all__ = ["frames_of", "traceback_from"]
+__all__ = ["frames_of", "traceback_from", "library_dirs", "is_library"]
 
 
-def _library_dirs() -> tuple[str, ...]:
+def library_dirs() -> tuple[str, ...]:
+    """Where library code lives: the standard library, site-packages, this package and trainer_core."""
     paths = {sysconfig.get_paths()[name] for name in ("stdlib", "platstdlib", "purelib", "platlib")}
     package = os.path.dirname(os.path.abspath(__file__))
     return (*sorted(paths), package, os.path.join(os.path.dirname(package), "trainer_core"))
@@ -41,7 +42,7 @@ def _library_dirs() -> tuple[str, ...]:
 
 def frames_of(tb: TracebackType | None) -> list[dict]:
     """The frames of ``tb``, outermost first, as builtins."""
-    library = _library_dirs()
+    library = library_dirs()
     frames = []
     while tb is not None:
         code = tb.tb_frame.f_code
@@ -57,6 +58,11 @@ def frames_of(tb: TracebackType | None) -> list[dict]:
         )
         tb = tb.tb_next
     return frames
+
+
+def is_library(path: str) -> bool:
+    """True for a file of library code (``library_dirs``) or a frozen module."""
+    return path.startswith("<frozen") or os.path.abspath(path).startswith(library_dirs())
 
 
 class _Marker(Exception):

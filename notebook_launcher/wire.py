@@ -27,6 +27,7 @@ from __future__ import annotations
 import codecs
 import os
 import pickle
+import signal
 import struct
 import threading
 import time
@@ -54,7 +55,12 @@ ERROR = "error"  # payload: an ``error_report`` dict
 METRIC = "metric"  # payload: {"step": int, "values": {name: float}}
 DISPLAY = "display"  # payload: {"data": mime bundle, "display_id": str | None, "update": bool}
 OUTPUT = "output"  # payload: (stream, text) for ranks that share descriptors (torch_xla threads)
-EVENT_KINDS = (STATUS, RESULT, ERROR, METRIC, DISPLAY, OUTPUT)
+STACKS = "stacks"  # payload: {"pid": int, "threads": [{"name": str, "frames": [[file, line, function, code]]}]}
+EVENT_KINDS = (STATUS, RESULT, ERROR, METRIC, DISPLAY, OUTPUT, STACKS)
+
+# The signal by which the kernel asks a rank for its stacks: a real-time signal (no library uses
+# them) that a rank blocks in every thread and answers from its output thread (``rank/capture``).
+STACKS_SIGNAL = signal.SIGRTMIN + 4 if hasattr(signal, "SIGRTMIN") else signal.SIGUSR2
 
 _HEADER = struct.Struct("<Q")
 

@@ -9,20 +9,27 @@ import pytest
 from gates import gate_code, open_gates
 
 
-def test_every_rank_gets_the_torchrun_environment(kernel):
+def test_every_rank_gets_the_torchrun_and_torchelastic_environment(kernel):
     kernel.ok(
         dedent("""
         def env_of_rank():
+            import torch.distributed as dist
             keys = ["RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "GROUP_RANK", "NODE_RANK",
-                    "MASTER_ADDR", "MASTER_PORT", "ACCELERATE_MIXED_PRECISION"]
-            return {key: os.environ.get(key) for key in keys}
+                    "MASTER_ADDR", "MASTER_PORT", "ACCELERATE_MIXED_PRECISION", "GROUP_WORLD_SIZE", "ROLE_NAME",
+                    "TORCHELASTIC_RESTART_COUNT", "TORCHELASTIC_MAX_RESTARTS", "TORCHELASTIC_USE_AGENT_STORE"]
+            env = {key: os.environ.get(key) for key in keys}
+            env["launched by torchelastic"] = dist.is_torchelastic_launched()
+            env["run id"] = os.environ["TORCHELASTIC_RUN_ID"]
+            return env
         job = launch(env_of_rank, num_processes=2, mixed_precision="bf16")
         job.wait()
     """)
     )
     envs = kernel.eval("job.results")
-    port = kernel.eval("job.plan.master_port")
+    port = kernel.eval("job.master_port")
+    assert envs[0]["run id"] == envs[1]["run id"] != ""
     for rank, env in enumerate(envs):
+        del env["run id"]
         assert env == {
             "RANK": str(rank),
             "LOCAL_RANK": str(rank),
@@ -33,6 +40,12 @@ def test_every_rank_gets_the_torchrun_environment(kernel):
             "MASTER_ADDR": "127.0.0.1",
             "MASTER_PORT": str(port),
             "ACCELERATE_MIXED_PRECISION": "bf16",
+            "GROUP_WORLD_SIZE": "1",
+            "ROLE_NAME": "default",
+            "TORCHELASTIC_RESTART_COUNT": "0",
+            "TORCHELASTIC_MAX_RESTARTS": "0",
+            "TORCHELASTIC_USE_AGENT_STORE": "True",
+            "launched by torchelastic": True,
         }
 
 
@@ -154,8 +167,8 @@ def test_free_port_is_chosen_per_launch_and_released(kernel):
         ports = []
         for _ in range(3):
             job = launch(lambda: 0, num_processes=2, display="none"); job.wait()
-            check_port_free("127.0.0.1", job.plan.master_port)   # raises if still bound
-            ports.append(job.plan.master_port)
+            check_port_free("127.0.0.1", job.master_port)   # raises if still bound
+            ports.append(job.master_port)
     """)
     )
     assert len(set(kernel.eval("ports"))) >= 2

@@ -67,7 +67,7 @@ def _describe(stack):
     frame = _user_frame(stack)
     if frame is None:
         return None
-    where = _cell_name(frame.filename) or frame.filename
+    where = cell_name(frame.filename) or frame.filename
     code = f": {frame.line.strip()}" if frame.line else ""
     return f"{where}, line {frame.lineno}{code}"
 
@@ -75,7 +75,7 @@ def _describe(stack):
 def _user_frame(stack):
     """The innermost frame in user code: a notebook cell if any, else outside torch and us."""
     for frame in reversed(stack):
-        if _cell_name(frame.filename):
+        if cell_name(frame.filename):
             return frame
     for frame in reversed(stack):
         path = os.path.abspath(frame.filename)
@@ -84,7 +84,7 @@ def _user_frame(stack):
     return None
 
 
-def _cell_name(filename):
+def cell_name(filename):
     """IPython's "Cell In[N]" name for a cell's code file, or None outside IPython / other files."""
     ipython = getattr(sys.modules.get("IPython"), "get_ipython", lambda: None)()
     compiler = getattr(ipython, "compile", None)

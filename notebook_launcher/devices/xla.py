@@ -11,7 +11,19 @@ from .base import more_than_found
 from .probe import xla_device_count
 
 # XLA ranks learn who they are from torch_xla's runtime, not from these torchrun variables.
-_RUNTIME_OWNED = ("RANK", "LOCAL_RANK", "ROLE_RANK", "MASTER_ADDR", "MASTER_PORT")
+_RUNTIME_OWNED = (
+    "RANK",
+    "LOCAL_RANK",
+    "ROLE_RANK",
+    "MASTER_ADDR",
+    "MASTER_PORT",
+    "TORCHELASTIC_RUN_ID",
+    "TORCHELASTIC_USE_AGENT_STORE",
+    "GROUP_WORLD_SIZE",
+    "ROLE_NAME",
+    "TORCHELASTIC_RESTART_COUNT",
+    "TORCHELASTIC_MAX_RESTARTS",
+)
 
 
 class XlaDevice:

@@ -39,6 +39,9 @@ def rank_environment(
     mixed_precision: str,
     device: Device,
     threads: int,
+    run_id: str = "none",
+    restart_count: int = 0,
+    max_restarts: int = 0,
 ) -> dict[str, str]:
     """Environment variables for one rank, as strings.
 
@@ -46,6 +49,11 @@ def rank_environment(
     ``NODE_RANK``, ``MASTER_ADDR``, ``MASTER_PORT``) makes plain ``init_process_group()``, Hugging Face
     Accelerate and our Accelerator work unchanged. ``ACCELERATE_MIXED_PRECISION`` carries the launcher's
     ``mixed_precision`` to every Accelerator created in the rank (ours and Hugging Face's read it).
+    The torchelastic set (``TORCHELASTIC_RUN_ID``, ``GROUP_WORLD_SIZE``, ``ROLE_NAME``,
+    ``TORCHELASTIC_RESTART_COUNT``, ``TORCHELASTIC_MAX_RESTARTS``) makes
+    ``torch.distributed.is_torchelastic_launched()`` true, as under torchrun, so libraries such as
+    Lightning pick the right cluster environment; ``TORCHELASTIC_USE_AGENT_STORE`` makes every rank
+    a client of the store the kernel hosts (``rendezvous``).
     ``OMP_NUM_THREADS`` is set only when the kernel has not set it. The device adjusts the result.
     """
     rank = node_rank * num_processes + local_rank
@@ -62,6 +70,12 @@ def rank_environment(
         "MASTER_PORT": master_port,
         "ACCELERATE_MIXED_PRECISION": mixed_precision,
         "NOTEBOOK_LAUNCHER_DEVICE": device.name,
+        "TORCHELASTIC_RUN_ID": run_id,
+        "GROUP_WORLD_SIZE": num_nodes,
+        "ROLE_NAME": "default",
+        "TORCHELASTIC_RESTART_COUNT": restart_count,
+        "TORCHELASTIC_MAX_RESTARTS": max_restarts,
+        "TORCHELASTIC_USE_AGENT_STORE": True,
     }
     if "OMP_NUM_THREADS" not in os.environ:
         env["OMP_NUM_THREADS"] = threads

@@ -15,6 +15,8 @@ Example:
 from __future__ import annotations
 
 import atexit
+import threading
+import time
 import uuid
 import weakref
 from collections.abc import Callable
@@ -109,14 +111,15 @@ def _stop_all():
 
 
 class Launch:
-    """One launch of ``function`` on ``num_processes`` ranks.
+    """One launch of ``function`` on ``num_processes`` ranks (and its restarts, with ``max_restarts``).
 
     Attributes:
         id: a short id for this launch.
         plan: the checked ``LaunchPlan`` it runs.
+        cell: the number of the cell that started it (``In [N]``), or None.
     """
 
-    def __init__(self, plan, starter, view):
+    def __init__(self, plan, starter, view, make_starter=None):
         self.id = uuid.uuid4().hex[:8]
         self.plan = plan
         self.cell = _execution_count()
@@ -125,7 +128,14 @@ class Launch:
         self._observed = _Observed()
         self._record = LaunchRecord(plan.num_processes, plan.global_rank(0))
         self._listener = CompositeView(view, self._observed)
-        self._supervisor = Supervisor(plan, starter, self._record, self._listener, self._finished)
+        self._make_starter = make_starter
+        self._stopping = False
+        self._ended = False
+        self._done = threading.Event()
+        self._supervisor = self._new_attempt(starter, 0)
+
+    def _new_attempt(self, starter, attempt):
+        return Supervisor(self.plan, starter, self._record, self._listener, self._attempt_done, attempt)
 
     def start(self):
         """Start the ranks (in the background) and return self."""
@@ -135,8 +145,45 @@ class Launch:
         self._supervisor.start()
         return self
 
-    def _finished(self):
-        self._listener.on_finish(self)
+    @property
+    def attempt(self):
+        """Restarts so far (0 for the first attempt)."""
+        return self._supervisor.attempt
+
+    @property
+    def waiting(self):
+        """What the launch waits for now ("waiting for 1 more node(s) to join ...", "waiting for rank 1:
+        another rank returned 40 s ago"), or ""."""
+        return self._record.waiting
+
+    @property
+    def master_port(self):
+        """The port of the ranks' rendezvous store in the current attempt (None before it is open)."""
+        return self._supervisor.master_port
+
+    def _attempt_done(self):
+        """An attempt ended (on its supervisor's thread): start the next one, or finish the launch."""
+        record, attempt = self._record, self._supervisor.attempt
+        failure = record.failure
+        if failure is not None and not self._stopping and attempt < self.plan.faults.max_restarts:
+            reason = f"rank {record.failed_rank} failed: {type(failure).__name__}: {failure}"
+            try:
+                starter = self._make_starter()
+                record.begin_attempt(attempt + 1, self.plan.faults.max_restarts, reason)
+                self._supervisor = self._new_attempt(starter, attempt + 1)
+                self._observed.changed()
+                self._supervisor.start()
+                return
+            except Exception as err:  # the restart itself failed: the launch ends with the failure it had
+                failure.add_note(f"the restart failed: {type(err).__name__}: {err}")
+        if failure is not None and record.past_failures:
+            failure.add_note(_attempts_note(record.past_failures, attempt, record.failed_rank, failure))
+        record.finish()
+        self._ended = True  # done from here on (the views' on_finish sees it); wait() returns after them
+        try:
+            self._listener.on_finish(self)
+        finally:
+            self._done.set()
 
     def __repr__(self):
         return (
@@ -165,8 +212,8 @@ class Launch:
 
     @property
     def done(self):
-        """True once every rank has ended and everything is cleaned up."""
-        return self._record.finished
+        """True once every rank (of the last attempt) has ended and everything is cleaned up."""
+        return self._ended
 
     @property
     def results(self):
@@ -229,18 +276,20 @@ class Launch:
     def wait(self, timeout=None):
         """Wait for the launch to end and return the first local rank's (rank 0's) return value.
 
-        A kernel interrupt while waiting stops every rank before ``KeyboardInterrupt`` propagates.
+        A kernel interrupt while waiting takes the stacks of the ranks still running (where each
+        was), stops every rank, and raises ``KeyboardInterrupt`` saying so.
 
         Raises:
             the failing rank's exception (same type, message prefixed with its rank), or
             WorkerError: a rank died or exited without a result;
-            LaunchError: the launch was stopped;
+            LaunchStalled / LaunchTimeout: ``stall_timeout`` / ``timeout`` ended the launch;
+            LaunchError: the launch was stopped, or could not start;
             TimeoutError: ``timeout`` passed (the launch keeps running).
         """
         __tracebackhide__ = True  # IPython folds this frame: the cell shows the rank's frames
         self._waiting(+1)
         try:
-            finished = self._supervisor.join(timeout)
+            finished = self._done.wait(timeout)
         except KeyboardInterrupt:
             self.stop()
             interrupted = True
@@ -249,7 +298,9 @@ class Launch:
         finally:
             self._waiting(-1)
         if interrupted:
-            raise KeyboardInterrupt(f"launch {self.id} stopped: every rank has ended") from None
+            stacks = self._record.latest_stacks()
+            where = f"; where the ranks were:\n{stacks.summary()}" if stacks else ""
+            raise KeyboardInterrupt(f"launch {self.id} stopped: every rank has ended{where}") from None
         if not finished:
             raise TimeoutError(f"launch {self.id} still running after {timeout} s")
         failure = self._record.failure
@@ -265,16 +316,59 @@ class Launch:
             self._observed.changed()
 
     def request_stop(self):
-        """Ask every rank to end and return at once (``stop()`` also waits until they have)."""
-        self._supervisor.request_stop()
+        """Ask every rank to end (after taking the stacks of those still running) and return at once;
+        ``stop()`` also waits until they have."""
+        self._stopping = True
+        self._supervisor.request_stop(with_stacks=True)
 
     def stop(self, timeout=None):
         """End every rank (SIGTERM, then SIGKILL after the grace period) and wait until they are gone.
 
+        The stacks of the ranks still running are taken first (``last_stacks``; a second at most).
         Returns True when everything has ended within ``timeout`` seconds (default: no limit).
         """
-        self._supervisor.request_stop()
+        self.request_stop()
         try:
-            return self._supervisor.join(timeout)
+            return self._done.wait(timeout)
         except KeyboardInterrupt:  # a second interrupt while stopping: keep ending the ranks
-            return self._supervisor.join(timeout)
+            return self._done.wait(timeout)
+
+    def stacks(self, timeout=5.0):
+        """Where every live rank is: the Python stack of each of its threads, without stopping it.
+
+        Returns a ``Stacks`` (rank → threads and frames; ``print()`` it to read it). Ranks that do not
+        answer within ``timeout`` seconds are listed as missing. After the launch, the stacks taken
+        when it was stopped or stalled, if any.
+
+        Example:
+            >>> import threading
+            >>> from notebook_launcher import launch
+            >>> def waits():
+            ...     threading.Event().wait()
+            >>> job = launch(waits, num_processes=1, display="none")
+            >>> "in waits" in job.stacks().summary()
+            True
+            >>> job.stop()
+            True
+        """
+        if self.done:
+            return self._record.latest_stacks()
+        deadline = time.monotonic() + timeout
+        while any(self.rank_status(rank) == "starting" for rank in self.ranks) and time.monotonic() < deadline:
+            self._done.wait(0.01)  # a rank still starting up cannot answer yet
+        self._record.stacks_requested(None)
+        self._supervisor.request_stacks()
+        self._record.wait_for_stacks(max(0.0, deadline - time.monotonic()))
+        return self._record.latest_stacks()
+
+    @property
+    def last_stacks(self):
+        """The stacks taken last (by ``stacks()``, a stop, a stall or a timeout), or None."""
+        return self._record.latest_stacks()
+
+
+def _attempts_note(past, attempt, rank, failure):
+    lines = [f"every attempt failed ({attempt + 1} of them, max_restarts={attempt}):"]
+    lines += [f"  attempt {index}: rank {failed}: {type(exc).__name__}: {exc}" for index, failed, exc in past]
+    lines.append(f"  attempt {attempt}: rank {rank}: {type(failure).__name__}: {failure}")
+    return "\n".join(lines)

@@ -11,17 +11,41 @@ Example:
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from ..choices import MIXED_PRECISIONS, START_METHODS, check_choice
 from ..devices import Device, select_device
 from ..devices.probe import usable_cpus
 from .environment import rank_environment, threads_per_rank
-from .ports import check_port_free, free_port
+from .ports import check_port_free
 from .preflight import fork_hazards
 
 __all__ = ["LaunchPlan", "make_plan"]
+
+
+@dataclass(frozen=True)
+class RendezvousPlan:
+    """How the nodes (and the ranks' store) meet: see ``rendezvous``."""
+
+    backend: str = "static"  # "static" or "c10d"
+    port: int | None = None  # fixed; None picks a free one for every attempt
+    endpoint: str = ""  # c10d: host:port of its store (default master_addr:port)
+    run_id: str = "none"
+    conf: dict = field(default_factory=dict)
+    timeout: float = 300.0  # seconds to wait for every node
+
+
+@dataclass(frozen=True)
+class FaultPolicy:
+    """What ends a launch, and what restarts it."""
+
+    grace_period: float = 2.0  # seconds between SIGTERM and SIGKILL
+    max_restarts: int = 0  # a failed attempt is started again this many times
+    stall_timeout: float | None = None  # no sign of life for this long ends the launch (LaunchStalled)
+    timeout: float | None = None  # the whole launch may take this long (LaunchTimeout)
+    monitor_interval: float = 0.1  # seconds between looks at the other nodes' health
 
 
 @dataclass(frozen=True)
@@ -35,36 +59,48 @@ class LaunchPlan:
     start_method: str
     mixed_precision: str
     master_addr: str
-    master_port: int
     node_rank: int
     num_nodes: int
-    grace_period: float
+    rendezvous: RendezvousPlan = field(default_factory=RendezvousPlan)
+    faults: FaultPolicy = field(default_factory=FaultPolicy)
+    log_line_prefix: str | None = None  # e.g. "[{rank}]: " (torchrun's log_line_prefix_template)
+    run_id: str = ""
+
+    @property
+    def grace_period(self) -> float:
+        return self.faults.grace_period
 
     @property
     def world_size(self):
         return self.num_nodes * self.num_processes
 
-    def global_rank(self, local_rank):
-        return self.node_rank * self.num_processes + local_rank
+    def global_rank(self, local_rank, node_rank=None):
+        return (self.node_rank if node_rank is None else node_rank) * self.num_processes + local_rank
 
     @property
     def threads(self):
         """Intra-op threads per rank: this machine's usable cores shared out among the local ranks."""
         return threads_per_rank(usable_cpus(), self.num_processes)
 
-    def environment(self, local_rank):
-        """The environment of the rank with this local rank (see ``rank_environment``)."""
+    def environment(self, local_rank, master_port, restart_count=0, node_rank=None):
+        """The environment of the rank with this local rank in one attempt (see ``rank_environment``)."""
         return rank_environment(
             local_rank=local_rank,
             num_processes=self.num_processes,
-            node_rank=self.node_rank,
+            node_rank=self.node_rank if node_rank is None else node_rank,
             num_nodes=self.num_nodes,
             master_addr=self.master_addr,
-            master_port=self.master_port,
+            master_port=master_port,
             mixed_precision=self.mixed_precision,
             device=self.device,
             threads=self.threads,
+            run_id=self.run_id,
+            restart_count=restart_count,
+            max_restarts=self.faults.max_restarts,
         )
+
+
+RDZV_BACKENDS = ("static", "c10d")
 
 
 def make_plan(
@@ -81,6 +117,16 @@ def make_plan(
     num_nodes=1,
     grace_period=2.0,
     default_num_processes=None,
+    rdzv_backend="static",
+    rdzv_endpoint="",
+    rdzv_conf=None,
+    rdzv_id="none",
+    rendezvous_timeout=300.0,
+    max_restarts=0,
+    monitor_interval=0.1,
+    stall_timeout=None,
+    timeout=None,
+    log_line_prefix_template=None,
 ):
     """Check the arguments and resolve the defaults.
 
@@ -90,20 +136,40 @@ def make_plan(
 
     Raises:
         TypeError: ``function`` is not callable or ``args`` is not a tuple or list.
-        ValueError: a bad count, choice, rank or port.
-        LaunchError: ``start_method="fork"`` when the kernel cannot be forked, or a fixed port in use.
+        ValueError: a bad count, choice, rank, port or time.
+        LaunchError: ``start_method="fork"`` when the kernel cannot be forked.
     """
     check_function(function, args)
     check_choice("mixed_precision", mixed_precision, MIXED_PRECISIONS)
     check_choice("start_method", start_method, START_METHODS)
+    check_choice("rdzv_backend", rdzv_backend, RDZV_BACKENDS)
     use_port = check_port_number(use_port)
-    check_nodes(num_nodes, node_rank, use_port)
-    check_grace(grace_period)
+    check_nodes(num_nodes, node_rank, use_port, rdzv_backend, rdzv_endpoint)
+    faults = FaultPolicy(
+        grace_period=check_seconds("grace_period", grace_period, zero_ok=True),
+        max_restarts=check_count("max_restarts", max_restarts),
+        stall_timeout=check_seconds("stall_timeout", stall_timeout, none_ok=True),
+        timeout=check_seconds("timeout", timeout, none_ok=True),
+        monitor_interval=check_seconds("monitor_interval", monitor_interval),
+    )
+    conf = check_rdzv_conf(rdzv_conf)
+    join_timeout = conf.pop("join_timeout", rendezvous_timeout)
+    meeting = RendezvousPlan(
+        rdzv_backend,
+        use_port,
+        str(rdzv_endpoint or ""),
+        str(rdzv_id),
+        conf,
+        check_seconds("rendezvous_timeout", join_timeout),
+    )
+    check_prefix(log_line_prefix_template)
+    if use_port is not None and node_rank == 0 and rdzv_backend == "static":
+        check_port_free(master_addr, use_port)  # said now; the rendezvous binds it when the launch starts
     chosen = select_device(device)
     count = resolve_num_processes(num_processes, chosen, default_num_processes)
-    port = resolve_port(use_port, master_addr, node_rank)
     method, notice = chosen.resolve_start_method(start_method, fork_hazards())
     notices = [text for text in (chosen.oversubscription(count), notice) if text]
+    run_id = str(rdzv_id) if rdzv_id not in (None, "none") else uuid.uuid4().hex[:12]
     plan = LaunchPlan(
         function,
         tuple(args),
@@ -112,10 +178,12 @@ def make_plan(
         method,
         mixed_precision,
         master_addr,
-        port,
         node_rank,
         num_nodes,
-        float(grace_period),
+        meeting,
+        faults,
+        log_line_prefix_template,
+        run_id,
     )
     return plan, notices
 
@@ -142,18 +210,51 @@ def check_port_number(use_port):
     return port
 
 
-def check_nodes(num_nodes, node_rank, use_port):
+def check_nodes(num_nodes, node_rank, use_port, backend="static", endpoint=""):
     if not _is_int(num_nodes) or num_nodes < 1:
         raise ValueError(f"num_nodes must be a positive int, got {num_nodes!r}")
     if not _is_int(node_rank) or not 0 <= node_rank < num_nodes:
         raise ValueError(f"node_rank must be an int in [0, {num_nodes}), got {node_rank!r}")
-    if num_nodes > 1 and use_port is None:
+    if num_nodes > 1 and use_port is None and not (backend == "c10d" and endpoint):
         raise ValueError("with num_nodes > 1 every node must agree on the port: pass use_port= (and master_addr=)")
 
 
-def check_grace(grace_period):
-    if isinstance(grace_period, bool) or not isinstance(grace_period, (int, float)) or grace_period < 0:
-        raise ValueError(f"grace_period must be a number of seconds >= 0, got {grace_period!r}")
+def check_seconds(name, value, none_ok=False, zero_ok=False):
+    """A number of seconds (> 0, or >= 0 with ``zero_ok``), or None with ``none_ok``."""
+    if value is None and none_ok:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0 or (value == 0 and not zero_ok):
+        allowed = "a number of seconds " + (">= 0" if zero_ok else "> 0") + (", or None" if none_ok else "")
+        raise ValueError(f"{name} must be {allowed}, got {value!r}")
+    return float(value)
+
+
+def check_count(name, value):
+    if not _is_int(value) or value < 0:
+        raise ValueError(f"{name} must be an int >= 0, got {value!r}")
+    return value
+
+
+def check_rdzv_conf(conf):
+    if conf is None:
+        return {}
+    if not isinstance(conf, dict):
+        raise ValueError(f"rdzv_conf must be a dict of rendezvous settings or None, got {type(conf).__name__}")
+    return dict(conf)
+
+
+def check_prefix(template):
+    """torchrun's ``log_line_prefix_template``: may use {rank}, {local_rank} and {role_name}."""
+    if template is None:
+        return
+    if not isinstance(template, str):
+        raise ValueError(f"log_line_prefix_template must be a str or None, got {type(template).__name__}")
+    try:
+        template.format(rank=0, local_rank=0, role_name="default")
+    except (KeyError, IndexError, ValueError) as err:
+        raise ValueError(
+            f"log_line_prefix_template={template!r} may use only {{rank}}, {{local_rank}} and {{role_name}}: {err}"
+        ) from None
 
 
 def resolve_num_processes(num_processes, device, default=None):
@@ -171,11 +272,3 @@ def resolve_num_processes(num_processes, device, default=None):
     if refused:
         raise ValueError(refused)
     return num_processes
-
-
-def resolve_port(use_port, master_addr, node_rank):
-    if use_port is None:
-        return free_port(master_addr)
-    if node_rank == 0:
-        check_port_free(master_addr, use_port)
-    return use_port

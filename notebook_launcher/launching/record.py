@@ -39,6 +39,12 @@ class LaunchRecord:
         self._metrics = []
         self._stopped = False
         self._finished = False
+        self.attempt = 0  # restarts so far
+        self._past_failures: list = []
+        self.waiting = ""  # what the launch waits for now ("waiting for rank 1: ..."), shown live
+        self._stacks: dict[int, dict] = {}
+        self._stacks_asked: list[int] | None = []
+        self._stacks_changed = threading.Condition(self._lock)
 
     @property
     def ranks(self):
@@ -101,11 +107,78 @@ class LaunchRecord:
             self._results[rank] = value
             self._status[rank] = "done"
 
-    def add_failure(self, rank, exception, when):
-        """Record that ``rank`` failed at ``when``; the earliest failure is the launch's cause."""
+    def add_failure(self, rank, exception, when, traceback=None):
+        """Record that ``rank`` failed at ``when`` (``rank`` None: the launch itself); the earliest
+        failure is the launch's cause. ``traceback``: the rank's frames, re-attached when raised."""
         with self._lock:
-            self._failures.append((when, rank, exception, exception.__traceback__))
-            self._status[rank] = "failed"
+            self._failures.append(
+                (
+                    when,
+                    -1 if rank is None else rank,
+                    exception,
+                    traceback if traceback is not None else exception.__traceback__,
+                )
+            )
+            if rank is not None:
+                self._status[rank] = "failed"
+
+    # -- stacks ---------------------------------------------------------------------------------------
+
+    def stacks_requested(self, ranks=None):
+        """The kernel asks for stacks: answers from before are stale. ``ranks`` are the ranks asked
+        (None: not known yet — the supervisor fills them in when it sends the request)."""
+        with self._lock:
+            self._stacks = {}
+            self._stacks_asked = None if ranks is None else list(ranks)
+
+    def add_stacks(self, rank, report):
+        with self._stacks_changed:
+            self._stacks[rank] = report
+            self._stacks_changed.notify_all()
+
+    # -- attempts (restarts) --------------------------------------------------------------------------
+
+    def begin_attempt(self, attempt, max_restarts, reason):
+        """A restart: the failed attempt's failure is kept, statuses start over, and every rank's log
+        gets a line that says so (its lines from before stay)."""
+        line = f"── restart {attempt} of {max_restarts}: {reason} ──\n"
+        with self._lock:
+            self._past_failures.extend((attempt - 1, rank, exc) for _, rank, exc, _ in self._failures)
+            self._failures = []
+            self._results = {}
+            self._status = {rank: "starting" for rank in self._ranks}
+            self._stopped = False
+            self.attempt = attempt
+            for rank in self._ranks:
+                self._seq += self._logs[rank].add_text("stderr", line, self._seq, time.time())
+
+    @property
+    def past_failures(self):
+        """(attempt, rank, exception) of every failed attempt before this one."""
+        with self._lock:
+            return list(self._past_failures)
+
+    def _answered(self):
+        return self._stacks_asked is not None and all(rank in self._stacks for rank in self._stacks_asked)
+
+    def stacks_complete(self):
+        with self._lock:
+            return self._answered()
+
+    def wait_for_stacks(self, timeout):
+        """Wait until every rank asked has answered (at most ``timeout`` seconds)."""
+        with self._stacks_changed:
+            return self._stacks_changed.wait_for(lambda: self._answered() or self._finished, timeout)
+
+    def latest_stacks(self):
+        """The answers to the last request, as ``Stacks`` (None if none was made)."""
+        from .stacks import Stacks
+
+        with self._lock:
+            if self._stacks_asked is None or (not self._stacks_asked and not self._stacks):
+                return None
+            missing = [rank for rank in self._stacks_asked if rank not in self._stacks]
+            return Stacks(dict(self._stacks), missing)
 
     def mark_stopped(self):
         """The user stopped the launch (interrupt or ``stop()``)."""
@@ -113,7 +186,8 @@ class LaunchRecord:
 
     def finish(self):
         """No more events will come: ranks still starting or running were stopped."""
-        with self._lock:
+        with self._stacks_changed:
+            self._stacks_changed.notify_all()
             for rank, status in self._status.items():
                 if status in ("starting", "running"):
                     self._status[rank] = "stopped"
@@ -150,7 +224,8 @@ class LaunchRecord:
     @property
     def failed_rank(self):
         with self._lock:
-            return min(self._failures, key=lambda item: (item[0], item[1]))[1] if self._failures else None
+            rank = min(self._failures, key=lambda item: (item[0], item[1]))[1] if self._failures else None
+            return None if rank == -1 else rank
 
     @property
     def results(self):

@@ -1,16 +1,20 @@
-"""The supervisor: one thread per launch that starts the ranks, reads them, and ends them.
+"""The supervisor: one thread per attempt of a launch that starts the ranks, reads them, and ends them.
 
-It goes through four phases:
+It goes through five phases:
 
+* RENDEZVOUS — the nodes meet and the kernel hosts (or joins) the ranks' store (``rendezvous``);
 * STARTING — the starter starts one worker process per group of ranks;
 * RUNNING — one loop waits on every worker's pipes and exit descriptor (and a wake-up pipe for
-  ``stop()``); output and events are read without blocking and handed, through a dispatch table,
-  to the record and the listener (the launch's views);
-* ENDING — the first failure (an exception, a death, an exit without a result) or a stop request
-  ends the launch: every rank still alive, and every process it started, gets SIGTERM, then SIGKILL
-  after the grace period (the ``Reaper``) — a rank stuck in a collective cannot hold the cell;
+  ``stop()`` and ``stacks()``); output and events are read without blocking and handed, through a
+  dispatch table, to the record and the listener (the launch's views); the watchdog
+  (``stall_timeout``, ``timeout``) and the other nodes' health are checked on the way;
+* ENDING — the first failure (an exception, a death, an exit without a result, a stall, a timeout,
+  another node's failure) or a stop request ends the attempt: the stacks of the ranks still
+  running are asked for first (a second at most) when a person or the watchdog will want to know
+  where they were; then every rank still alive, and every process it started, gets SIGTERM, then
+  SIGKILL after the grace period (the ``Reaper``) — a rank stuck in a collective cannot hold the cell;
 * FINISHED — every worker has ended; its pipes are drained (what it wrote before dying is kept),
-  every descriptor is closed and every process reaped. Nothing outlives the launch.
+  every descriptor is closed, every process reaped and the store closed. Nothing outlives it.
 
 Ranks are started from this thread, not the caller's: Linux's parent-death signal (set in each
 rank) fires when the *thread* that started the rank ends, and supervisor threads never end (they
@@ -33,23 +37,38 @@ from collections.abc import Callable
 from multiprocessing.connection import wait
 from typing import Any, Protocol
 
-from ..errors import LaunchError, WorkerError, describe_exit
+from ..errors import LaunchError, LaunchStalled, LaunchTimeout, WorkerError, describe_exit
 from ..rank.bootstrap import RankSpec
 from ..starters.base import Starter
-from ..wire import DISPLAY, ERROR, METRIC, OUTPUT, RESULT, STATUS, rebuild_exception
+from ..wire import DISPLAY, ERROR, METRIC, OUTPUT, RESULT, STACKS, STACKS_SIGNAL, STATUS, rebuild_exception
 from .plan import LaunchPlan
 from .reaper import Reaper
 from .record import LaunchRecord
+from .rendezvous import Rendezvous
 from .threads import run_in_thread
+from .watchdog import Watchdog
 from .worker import Worker, close_pipes, make_pipes
 
-__all__ = ["Supervisor", "RankEvents", "Phase"]
+__all__ = ["Supervisor", "RankEvents", "Phase", "STACKS_WAIT"]
 
 _START_LOCK = threading.Lock()  # a fork must not copy another launch's half-made pipes
 _EXIT_AFTER_RESULT = 10.0  # seconds a rank that returned may take to exit before it is ended
+STACKS_WAIT = 1.0  # seconds to wait for the stacks of ranks about to be ended
+
+
+def _fresh_start_lock() -> None:
+    """A process forked while a launch held the start lock (a launch from inside a rank) must not
+    inherit it taken: it would wait for it for ever."""
+    global _START_LOCK
+    _START_LOCK = threading.Lock()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_fresh_start_lock)
 
 
 class Phase(enum.Enum):
+    RENDEZVOUS = "rendezvous"
     STARTING = "starting"
     RUNNING = "running"
     ENDING = "ending"
@@ -73,7 +92,7 @@ class RankEvents(Protocol):
 
 
 class Supervisor:
-    """Runs one launch on its own thread; see the module docstring."""
+    """Runs one attempt of a launch on its own thread; see the module docstring."""
 
     def __init__(
         self,
@@ -82,18 +101,37 @@ class Supervisor:
         record: LaunchRecord,
         listener: RankEvents,
         on_done: Callable[[], None],
+        attempt: int = 0,
     ) -> None:
         self._plan = plan
         self._starter = starter
         self._record = record
         self._listener = listener
         self._on_done = on_done
-        self.phase = Phase.STARTING
+        self.attempt = attempt
+        self.phase = Phase.RENDEZVOUS
         self._workers: list[Worker] = []
         self._reported: set[int] = set()  # ranks that sent a result or an error
         self._watch: dict[int, tuple[Worker | None, str]] = {}
         self._reaper = Reaper(plan.grace_period)
+        self._watchdog = Watchdog(plan.faults.stall_timeout, plan.faults.timeout, time.monotonic())
+        self._meeting = Rendezvous(
+            plan.master_addr,
+            plan.rendezvous.port,
+            plan.node_rank,
+            plan.num_nodes,
+            plan.rendezvous.timeout,
+            plan.rendezvous.backend,
+            plan.rendezvous.endpoint,
+            plan.run_id,
+            plan.rendezvous.conf,
+        )
+        self.master_port: int | None = None
         self._stop_requested = False
+        self._stop_with_stacks = False
+        self._ending_at: float | None = None  # after asking for stacks: when to end the ranks anyway
+        self._pending_failure: BaseException | None = None
+        self._next_health_check = 0.0
         self._wake_r, self._wake_w = os.pipe()
         self._done = threading.Event()
         self._events: dict[str, Callable[[int, Any, float], None]] = {
@@ -103,47 +141,79 @@ class Supervisor:
             DISPLAY: self._on_display,
             RESULT: self._on_result,
             ERROR: self._on_error,
+            STACKS: self._on_stacks,
         }
 
     def start(self) -> None:
         context = contextvars.copy_context()
         run_in_thread(lambda: context.run(self._run))
 
-    def request_stop(self) -> None:
-        """Ask the loop to end every rank; returns at once."""
+    def request_stop(self, with_stacks: bool = False) -> None:
+        """Ask the loop to end every rank (after taking their stacks, with ``with_stacks``); returns at once."""
         if self._done.is_set():
             return
+        self._stop_with_stacks = self._stop_with_stacks or with_stacks
         self._stop_requested = True
+        self._wake(b"x")
+
+    def request_stacks(self) -> None:
+        """Ask every live rank for its stacks; they arrive in the record (``LaunchRecord.stacks``)."""
+        self._wake(b"s")
+
+    def _wake(self, byte: bytes) -> None:
         try:
-            os.write(self._wake_w, b"x")
+            os.write(self._wake_w, byte)
         except OSError:  # the loop already closed the pipe: it is finishing anyway
             pass
 
     def join(self, timeout: float | None = None) -> bool:
-        """Wait until the launch has ended and everything is cleaned up; False on timeout."""
+        """Wait until the attempt has ended and everything is cleaned up; False on timeout."""
         return self._done.wait(timeout)
+
+    @property
+    def live_ranks(self) -> list[int]:
+        return [rank for worker in self._workers if not worker.exited for rank in worker.ranks]
 
     # -- the thread ---------------------------------------------------------------------------
 
     def _run(self) -> None:
         try:
+            self._meet()
             self._start_workers()
             self._loop()
+        except LaunchError as refused:  # the rendezvous or a start refused: nothing (more) runs
+            self._record.add_failure(None, refused, time.time())
         except BaseException as exc:  # a launcher fault must still end the ranks and reach the user
-            error = LaunchError(f"the launcher failed: {type(exc).__name__}: {exc}")
-            error.__cause__ = exc
-            self._record.add_failure(None, error, time.time())
+            fault = LaunchError(f"the launcher failed: {type(exc).__name__}: {exc}")
+            fault.__cause__ = exc
+            self._record.add_failure(None, fault, time.time())
         finally:
             self._shutdown()
 
+    def _meet(self) -> None:
+        def waiting(text: str) -> None:
+            self._record.waiting = text
+            self._notify("flush")
+
+        self.master_port = self._meeting.open(lambda: self._stop_requested, waiting)
+        self._record.waiting = ""
+        self.phase = Phase.STARTING
+
     def _start_workers(self) -> None:
         plan = self._plan
+        node_rank = self._meeting.node_rank
         self._watch[self._wake_r] = (None, "wake")
         for group in self._starter.groups(plan):
             if self._stop_requested:
                 break
             specs = [
-                RankSpec(plan.global_rank(local), local, plan.environment(local), os.getpid(), plan.threads)
+                RankSpec(
+                    plan.global_rank(local, node_rank),
+                    local,
+                    plan.environment(local, self.master_port, self.attempt, node_rank),
+                    os.getpid(),
+                    plan.threads,
+                )
                 for local in group
             ]
             with _START_LOCK:
@@ -168,21 +238,34 @@ class Supervisor:
     def _loop(self) -> None:
         refresh = None
         while any(not worker.exited for worker in self._workers):
-            deadlines = [d for d in (self._reaper.kill_at, refresh) if d is not None]
+            deadlines = [
+                d
+                for d in (
+                    self._reaper.kill_at,
+                    refresh,
+                    self._watchdog.deadline(),
+                    self._ending_at,
+                    self._health_deadline(),
+                )
+                if d is not None
+            ]
             timeout = max(0.0, min(deadlines) - time.monotonic()) if deadlines else None
             for fd in wait(list(self._watch), timeout):
                 if fd in self._watch:
                     self._handle(fd, *self._watch[fd])
+            self._check_time()
             if self._reaper.due():
                 self._kill_remaining()
             delay = self._notify("flush")
             refresh = None if delay is None else time.monotonic() + delay
 
     def _handle(self, fd: int, worker: Worker | None, kind: str) -> None:
-        if worker is None:  # the wake-up pipe: stop() was called
-            os.read(fd, 64)
-            self._record.mark_stopped()
-            self._end_ranks()
+        if worker is None:  # the wake-up pipe: stop() or stacks() was called
+            for byte in os.read(fd, 64):
+                if byte == ord("s"):
+                    self._ask_for_stacks()
+                else:
+                    self._on_stop_request()
         elif kind == "exit":
             self._on_exit(worker)
         else:
@@ -190,13 +273,117 @@ class Supervisor:
             if kind not in worker.pipes:  # the worker closed it (end of file)
                 self._watch.pop(fd, None)
 
+    def _on_stop_request(self) -> None:
+        if self.phase is Phase.ENDING:
+            return
+        self._record.mark_stopped()
+        if self._stop_with_stacks:
+            self._end_after_stacks(None)
+        else:
+            self._end_ranks()
+
+    # -- time: the watchdog, the stacks wait, the other nodes -------------------------------------
+
+    def _check_time(self) -> None:
+        now = time.monotonic()
+        if self._ending_at is not None and now >= self._ending_at:
+            self._finish_ending()
+        if self.phase is not Phase.RUNNING:
+            return
+        unfinished = [rank for rank in self._record.ranks if rank not in self._reported]
+        expired = self._watchdog.expired(now, unfinished)
+        if expired is not None:
+            kind, why = expired
+            error_type = LaunchTimeout if kind == "timeout" else LaunchStalled
+            self._end_after_stacks(error_type(why, ranks=unfinished))
+            return
+        if self._plan.num_nodes > 1 and now >= self._next_health_check:
+            self._next_health_check = now + self._plan.faults.monitor_interval
+            elsewhere = self._meeting.failure_elsewhere()
+            if elsewhere is not None:
+                self._fail(
+                    None,
+                    LaunchError(f"another node failed ({elsewhere}); this node's ranks were ended"),
+                    time.time(),
+                    tell_others=False,
+                )
+        self._update_waiting(unfinished)
+
+    def _health_deadline(self) -> float | None:
+        return self._next_health_check if self._plan.num_nodes > 1 and self.phase is Phase.RUNNING else None
+
+    def _update_waiting(self, unfinished: list[int]) -> None:
+        """A live line for ranks that keep the others waiting (some returned, these did not)."""
+        first = self._watchdog.first_result
+        if first is None or not unfinished:
+            waiting = ""
+        else:
+            names = ", ".join(str(rank) for rank in unfinished)
+            waiting = (
+                f"waiting for rank{'s' if len(unfinished) > 1 else ''} {names}: another rank returned"
+                f" {time.monotonic() - first:.0f} s ago"
+            )
+        if waiting != self._record.waiting:
+            self._record.waiting = waiting
+
+    # -- stacks -----------------------------------------------------------------------------------
+
+    def _ask_for_stacks(self) -> None:
+        """Signal the workers whose ranks run (a rank that returned has nothing to show; one still
+        starting up has not blocked the signal yet, and its default action would end it)."""
+        running = [
+            worker
+            for worker in self._workers
+            if not worker.exited and any(self._record.rank_status(rank) == "running" for rank in worker.ranks)
+        ]
+        self._record.stacks_requested(
+            [rank for worker in running for rank in worker.ranks if self._record.rank_status(rank) == "running"]
+        )
+        for worker in running:
+            try:
+                os.kill(worker.process.pid, STACKS_SIGNAL)
+            except ProcessLookupError:
+                pass
+
+    def _end_after_stacks(self, failure: BaseException | None) -> None:
+        """Ask the live ranks where they are, then end them (and fail with ``failure``) once they all
+        answered or ``STACKS_WAIT`` passed."""
+        if self.phase is Phase.ENDING or self._ending_at is not None:
+            return
+        self._pending_failure = failure
+        if not self.live_ranks:
+            self._finish_ending()
+            return
+        self._ask_for_stacks()
+        self._ending_at = time.monotonic() + STACKS_WAIT
+
+    def _finish_ending(self) -> None:
+        self._ending_at = None
+        stacks = self._record.latest_stacks()
+        failure, self._pending_failure = self._pending_failure, None
+        if failure is not None:
+            if isinstance(failure, (LaunchStalled, LaunchTimeout)):
+                failure.stacks = stacks
+                if stacks:
+                    failure.args = (f"{failure.args[0]}\n{stacks.summary()}",)
+            self._fail(None, failure, time.time())
+        else:
+            self._end_ranks()
+
+    def _on_stacks(self, rank: int, report: Any, when: float) -> None:
+        self._record.add_stacks(rank, report)
+        if self._ending_at is not None and self._record.stacks_complete():
+            self._finish_ending()
+
     # -- what workers send (ReadSink) -----------------------------------------------------------
 
     def on_event(self, worker: Worker, event: tuple) -> None:
         kind, payload, when, rank = event
+        self._watchdog.activity(time.monotonic())
         self._events[kind](worker.first_rank if rank is None else rank, payload, when)
 
     def on_text(self, rank: int, stream: str, text: str) -> None:
+        self._watchdog.activity(time.monotonic())
         self._record.add_output(rank, stream, text)
         self._notify("on_output", rank, stream, text)
 
@@ -221,6 +408,7 @@ class Supervisor:
 
     def _on_result(self, rank: int, payload: Any, when: float) -> None:
         self._reported.add(rank)
+        self._watchdog.result(time.monotonic())
         try:
             value = pickle.loads(payload)
         except Exception as err:
@@ -260,9 +448,16 @@ class Supervisor:
                 message = describe_exit(rank, worker.exitcode)
                 self._fail(rank, WorkerError(rank, message, exitcode=worker.exitcode), time.time())
 
-    def _fail(self, rank: int, exception: BaseException, when: float) -> None:
-        self._record.add_failure(rank, exception, when)
-        self._notify("on_status", rank, "failed")
+    def _fail(self, rank: int | None, exception: BaseException, when: float, tell_others: bool = True) -> None:
+        self._record.add_failure(rank, exception, when, exception.__traceback__)
+        if rank is not None:
+            self._notify("on_status", rank, "failed")
+        if tell_others:
+            self._meeting.report_failure(
+                f"rank {rank} failed: {type(exception).__name__}: {exception}"
+                if rank is not None
+                else f"{type(exception).__name__}: {exception}"
+            )
         self._end_ranks()
 
     def _live(self) -> list[Worker]:
@@ -273,6 +468,7 @@ class Supervisor:
         if self.phase is Phase.ENDING:
             return
         self.phase = Phase.ENDING
+        self._ending_at = None
         live = self._live()
         for worker in live:
             worker.signalled = True
@@ -294,10 +490,11 @@ class Supervisor:
                 worker.drain_and_close(self)
                 worker.process.release()
         finally:
+            self._meeting.close()
             os.close(self._wake_r)
             os.close(self._wake_w)
             self._starter.cleanup()
-            self._record.finish()
+            self._record.waiting = ""
             self.phase = Phase.FINISHED
             self._notify("flush")
             try:

@@ -21,11 +21,13 @@ import ctypes
 import os
 import signal
 import sys
+import threading
 from dataclasses import dataclass
 
-from ..wire import ERROR, RESULT, STATUS, ChannelWriter, dumps_for_kernel, error_report, set_rank_channel
+from ..wire import ERROR, RESULT, STACKS, STATUS, ChannelWriter, dumps_for_kernel, error_report, set_rank_channel
 from .capture import Capture, flush_output
 from .notebook import make_safe
+from .stacks import collect_stacks
 
 __all__ = ["RankSpec", "WorkerPipes", "run_worker", "prepare_process", "run_rank"]
 
@@ -66,12 +68,14 @@ def prepare_process(spec, pipes, channel_lock=None):
     ``channel_lock`` is for processes whose forks share the channel (torch_xla's rank processes).
     """
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    threading.current_thread().name = "MainThread"  # forked from a supervisor thread, it is this rank's main
     die_with_parent(spec.parent_pid)
-    Capture.install(pipes)
+    capture = Capture.install(pipes)
     os.environ.update(spec.env)
     _cap_threads(spec.threads)
     channel = ChannelWriter(pipes.events, rank=spec.rank, lock=channel_lock)
     set_rank_channel(channel)
+    capture.on_stacks_request = lambda: channel.send(STACKS, collect_stacks(threading.get_ident()))
     make_safe(channel)
     return channel
 

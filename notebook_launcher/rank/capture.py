@@ -12,6 +12,10 @@ block-buffered: a line is one ``memcpy``, not one system call. Nothing is lost f
   thread with ``sigtimedwait``: it flushes, then lets the default action end the process, so a
   terminated rank loses no line and still ends at once, even while blocked in a collective.
 
+The same thread answers the kernel's request for the rank's stacks (``STACKS_SIGNAL``, blocked in
+every thread as well): it sends every other thread's stack (``stacks.collect_stacks``) through the
+channel, so a rank blocked in a collective can still say where it is.
+
 Only SIGKILL (the grace period ran out, or the out-of-memory killer) loses what was printed in
 the last ``FLUSH_INTERVAL``. C code writing to the descriptors (gloo, NCCL) is not buffered here.
 
@@ -30,6 +34,8 @@ import sys
 import threading
 from typing import Any
 
+from ..wire import STACKS_SIGNAL
+
 __all__ = ["Capture", "FLUSH_INTERVAL", "flush_output"]
 
 FLUSH_INTERVAL = 0.05  # seconds between flushes (NOTEBOOK_LAUNCHER_FLUSH_INTERVAL overrides it)
@@ -41,6 +47,7 @@ _real_exit = os._exit
 class Capture:
     def __init__(self) -> None:
         self._stopped = threading.Event()
+        self.on_stacks_request: Any = None  # set by the bootstrap once the channel exists
         self.interval = float(os.environ.get("NOTEBOOK_LAUNCHER_FLUSH_INTERVAL", FLUSH_INTERVAL))
 
     @classmethod
@@ -67,17 +74,24 @@ class Capture:
         if not hasattr(signal, "sigtimedwait"):  # not Linux: flush on the timer only
             threading.Thread(target=self._flush_every_interval, daemon=True, name="rank-output").start()
             return
-        signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})
-        threading.Thread(target=self._flush_and_watch_sigterm, daemon=True, name="rank-output").start()
+        signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM, STACKS_SIGNAL})
+        threading.Thread(target=self._flush_and_watch_signals, daemon=True, name="rank-output").start()
 
     def _flush_every_interval(self) -> None:
         while not self._stopped.wait(self.interval):
             flush_output()
 
-    def _flush_and_watch_sigterm(self) -> None:
+    def _flush_and_watch_signals(self) -> None:
         while True:
-            received = signal.sigtimedwait({signal.SIGTERM}, self.interval)
+            received = signal.sigtimedwait({signal.SIGTERM, STACKS_SIGNAL}, self.interval)
             flush_output()
+            if received is not None and received.si_signo == STACKS_SIGNAL:
+                if self.on_stacks_request is not None:
+                    try:
+                        self.on_stacks_request()
+                    except Exception:  # a rank must not die of being looked at
+                        pass
+                continue
             if received is not None:
                 # SIGTERM keeps its default action: unblocked on this thread and sent to it, it ends
                 # the process with the status a terminated process has
@@ -121,7 +135,8 @@ def _repoint_logging(old_streams: tuple) -> None:
 
 
 def _unblock_sigterm_in_child() -> None:
-    """A process forked from a rank (a DataLoader worker) has no flusher: SIGTERM ends it as usual."""
+    """A process forked from a rank (a DataLoader worker) has no flusher: SIGTERM ends it as usual
+    (the stacks signal stays blocked there: nobody asks those processes for their stacks)."""
     if hasattr(signal, "pthread_sigmask"):
         signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGTERM})
 

@@ -21,8 +21,8 @@ from .text import TextView
 __all__ = ["LaunchView", "TextView", "select_view"]
 
 
-def select_view(display="auto"):
-    """The view for ``display``.
+def select_view(display="auto", line_prefix=None):
+    """The view for ``display``; ``line_prefix`` is the template of the text view's line prefix.
 
     "widget" is the live widget, "text" prints ``[rank N]`` lines, "none" shows nothing. "auto" is
     the widget inside a Jupyter kernel with ipywidgets, text elsewhere; the environment variable
@@ -39,7 +39,7 @@ def select_view(display="auto"):
         from .widget import WidgetView
 
         return WidgetView()
-    return TextView()
+    return TextView(line_prefix=line_prefix)
 
 
 def _auto_display(forced):

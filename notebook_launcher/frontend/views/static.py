@@ -10,6 +10,8 @@ output. Front ends that draw widgets show the live widget while the launch runs;
 * ``text/html`` — the same laid out like the widget: a chip per rank, each rank's log, the metric
   charts as inline SVG, the summary and the traceback.
 
+A launch that was stopped, stalled or timed out also shows where every rank was (their stacks).
+
 Example:
     >>> from notebook_launcher import launch
     >>> job = launch(lambda: print("hello"), num_processes=1, display="none")
@@ -24,6 +26,7 @@ import html
 from typing import Any
 
 from .render import CSS, entries_html, hint_html, metrics_html, series_by_key, status_chips, traceback_html
+from .text import line_prefix
 
 __all__ = ["static_bundle", "summary_text", "failure_text", "header_text", "MAX_LINES"]
 
@@ -34,6 +37,10 @@ _SYMBOL = {"succeeded": "✔", "failed": "✘", "stopped": "■"}
 def header_text(launch: Any) -> str:
     plan = launch.plan
     state = summary_text(launch) if launch.done else f"{launch.status} · {launch.elapsed:.1f} s"
+    if launch.attempt:
+        state = f"restart {launch.attempt} of {plan.faults.max_restarts} · {state}"
+    if launch.waiting and not launch.done:
+        state = f"{state} · {launch.waiting}"
     return (
         f"notebook_launcher · launch {launch.id} · {len(launch.ranks)} rank{'s' if len(launch.ranks) != 1 else ''}"
         f" · {plan.device.name} · {plan.start_method} · {state}"
@@ -105,13 +112,25 @@ def static_bundle(launch: Any, max_lines: int = MAX_LINES) -> dict:
 def _plain(launch: Any, counts: dict, entries: list, failure: str, max_lines: int) -> str:
     lines = [header_text(launch)]
     lines += [_hidden_note(launch, rank, n - max_lines) for rank, n in counts.items() if n > max_lines]
-    lines += [f"[rank {entry.rank}] {entry.text.rstrip(chr(10))}" for entry in entries]
+    template = getattr(launch.plan, "log_line_prefix", None)
+    lines += [f"{line_prefix(template, entry.rank)}{entry.text.rstrip(chr(10))}" for entry in entries]
     last = _last_metrics(launch.metrics)
     if last and not launch.done:
         lines.append(f"metrics: {last}")
     if failure:
         lines.append(failure.rstrip())
+    stacks = _stacks(launch)
+    if stacks:
+        lines.append(f"where the ranks were:\n{stacks}")
     return "\n".join(lines)
+
+
+def _stacks(launch: Any) -> str:
+    """The stacks taken when the launch was stopped, stalled or timed out (shown with its end)."""
+    if not launch.done or launch.status == "succeeded":
+        return ""
+    stacks = launch.last_stacks
+    return str(stacks) if stacks else ""
 
 
 def _html(launch: Any, counts: dict, entries: list, failure: str, max_lines: int) -> str:
@@ -139,4 +158,10 @@ def _html(launch: Any, counts: dict, entries: list, failure: str, max_lines: int
         parts.append(f'<div class="nl-summary">{symbol} {html.escape(summary_text(launch))}</div>')
     if failure:
         parts.append(traceback_html(failure))
+    stacks = _stacks(launch)
+    if stacks:
+        parts.append(
+            f'<details class="nl-stacks" open><summary>where the ranks were</summary>'
+            f'<pre class="nl-log">{html.escape(stacks)}</pre></details>'
+        )
     return f'<div class="nl-root nl-static" data-launch="{launch.id}">{"".join(parts)}</div>'

@@ -18,9 +18,22 @@ from .base import LaunchView
 UPDATE_EVERY = 10.0
 
 
+def line_prefix(template, rank, local_rank=None):
+    """The prefix of a rank's printed lines: ``[rank N] `` or torchrun's ``log_line_prefix_template``.
+
+    Example:
+        >>> line_prefix(None, 1), line_prefix("{role_name}/{rank}: ", 1)
+        ('[rank 1] ', 'default/1: ')
+    """
+    if template is None:
+        return f"[rank {rank}] "
+    return template.format(rank=rank, local_rank=rank if local_rank is None else local_rank, role_name="default")
+
+
 class TextView(LaunchView):
-    def __init__(self, stdout=None, stderr=None):
+    def __init__(self, stdout=None, stderr=None, line_prefix=None):
         self._streams = {"stdout": stdout or sys.stdout, "stderr": stderr or sys.stderr}
+        self._template = line_prefix
         self._launch: Any = None
         self._printed = {}  # (rank, index) of an updated display -> when it was last printed
         self._pending = set()
@@ -29,7 +42,7 @@ class TextView(LaunchView):
         self._launch = launch
 
     def on_output(self, rank, stream, text):
-        prefix = f"[rank {rank}] "
+        prefix = line_prefix(self._template, rank)
         body = text[:-1] if text.endswith("\n") else text
         self._streams[stream].write(prefix + body.replace("\n", "\n" + prefix) + "\n")
 

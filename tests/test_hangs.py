@@ -1,0 +1,156 @@
+"""Hung and stuck ranks, from the cell: where every rank is, the stall watchdog, the launch timeout,
+the stacks taken at a stop; and the defects that used to hang a launch."""
+
+from __future__ import annotations
+
+import re
+from textwrap import dedent
+
+PEER_RETURNED = dedent("""
+    def peer_returned():
+        import torch.distributed as dist
+        dist.init_process_group("gloo")
+        if dist.get_rank() == 0:
+            return "rank 0 done"
+        store = dist.TCPStore(os.environ["MASTER_ADDR"], int(os.environ["MASTER_PORT"]), is_master=False)
+        store.wait(["a key rank 0 never sets"])   # rank 0 returned: this never completes
+""")
+
+
+def test_stacks_show_where_every_live_rank_is_without_stopping_it(kernel):
+    kernel.ok(PEER_RETURNED)
+    kernel.ok("job = launch(peer_returned, num_processes=2, display='none')")
+    kernel.ok("while job.rank_status(0) != 'done' or job.rank_status(1) != 'running': job._done.wait(0.02)", timeout=30)
+    kernel.ok("stacks = job.stacks()")
+    assert kernel.eval("sorted(stacks)") == [1]  # rank 0 returned; rank 1 answers
+    text = kernel.eval("str(stacks)")
+    assert re.search(r"rank 1 \(pid \d+\), thread MainThread \(most recent call last\):", text)
+    assert re.search(
+        r"Cell In\[\d+\], line 7, in peer_returned\n    store.wait\(\[\"a key rank 0 never sets\"\]\)", text
+    )
+    assert "bootstrap.py" not in text  # the launcher's own start-up frames are left out
+    assert kernel.eval("(job.done, job.rank_status(1))") == (False, "running")  # looked at, not stopped
+    kernel.ok("job.stop()")
+    assert kernel.children() == []
+
+
+def test_the_stall_watchdog_ends_a_rank_blocked_after_its_peer_returned(kernel):
+    kernel.ok(PEER_RETURNED)
+    result = kernel.run("t0 = time.monotonic()\nnotebook_launcher(peer_returned, num_processes=2, stall_timeout=2)")
+    assert result.error["ename"] == "LaunchStalled"
+    message = result.error["evalue"]
+    assert "rank 1 had not finished 2 s after another rank returned" in message
+    assert re.search(r"rank 1: in peer_returned \(Cell In\[\d+\], line 7\): store.wait", message)
+    assert kernel.eval("sys.last_value.ranks") == [1]
+    assert "store.wait" in kernel.eval("str(sys.last_value.stacks)")
+    assert kernel.eval("time.monotonic() - t0") < 10
+    assert kernel.children() == []
+
+
+def test_the_stall_watchdog_ends_ranks_that_show_no_sign_of_life(kernel):
+    kernel.ok("def silent():\n    print('started', flush=True)\n    threading.Event().wait()")
+    result = kernel.run("notebook_launcher(silent, num_processes=2, stall_timeout=1.5)")
+    assert result.error["ename"] == "LaunchStalled"
+    assert (
+        "no rank wrote output, logged a metric or returned for 1.5 s (stall_timeout); ranks 0, 1 never finished"
+        in (result.error["evalue"])
+    )
+    assert kernel.eval("sys.last_value.ranks") == [0, 1]
+    assert kernel.children() == []
+
+
+def test_a_launch_timeout_ends_it_with_the_stacks(kernel):
+    kernel.ok("def busy():\n    while True:\n        print('working', flush=True)\n        time.sleep(0.05)")
+    result = kernel.run("notebook_launcher(busy, num_processes=1, timeout=1.5)")
+    assert result.error["ename"] == "LaunchTimeout"
+    assert "the launch ran past timeout=1.5 s; rank 0 had not finished" in result.error["evalue"]
+    assert "rank 0: in busy" in result.error["evalue"]
+    assert kernel.children() == []
+
+
+def test_a_stop_takes_the_stacks_first_and_the_static_form_shows_them(kernel):
+    kernel.ok(PEER_RETURNED)
+    kernel.ok("job = launch(peer_returned, num_processes=2, display='widget')")
+    kernel.ok("while job.rank_status(1) != 'running' or job.rank_status(0) != 'done': job._done.wait(0.02)")
+    kernel.ok("t0 = time.monotonic(); job.stop(); took = time.monotonic() - t0")
+    assert kernel.eval("took") < 3
+    assert kernel.eval("sorted(job.last_stacks)") == [1]
+    plain = kernel.eval("job._view.shown['text/plain']")
+    assert "where the ranks were:" in plain and "store.wait" in plain
+    assert kernel.children() == []
+
+
+def test_a_launch_from_inside_a_forked_rank_works(kernel):
+    """The supervisor forks while holding its start lock; a forked rank must not inherit it taken."""
+    kernel.ok(
+        dedent("""
+        def inner():
+            return int(os.environ["RANK"])
+        def outer():
+            from notebook_launcher import notebook_launcher
+            job = __import__("notebook_launcher").launch(inner, num_processes=2, display="none")
+            return job.wait(timeout=60), job.results
+    """)
+    )
+    kernel.ok("value = notebook_launcher(outer, num_processes=2, display='none', timeout=120)", timeout=180)
+    assert kernel.eval("value") == (0, [0, 1])
+    assert kernel.children() == []
+
+
+def test_the_rendezvous_store_listens_on_master_addr_only(kernel, tmp_path):
+    """The kernel hosts the ranks' store, bound to master_addr; the ranks connect to it as clients."""
+    kernel.ok(
+        dedent("""
+        import psutil
+        def listening():
+            import torch.distributed as dist
+            dist.init_process_group("gloo")
+            port = int(os.environ["MASTER_PORT"])
+            me = psutil.Process(os.getppid())       # the kernel: its listening sockets on the store port
+            found = [c.laddr.ip for c in me.net_connections("inet") if c.status == "LISTEN" and c.laddr.port == port]
+            total = __import__("torch").tensor([1.0]); dist.all_reduce(total)
+            return found, total.item()
+        job = launch(listening, num_processes=2, display="none"); job.wait()
+    """)
+    )
+    found, total = kernel.eval("job.results[0]")
+    assert found == ["127.0.0.1"] and total == 2.0
+    kernel.ok(
+        "from notebook_launcher.launching.ports import check_port_free\ncheck_port_free('127.0.0.1', job.master_port)"
+    )
+
+
+def test_lightning_fabric_finds_the_torchelastic_environment(kernel):
+    """With torchrun's full environment Lightning picks its TorchElastic cluster environment: with
+    devices=2 it runs, and devices="auto" (1 on a CPU) gets Lightning's own clear message, not an
+    IndexError."""
+    kernel.ok(
+        dedent("""
+        def fabric(devices):
+            import torch
+            from lightning.fabric import Fabric
+            fabric = Fabric(accelerator="cpu", devices=devices, strategy="ddp")
+            fabric.launch()
+            env = type(fabric.strategy.cluster_environment).__name__
+            return env, fabric.world_size, fabric.all_reduce(torch.tensor([1.0]), reduce_op="sum").item()
+        job = launch(fabric, args=(2,), num_processes=2, display="none"); job.wait()
+    """),
+        timeout=180,
+    )
+    assert kernel.eval("job.results") == [("TorchElasticEnvironment", 2, 2.0)] * 2
+    result = kernel.run("notebook_launcher(fabric, args=('auto',), num_processes=2, display='none')", timeout=180)
+    assert result.error["ename"] == "ValueError"
+    assert "does not match the world size (2)" in result.error["evalue"]
+
+
+def test_an_interrupt_that_stops_another_cell_says_the_background_launch_still_runs(kernel):
+    kernel.ok("job = launch(lambda: threading.Event().wait(), num_processes=1, display='none')")
+    msg_id = kernel.submit("print('waiting', flush=True); threading.Event().wait()")
+    kernel.collect(msg_id, timeout=30, until=lambda r: "waiting" in r.stdout)
+    kernel.interrupt()
+    result = kernel.collect(msg_id, timeout=30)
+    assert result.error["ename"] == "KeyboardInterrupt"
+    launch_id = kernel.eval("job.id")
+    assert f"notebook_launcher: launch {launch_id} is still running in the background" in result.stderr
+    kernel.ok("job.stop()")
+    assert kernel.children() == []
