@@ -342,3 +342,47 @@ def test_devices_decide_their_start_method_and_environment():
         XlaDevice().resolve_start_method("fork", hazard)
     assert CpuDevice().rank_environment({"RANK": "0"}) == {"RANK": "0", "ACCELERATE_USE_CPU": "true"}
     assert CudaDevice().rank_environment({"RANK": "0"}) == {"RANK": "0"}
+
+
+def test_checkpoint_publishing_survives_a_crash_at_every_step_and_a_second_one(tmp_path, monkeypatch):
+    """A crash between any two steps of a save, and then a second crash in the next save, always
+    leaves a complete checkpoint that loading finds."""
+    import os as os_module
+
+    from trainer_core import atomic
+
+    final = str(tmp_path / "ckpt")
+
+    def save(label, crash_before_rename=None):
+        tmp = atomic.begin(final)
+        (tmp_path / "ckpt.tmp" / "weights").write_text(label)
+        if crash_before_rename is None:
+            atomic.publish(tmp, final)
+            return
+        renames = []
+        real_rename = os_module.rename
+
+        def rename(src, dst):
+            if len(renames) == crash_before_rename:
+                raise KeyboardInterrupt("crash")
+            renames.append((src, dst))
+            real_rename(src, dst)
+
+        monkeypatch.setattr(atomic.os, "rename", rename)
+        try:
+            atomic.publish(tmp, final)
+        except KeyboardInterrupt:
+            pass
+        finally:
+            monkeypatch.setattr(atomic.os, "rename", real_rename)
+
+    def loaded():
+        return (tmp_path / os_module.path.basename(atomic.resolve(final)) / "weights").read_text()
+
+    save("first")
+    save("second", crash_before_rename=1)  # crashed after ckpt -> ckpt.prev, before ckpt.tmp -> ckpt
+    assert not os_module.path.exists(final) and loaded() in ("first", "second")
+    save("third", crash_before_rename=0)  # the next save crashes too, before any rename
+    assert loaded() in ("first", "second", "third")
+    save("fourth")
+    assert loaded() == "fourth" and not os_module.path.exists(final + ".prev")

@@ -35,12 +35,13 @@ from torch.nn.parallel import DistributedDataParallel
 from torch.optim.lr_scheduler import LRScheduler
 from torch.utils.data import DataLoader
 
-from . import checkpoint, ops
+from . import checkpoint, ops, project
 from .data import DataState, PreparedDataLoader
 from .metrics import MetricLog
 from .optim import PreparedOptimizer, PreparedScheduler
 from .precision import select_precision
 from .prepared import PreparedObjects
+from .project import ProjectConfiguration
 from .state import DistributedState
 
 __all__ = ["Accelerator"]
@@ -54,9 +55,14 @@ class Accelerator:
             (``ACCELERATE_MIXED_PRECISION``), else "no".
         gradient_accumulation_steps: micro-batches per optimizer step inside ``accumulate``.
         cpu: run on CPU even when a GPU is visible.
+        project_dir: the run's folder: ``save_state()`` with no directory writes numbered
+            checkpoints under ``<project_dir>/checkpoints`` (``ProjectConfiguration``).
+        project_config: a ``ProjectConfiguration`` (``automatic_checkpoint_naming``, ``total_limit``, ...).
     """
 
-    def __init__(self, mixed_precision=None, gradient_accumulation_steps=1, cpu=False):
+    def __init__(
+        self, mixed_precision=None, gradient_accumulation_steps=1, cpu=False, project_dir=None, project_config=None
+    ):
         if not isinstance(gradient_accumulation_steps, int) or gradient_accumulation_steps < 1:
             raise ValueError(f"gradient_accumulation_steps must be an int >= 1, got {gradient_accumulation_steps!r}")
         self.state = DistributedState.from_environment(use_cpu=cpu)
@@ -68,6 +74,11 @@ class Accelerator:
         self._data_state = DataState()
         self.prepared = PreparedObjects()
         self._metrics = MetricLog()
+        self.project_configuration = project_config or ProjectConfiguration(project_dir)
+        if project_dir is not None and project_config is not None:
+            self.project_configuration.set_directories(project_dir)
+        if project_dir is not None and project_config is None:
+            self.project_configuration.automatic_checkpoint_naming = True
 
     # -- who and where ----------------------------------------------------------------------------
 
@@ -306,13 +317,76 @@ class Accelerator:
             checkpoint.atomic_save(obj, path, self.state.backend.save)
         self.wait_for_everyone()
 
-    def save_state(self, output_dir):
-        """Save models, optimizers, schedulers, scaler, every rank's RNG state and the step, atomically."""
-        return checkpoint.save_state(self.prepared, self._checkpoint_context(), output_dir)
+    def save_state(self, output_dir=None, safe_serialization=True):
+        """Save models, optimizers, schedulers, scaler, registered objects, every rank's RNG state and the
+        step, atomically, in Hugging Face Accelerate's layout; returns the directory.
 
-    def load_state(self, input_dir):
-        """Restore what ``save_state`` wrote, on every rank."""
+        With no ``output_dir``, the next numbered checkpoint of the project (``project_dir``), keeping
+        the last ``total_limit``.
+
+        Example:
+            >>> import tempfile
+            >>> accelerator = Accelerator(cpu=True, project_dir=tempfile.mkdtemp())
+            >>> model = accelerator.prepare(torch.nn.Linear(2, 2))
+            >>> os.path.basename(accelerator.save_state()), os.path.basename(accelerator.save_state())
+            ('checkpoint_0', 'checkpoint_1')
+        """
+        config = self.project_configuration
+        automatic = output_dir is None
+        if automatic:
+            if not config.automatic_checkpoint_naming:
+                raise ValueError(
+                    "save_state() needs a directory, or Accelerator(project_dir=...) for numbered checkpoints"
+                )
+            output_dir = project.next_checkpoint(config)
+            if self.is_main_process:
+                os.makedirs(config.checkpoints_dir, exist_ok=True)
+        context = self._checkpoint_context(safe_serialization)
+        saved = checkpoint.save_state(self.prepared, context, output_dir)
+        if automatic:
+            config.iteration += 1
+            if self.is_main_process:
+                project.prune_checkpoints(config)
+        return saved
+
+    def load_state(self, input_dir=None):
+        """Restore what ``save_state`` (or Hugging Face Accelerate's) wrote, on every rank; returns the
+        directory loaded.
+
+        With no ``input_dir``, the project's newest complete checkpoint — or nothing (None) when
+        there is none yet, so a training function can begin with ``accelerator.load_state()`` and
+        resume after a restart.
+        """
+        config = self.project_configuration
+        if input_dir is None:
+            if not config.automatic_checkpoint_naming:
+                raise ValueError("load_state() needs a directory, or Accelerator(project_dir=...)")
+            input_dir = project.latest_checkpoint(config)
+            if input_dir is None:
+                return None
+            config.iteration = int(os.path.basename(input_dir).split("_")[-1]) + 1
         self.step = checkpoint.load_state(self.prepared, self._checkpoint_context(), input_dir)
+        return input_dir
+
+    def register_for_checkpointing(self, *objects):
+        """Save and restore ``objects`` (anything with ``state_dict``/``load_state_dict``) with the state."""
+        missing = [obj for obj in objects if not (hasattr(obj, "state_dict") and hasattr(obj, "load_state_dict"))]
+        if missing:
+            raise ValueError(
+                f"objects registered for checkpointing need state_dict() and load_state_dict(); "
+                f"these have not: {', '.join(type(obj).__name__ for obj in missing)}"
+            )
+        self.prepared.custom.extend(objects)
+
+    def skip_first_batches(self, dataloader, num_batches=0):
+        """The prepared ``dataloader``, starting ``num_batches`` into its next epoch (resume mid-epoch).
+
+        Example (resuming at step 7 of an epoch of 10 batches)::
+
+            for batch in accelerator.skip_first_batches(train_dl, 7):   # batches 7, 8, 9
+                ...
+        """
+        return dataloader.skip(num_batches)
 
     def free_memory(self, *objects):
         """Drop the references this Accelerator holds (and ``objects``), collect, empty the device cache."""
@@ -323,8 +397,10 @@ class Accelerator:
         self.state.backend.empty_cache()
         return [None] * len(objects)
 
-    def _checkpoint_context(self):
-        return checkpoint.CheckpointContext(self.state, self.precision.scaler, self.step, self.unwrap_model)
+    def _checkpoint_context(self, safe_serialization=True):
+        return checkpoint.CheckpointContext(
+            self.state, self.precision.scaler, self.step, self.unwrap_model, safe_serialization
+        )
 
     def end_training(self):
         self.wait_for_everyone()

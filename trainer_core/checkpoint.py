@@ -1,9 +1,14 @@
-"""Checkpoints written atomically: a crash mid-save never damages the previous checkpoint.
+"""``save_state`` / ``load_state``: checkpoints in Hugging Face Accelerate's layout, written atomically.
 
-The main process writes everything into ``<dir>.tmp``, flushes it to disk, then swaps it in with
-renames (``<dir>`` → ``<dir>.prev``, ``<dir>.tmp`` → ``<dir>``, remove ``<dir>.prev``). ``<dir>``
-only ever names a complete checkpoint; if a crash falls between the two renames, loading finds the
-previous one under ``<dir>.prev``.
+The files are Accelerate's, with its names, so a run can move between the two libraries:
+``model.safetensors`` (``model_1.safetensors``, ...; ``pytorch_model.bin`` without safetensors),
+``optimizer.bin``, ``scheduler.bin``, ``scaler.pt``, ``random_states_<rank>.pkl`` (the step and
+every rank's RNG states), ``custom_checkpoint_<i>.pkl`` (objects registered for checkpointing).
+``notebook_launcher_state.json`` adds what Accelerate keeps elsewhere (the data loaders' epochs).
+
+The main process writes everything (the ranks' RNG states are gathered to it) into a temporary
+directory that is then published atomically (``atomic``): a crash at any moment, even a second
+one right after the first, leaves a complete checkpoint that ``load_state`` finds.
 
 Example (every rank calls both; the main process writes):
     >>> import tempfile
@@ -11,35 +16,29 @@ Example (every rank calls both; the main process writes):
     >>> accelerator = Accelerator(cpu=True)
     >>> model = accelerator.prepare(torch.nn.Linear(2, 2))
     >>> path = accelerator.save_state(os.path.join(tempfile.mkdtemp(), "ckpt"))
-    >>> sorted(os.listdir(path))[:2]
-    ['model_0.pt', 'random_states_0.pkl']
-    >>> accelerator.load_state(path)     # model, optimizer, scheduler, RNG states, step
+    >>> sorted(name for name in os.listdir(path) if name != "COMPLETE")
+    ['model.safetensors', 'notebook_launcher_state.json', 'random_states_0.pkl']
+    >>> accelerator.load_state(path) == path     # model, optimizer, scheduler, RNG states, step
+    True
 """
 
 from __future__ import annotations
 
 import json
 import os
-import pickle
-import shutil
+import random
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 import torch
 
-from . import ops
-from .seeding import restore_rng_states, rng_states
+from . import atomic, ops
 
-__all__ = [
-    "CheckpointContext",
-    "save_state",
-    "load_state",
-    "atomic_save",
-    "write_checkpoint",
-    "publish_directory",
-    "resolve_checkpoint",
-]
+__all__ = ["CheckpointContext", "save_state", "load_state", "atomic_save", "model_file_names"]
+
+_EXTRA = "notebook_launcher_state.json"
 
 
 @dataclass(frozen=True)
@@ -50,113 +49,162 @@ class CheckpointContext:
     scaler: Any  # the fp16 gradient scaler, or None
     step: int
     unwrap_model: Callable[[Any], Any]
+    safe_serialization: bool = True
+
+
+def _numbered(name: str, index: int) -> str:
+    """Accelerate's numbering: ``optimizer.bin``, ``optimizer_1.bin``, ..."""
+    stem, dot, ending = name.partition(".")
+    return name if index == 0 else f"{stem}_{index}{dot}{ending}"
+
+
+def model_file_names(index: int) -> tuple[str, str]:
+    """(safetensors name, pickle name) of the ``index``-th model."""
+    return _numbered("model.safetensors", index), _numbered("pytorch_model.bin", index)
+
+
+def _rng_states(step: int) -> dict:
+    states = {"step": step, "random_state": random.getstate(), "torch_manual_seed": torch.get_rng_state()}
+    numpy = sys.modules.get("numpy")
+    if numpy is not None:
+        states["numpy_random_seed"] = numpy.random.get_state()
+    if torch.cuda.is_initialized():
+        states["torch_cuda_manual_seed"] = torch.cuda.get_rng_state_all()
+    return states
+
+
+def _restore_rng_states(states: dict) -> None:
+    random.setstate(states["random_state"])
+    torch.set_rng_state(states["torch_manual_seed"])
+    if "numpy_random_seed" in states:
+        import numpy
+
+        numpy.random.set_state(states["numpy_random_seed"])
+    if "torch_cuda_manual_seed" in states and torch.cuda.is_available():
+        torch.cuda.set_rng_state_all(states["torch_cuda_manual_seed"])
 
 
 def save_state(prepared, context, output_dir):
     """What ``Accelerator.save_state`` does: every rank calls it, the main process writes."""
     state = context.state
-    rng_by_rank = ops.gather_object(state, [rng_states()])
+    rng_by_rank = ops.gather_object(state, [_rng_states(context.step)])
     if state.is_main_process:
-        parts = {f"model_{i}": context.unwrap_model(m).state_dict() for i, m in enumerate(prepared.models)}
-        parts.update({f"optimizer_{i}": o.state_dict() for i, o in enumerate(prepared.optimizers)})
-        parts.update({f"scheduler_{i}": s.state_dict() for i, s in enumerate(prepared.schedulers)})
-        if context.scaler is not None:
-            parts["scaler"] = context.scaler.state_dict()
-        meta = {
-            "step": context.step,
-            "num_processes": state.num_processes,
-            "dataloader_epochs": [loader.epoch for loader in prepared.dataloaders],
-        }
-        tmp = f"{output_dir}.tmp"
-        if os.path.exists(tmp):
-            shutil.rmtree(tmp)
-        write_checkpoint(tmp, parts, rng_by_rank, meta, state.backend.save)
-        publish_directory(tmp, output_dir)
+        tmp = atomic.begin(output_dir)
+        _write(tmp, prepared, context, rng_by_rank)
+        atomic.publish(tmp, output_dir)
     state.barrier()
     return output_dir
 
 
+def _write(directory, prepared, context, rng_by_rank):
+    save = context.state.backend.save
+    for i, model in enumerate(prepared.models):
+        unwrapped = context.unwrap_model(model)
+        safe_name, pickle_name = model_file_names(i)
+        if context.safe_serialization:
+            from safetensors.torch import save_model
+
+            save_model(_on_cpu(unwrapped), os.path.join(directory, safe_name), metadata={"format": "pt"})
+        else:
+            _save(save, unwrapped.state_dict(), os.path.join(directory, pickle_name))
+    for i, optimizer in enumerate(prepared.optimizers):
+        _save(save, optimizer.state_dict(), os.path.join(directory, _numbered("optimizer.bin", i)))
+    for i, scheduler in enumerate(prepared.schedulers):
+        _save(save, scheduler.state_dict(), os.path.join(directory, _numbered("scheduler.bin", i)))
+    if context.scaler is not None:
+        _save(torch.save, context.scaler.state_dict(), os.path.join(directory, "scaler.pt"))
+    for i, obj in enumerate(prepared.custom):
+        _save(save, obj.state_dict(), os.path.join(directory, f"custom_checkpoint_{i}.pkl"))
+    for rank, states in enumerate(rng_by_rank):
+        _save(torch.save, states, os.path.join(directory, f"random_states_{rank}.pkl"))
+    extra = {
+        "step": context.step,
+        "num_processes": context.state.num_processes,
+        "dataloader_epochs": [loader.epoch for loader in prepared.dataloaders],
+    }
+    with open(os.path.join(directory, _EXTRA), "w") as file:
+        json.dump(extra, file)
+
+
+def _on_cpu(model):
+    """safetensors writes CPU tensors: a model elsewhere is copied to the CPU for writing only."""
+    if all(t.device.type == "cpu" for t in model.state_dict().values()):
+        return model
+    import copy
+
+    return copy.deepcopy(model).to("cpu")
+
+
+def _save(save, obj, path):
+    with open(path, "wb") as file:
+        save(obj, file)
+
+
 def load_state(prepared, context, input_dir):
-    """What ``Accelerator.load_state`` does, on every rank; returns the step to continue from."""
+    """What ``Accelerator.load_state`` does, on every rank; returns the step to continue from.
+
+    Reads checkpoints written by this module or by Hugging Face Accelerate.
+    """
     state = context.state
-    directory = resolve_checkpoint(input_dir)
+    directory = _resolve(input_dir)
     location = state.backend.load_location(state.device)
 
-    def load(name):
-        return torch.load(os.path.join(directory, f"{name}.pt"), weights_only=False, map_location=location)
+    def load(name, map_location=location):
+        return torch.load(os.path.join(directory, name), weights_only=False, map_location=map_location)
 
     for i, model in enumerate(prepared.models):
-        context.unwrap_model(model).load_state_dict(load(f"model_{i}"))
+        safe_name, pickle_name = model_file_names(i)
+        unwrapped = context.unwrap_model(model)
+        if os.path.exists(os.path.join(directory, safe_name)):
+            from safetensors.torch import load_model
+
+            load_model(unwrapped, os.path.join(directory, safe_name), device=str(_device_of(unwrapped)))
+        else:
+            unwrapped.load_state_dict(load(pickle_name))
     for i, optimizer in enumerate(prepared.optimizers):
-        optimizer.load_state_dict(load(f"optimizer_{i}"))
+        optimizer.load_state_dict(load(_numbered("optimizer.bin", i)))
     for i, scheduler in enumerate(prepared.schedulers):
-        scheduler.load_state_dict(load(f"scheduler_{i}"))
-    if context.scaler is not None:
-        context.scaler.load_state_dict(load("scaler"))
-    with open(os.path.join(directory, "state.json")) as file:
-        meta = json.load(file)
-    for loader, epoch in zip(prepared.dataloaders, meta["dataloader_epochs"], strict=False):
-        loader.set_epoch(epoch)
-    rng_file = os.path.join(directory, f"random_states_{state.process_index}.pkl")
-    if os.path.exists(rng_file):
-        with open(rng_file, "rb") as rng:
-            restore_rng_states(pickle.load(rng))
+        scheduler.load_state_dict(load(_numbered("scheduler.bin", i)))
+    if context.scaler is not None and os.path.exists(os.path.join(directory, "scaler.pt")):
+        context.scaler.load_state_dict(load("scaler.pt"))
+    for i, obj in enumerate(prepared.custom):
+        obj.load_state_dict(load(f"custom_checkpoint_{i}.pkl", "cpu"))
+    step = _restore_rank_state(directory, state.process_index)
+    extra_path = os.path.join(directory, _EXTRA)
+    if os.path.exists(extra_path):
+        with open(extra_path) as file:
+            extra = json.load(file)
+        for loader, epoch in zip(prepared.dataloaders, extra.get("dataloader_epochs", []), strict=False):
+            loader.set_epoch(epoch)
+        step = extra.get("step", step)
     state.barrier()
-    return meta["step"]
+    return step
+
+
+def _restore_rank_state(directory, process_index):
+    path = os.path.join(directory, f"random_states_{process_index}.pkl")
+    if not os.path.exists(path):
+        return 0
+    states = torch.load(path, weights_only=False)
+    _restore_rng_states(states)
+    return states.get("step", 0)
+
+
+def _device_of(module):
+    parameter = next(module.parameters(), None)
+    return parameter.device if parameter is not None else torch.device("cpu")
+
+
+def _resolve(input_dir):
+    """A complete checkpoint: ours (possibly ``.prev``/``.tmp`` after a crash) or Accelerate's (no marker)."""
+    try:
+        return atomic.resolve(input_dir)
+    except FileNotFoundError:
+        if os.path.isdir(input_dir) and any(name.startswith("random_states_") for name in os.listdir(input_dir)):
+            return input_dir  # written by Hugging Face Accelerate
+        raise
 
 
 def atomic_save(obj, path, save=torch.save):
     """``save`` (``torch.save``, or the backend's) to ``path.tmp``, fsync, then rename over ``path``."""
-    tmp = f"{path}.tmp"
-    with open(tmp, "wb") as file:
-        save(obj, file)
-        file.flush()
-        os.fsync(file.fileno())
-    os.replace(tmp, path)
-
-
-def write_checkpoint(directory, parts, rng_by_rank, meta, save=torch.save):
-    """Write a checkpoint into ``directory`` (which must not exist yet)."""
-    os.makedirs(directory)
-    for name, state in parts.items():
-        with open(os.path.join(directory, f"{name}.pt"), "wb") as file:
-            save(state, file)
-            file.flush()
-            os.fsync(file.fileno())
-    for rank, states in enumerate(rng_by_rank):
-        with open(os.path.join(directory, f"random_states_{rank}.pkl"), "wb") as file:
-            pickle.dump(states, file)
-            file.flush()
-            os.fsync(file.fileno())
-    with open(os.path.join(directory, "state.json"), "w") as file:
-        json.dump(meta, file)
-        file.flush()
-        os.fsync(file.fileno())
-
-
-def publish_directory(tmp, final):
-    """Swap ``tmp`` in as ``final``, keeping ``final`` complete at every instant."""
-    previous = f"{final}.prev"
-    if os.path.exists(previous):
-        shutil.rmtree(previous)
-    if os.path.exists(final):
-        os.rename(final, previous)
-    os.rename(tmp, final)
-    shutil.rmtree(previous, ignore_errors=True)
-    _fsync_dir(os.path.dirname(os.path.abspath(final)))
-
-
-def resolve_checkpoint(directory):
-    """The complete checkpoint for ``directory`` (``<dir>`` or, after a crash mid-swap, ``<dir>.prev``)."""
-    for candidate in (directory, f"{directory}.prev"):
-        if os.path.isfile(os.path.join(candidate, "state.json")):
-            return candidate
-    raise FileNotFoundError(f"no complete checkpoint at {directory!r}")
-
-
-def _fsync_dir(path):
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+    atomic.atomic_file(path, lambda file: save(obj, file))

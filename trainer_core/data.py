@@ -55,6 +55,7 @@ class ShardedBatchSampler:
         self.rank = rank
         self.world = world
         self.epoch = 0
+        self.start = 0  # the step the next epoch starts at (resuming mid-epoch); back to 0 after it
 
     @property
     def global_batch(self):
@@ -83,7 +84,8 @@ class ShardedBatchSampler:
         needed = len(self) * self.global_batch
         while order and len(order) < needed:
             order += order[: needed - len(order)]
-        for step in range(len(self)):
+        first, self.start = self.start, 0
+        for step in range(first, len(self)):
             start = step * self.global_batch + self.rank * self.batch_size
             yield order[start : start + self.batch_size]
 
@@ -101,6 +103,7 @@ class PreparedDataLoader:
         self._state = state
         self._data_state = data_state
         self.epoch = 0
+        self._skip = 0
         self._sampler = _sharded_sampler(loader, state, seed)
         sharded = _rebuild(loader, self._sampler) if self._sampler is not None else loader
         self._loader = state.backend.device_loader(sharded, state.device)
@@ -115,6 +118,10 @@ class PreparedDataLoader:
 
     def set_epoch(self, epoch):
         self.epoch = epoch
+
+    def skip(self, num_batches):
+        """This loader, starting ``num_batches`` into its next epoch (``Accelerator.skip_first_batches``)."""
+        return _SkipFirst(self, num_batches)
 
     def __len__(self):
         if self._sampler is not None:
@@ -153,12 +160,37 @@ class PreparedDataLoader:
 
     def _batches(self):
         """(batch, real samples in this global step) pairs of this rank."""
+        skip, self._skip = self._skip, 0
         if self._sampler is not None:
             count, remainder = len(self._sampler), self._sampler.remainder
-            for index, batch in enumerate(self._loader):
+            self._sampler.start = skip  # the sampler starts there: skipped batches are never loaded
+            for index, batch in enumerate(self._loader, start=skip):
                 yield batch, (remainder if index == count - 1 else None)
             return
-        yield from _round_robin(self._loader, self._state.process_index, self._state.num_processes)
+        batches = _round_robin(self._loader, self._state.process_index, self._state.num_processes)
+        for index, item in enumerate(batches):
+            if index >= skip:
+                yield item
+
+
+class _SkipFirst:
+    """A prepared loader whose next epoch starts ``num_batches`` in; everything else is the loader's."""
+
+    def __init__(self, loader, num_batches):
+        if not isinstance(num_batches, int) or num_batches < 0:
+            raise ValueError(f"num_batches must be an int >= 0, got {num_batches!r}")
+        self._loader = loader
+        self.num_batches = num_batches
+
+    def __len__(self):
+        return max(0, len(self._loader) - self.num_batches)
+
+    def __iter__(self):
+        self._loader._skip = self.num_batches
+        return iter(self._loader)
+
+    def __getattr__(self, name):
+        return getattr(self._loader, name)
 
 
 def _sharded_sampler(loader, state, seed):

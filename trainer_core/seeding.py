@@ -1,4 +1,4 @@
-"""Seeds and RNG states: ``set_seed`` for reproducible runs, capture/restore for checkpoints."""
+"""``set_seed`` for reproducible runs (checkpoints keep every rank's RNG states: ``checkpoint``)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import sys
 
 import torch
 
-__all__ = ["set_seed", "rng_states", "restore_rng_states"]
+__all__ = ["set_seed"]
 
 
 def set_seed(seed, device_specific=False):
@@ -29,25 +29,3 @@ def set_seed(seed, device_specific=False):
     if numpy is not None:
         numpy.random.seed(seed % 2**32)
     torch.manual_seed(seed)
-
-
-def rng_states():
-    """This process's RNG states (Python, NumPy if imported, torch CPU and CUDA if initialized)."""
-    states = {"python": random.getstate(), "torch": torch.get_rng_state()}
-    numpy = sys.modules.get("numpy")
-    if numpy is not None:
-        states["numpy"] = numpy.random.get_state()
-    if torch.cuda.is_initialized():
-        states["cuda"] = torch.cuda.get_rng_state_all()
-    return states
-
-
-def restore_rng_states(states):
-    random.setstate(states["python"])
-    torch.set_rng_state(states["torch"])
-    if "numpy" in states:
-        import numpy
-
-        numpy.random.set_state(states["numpy"])
-    if "cuda" in states and torch.cuda.is_available():
-        torch.cuda.set_rng_state_all(states["cuda"])

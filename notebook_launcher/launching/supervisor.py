@@ -449,6 +449,9 @@ class Supervisor:
                 self._fail(rank, WorkerError(rank, message, exitcode=worker.exitcode), time.time())
 
     def _fail(self, rank: int | None, exception: BaseException, when: float, tell_others: bool = True) -> None:
+        elsewhere = self._meeting.failure_elsewhere() if tell_others else None
+        if elsewhere is not None and hasattr(exception, "add_note"):  # e.g. a collective broken by it
+            exception.add_note(f"another node failed first: {elsewhere}")
         self._record.add_failure(rank, exception, when, exception.__traceback__)
         if rank is not None:
             self._notify("on_status", rank, "failed")

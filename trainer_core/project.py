@@ -1,0 +1,101 @@
+"""Where a training run keeps its checkpoints (and logs): ``ProjectConfiguration``, as in Accelerate.
+
+With ``automatic_checkpoint_naming=True``, ``Accelerator.save_state()`` with no directory writes
+``<project_dir>/checkpoints/checkpoint_<iteration>`` and keeps the last ``total_limit`` of them;
+``load_state()`` with no directory loads the newest complete one (a run restarted after a crash
+resumes from it) and does nothing when there is none yet.
+
+Example:
+    >>> import tempfile
+    >>> config = ProjectConfiguration(tempfile.mkdtemp(), automatic_checkpoint_naming=True, total_limit=2)
+    >>> os.path.basename(next_checkpoint(config))
+    'checkpoint_0'
+    >>> latest_checkpoint(config) is None
+    True
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+from dataclasses import dataclass
+
+from .atomic import is_complete
+
+__all__ = ["ProjectConfiguration", "next_checkpoint", "latest_checkpoint", "prune_checkpoints"]
+
+_NAME = re.compile(r"checkpoint_(\d+)(\.prev|\.tmp)?$")
+
+
+@dataclass
+class ProjectConfiguration:
+    """Accelerate's ``ProjectConfiguration``: the same fields and meaning.
+
+    Args:
+        project_dir: the run's folder (checkpoints go under ``checkpoints/``).
+        logging_dir: where trackers write (default ``project_dir``).
+        automatic_checkpoint_naming: number checkpoints ``checkpoint_0``, ``checkpoint_1``, ...
+        total_limit: how many automatically named checkpoints to keep (None: all).
+        iteration: the number the next checkpoint gets.
+        save_on_each_node: every node writes its own copy (else only the main process writes).
+    """
+
+    project_dir: str | None = None
+    logging_dir: str | None = None
+    automatic_checkpoint_naming: bool = False
+    total_limit: int | None = None
+    iteration: int = 0
+    save_on_each_node: bool = False
+
+    def __post_init__(self) -> None:
+        if self.logging_dir is None:
+            self.logging_dir = self.project_dir
+
+    def set_directories(self, project_dir: str | None = None) -> None:
+        """Accelerate's helper: set ``project_dir`` (and ``logging_dir`` when unset)."""
+        self.project_dir = project_dir
+        if self.logging_dir is None:
+            self.logging_dir = project_dir
+
+    @property
+    def checkpoints_dir(self) -> str:
+        if self.project_dir is None:
+            raise ValueError("automatic checkpoint naming needs a project_dir: Accelerator(project_dir=...)")
+        return os.path.join(self.project_dir, "checkpoints")
+
+
+def _numbered(config: ProjectConfiguration) -> dict[int, list[str]]:
+    """checkpoint number -> the folders of that checkpoint (final, .prev, .tmp) that exist."""
+    found: dict[int, list[str]] = {}
+    if not os.path.isdir(config.checkpoints_dir):
+        return found
+    for name in os.listdir(config.checkpoints_dir):
+        match = _NAME.match(name)
+        if match:
+            found.setdefault(int(match.group(1)), []).append(os.path.join(config.checkpoints_dir, name))
+    return found
+
+
+def next_checkpoint(config: ProjectConfiguration) -> str:
+    """The folder the next automatically named checkpoint goes to."""
+    return os.path.join(config.checkpoints_dir, f"checkpoint_{config.iteration}")
+
+
+def latest_checkpoint(config: ProjectConfiguration) -> str | None:
+    """The newest checkpoint with a complete copy (final, .prev or sealed .tmp), or None."""
+    for number in sorted(_numbered(config), reverse=True):
+        base = os.path.join(config.checkpoints_dir, f"checkpoint_{number}")
+        if any(is_complete(path) for path in (base, f"{base}.prev", f"{base}.tmp")):
+            return base
+    return None
+
+
+def prune_checkpoints(config: ProjectConfiguration) -> None:
+    """Keep the newest ``total_limit`` checkpoints."""
+    if config.total_limit is None:
+        return
+    numbers = sorted(_numbered(config))
+    for number in numbers[: max(0, len(numbers) - config.total_limit)]:
+        for path in _numbered(config)[number]:
+            shutil.rmtree(path, ignore_errors=True)
