@@ -59,7 +59,9 @@ def launch(
         rdzv_backend: "static" (node ranks as given) or "c10d" (torch's dynamic rendezvous numbers them).
         rdzv_endpoint: c10d: ``host:port`` of its store (default ``master_addr:use_port``).
         rdzv_conf: rendezvous settings (``join_timeout`` sets ``rendezvous_timeout``).
-        rdzv_id: the run's id (``TORCHELASTIC_RUN_ID``); "none" makes one up.
+        rdzv_id: the run's id (``TORCHELASTIC_RUN_ID``); the nodes of one run must share it (c10d
+            admits only nodes with the same id). "none" is kept with several nodes, as torchrun
+            does, and replaced by a fresh id on one node.
         max_restarts: when a rank fails, end and start the whole group again up to this many times
             (fresh port, same arguments; ranks see ``TORCHELASTIC_RESTART_COUNT``).
         monitor_interval: seconds between looks at the other nodes' health.

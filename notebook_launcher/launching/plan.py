@@ -169,7 +169,9 @@ def make_plan(
     count = resolve_num_processes(num_processes, chosen, default_num_processes)
     method, notice = chosen.resolve_start_method(start_method, fork_hazards())
     notices = [text for text in (chosen.oversubscription(count), notice) if text]
-    run_id = str(rdzv_id) if rdzv_id not in (None, "none") else uuid.uuid4().hex[:12]
+    run_id = str(rdzv_id)
+    if rdzv_id in (None, "none") and num_nodes == 1:
+        run_id = uuid.uuid4().hex[:12]  # nodes share torchrun's default "none"; one node gets an id of its own
     plan = LaunchPlan(
         function,
         tuple(args),

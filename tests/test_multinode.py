@@ -1,0 +1,103 @@
+"""Two "nodes" on this machine: two kernels that each launch 2 ranks, meeting over loopback through
+the store node 0's kernel hosts (torch.distributed's TCPStore; static and c10d rendezvous)."""
+
+from __future__ import annotations
+
+from textwrap import dedent
+
+import pytest
+from kernel_session import KernelSession
+
+TRAIN = dedent("""
+    import os, time, threading
+    import torch, torch.distributed as dist
+    from notebook_launcher import launch
+    def all_reduce(fail_rank=None):
+        dist.init_process_group("gloo")
+        total = torch.tensor([float(dist.get_rank())])
+        dist.all_reduce(total)
+        if dist.get_rank() == fail_rank:
+            raise ValueError(f"rank {fail_rank} saw bad data")
+        for _ in range(100000):
+            dist.all_reduce(torch.ones(1))         # the others keep training
+        return dist.get_rank(), dist.get_world_size(), total.item()
+    def short(fail_rank=None):
+        dist.init_process_group("gloo")
+        total = torch.tensor([float(dist.get_rank())])
+        dist.all_reduce(total)
+        return dist.get_rank(), dist.get_world_size(), total.item()
+""")
+
+
+@pytest.fixture()
+def node1():
+    session = KernelSession()
+    session.ok(TRAIN)
+    yield session
+    session.shutdown()
+
+
+def _port(kernel):
+    kernel.ok("from notebook_launcher.launching.ports import free_port\nport = free_port('127.0.0.1')")
+    return kernel.eval("port")
+
+
+@pytest.mark.parametrize("backend", ["static", "c10d"])
+def test_two_nodes_train_together(kernel, node1, backend):
+    kernel.ok(TRAIN)
+    port = _port(kernel)
+    options = f"num_processes=2, num_nodes=2, use_port={port}, rdzv_backend={backend!r}, display='none'"
+    kernel.ok(f"job = launch(short, node_rank=0, {options})")
+    node1.ok(f"job = launch(short, node_rank=1, {options})")
+    first, second = kernel.eval("job.wait(timeout=120)"), node1.eval("job.wait(timeout=120)")
+    results = sorted([*kernel.eval("job.results"), *node1.eval("job.results")])
+    assert [r[0] for r in results] == [0, 1, 2, 3] and {r[1:] for r in results} == {(4, 6.0)}
+    assert {first[0], second[0]} == {0, 2}  # each cell returns its node's first rank's value
+    assert kernel.children() == [] and node1.children() == []
+
+
+def test_a_failure_on_one_node_ends_the_other_with_its_reason(kernel, node1):
+    kernel.ok(TRAIN)
+    port = _port(kernel)
+    options = f"num_processes=2, num_nodes=2, use_port={port}, display='none'"
+    kernel.ok(f"job = launch(all_reduce, node_rank=0, {options})")
+    node1.ok(f"job = launch(all_reduce, args=(3,), node_rank=1, {options})")
+    failed = node1.run("job.wait(timeout=120)")
+    assert failed.error["ename"] == "ValueError" and "[rank 3] rank 3 saw bad data" in failed.error["evalue"]
+    ended = kernel.run("job.wait(timeout=120)")
+    assert ended.error is not None
+    told = kernel.eval("str(sys.last_value) + ' '.join(getattr(sys.last_value, '__notes__', []))")
+    assert "node 1: rank 3 failed: ValueError: [rank 3] rank 3 saw bad data" in told
+    assert kernel.children() == [] and node1.children() == []
+
+
+def test_a_node_that_never_comes_is_a_clear_error_after_the_rendezvous_timeout(kernel):
+    kernel.ok(TRAIN)
+    port = _port(kernel)
+    result = kernel.run(
+        f"job = launch(short, num_processes=1, num_nodes=2, node_rank=0, use_port={port},"
+        f" rendezvous_timeout=1.5, display='none'); job.wait()"
+    )
+    assert result.error["ename"] == "LaunchError"
+    assert (
+        f"only 1 of 2 nodes joined the rendezvous at 127.0.0.1:{port} within rendezvous_timeout=1.5 s"
+        in result.error["evalue"]
+    )
+    assert kernel.eval("job.rank_status(0)") == "stopped"  # no rank ever started
+    assert kernel.children() == []
+
+
+def test_an_interrupt_ends_the_wait_for_a_node(kernel):
+    kernel.ok(TRAIN)
+    port = _port(kernel)
+    msg_id = kernel.submit(
+        f"notebook_launcher = __import__('notebook_launcher').notebook_launcher\n"
+        f"print('waiting', flush=True)\n"
+        f"notebook_launcher(short, num_processes=1, num_nodes=2, node_rank=1, use_port={port},"
+        f" display='text')"
+    )
+    kernel.collect(msg_id, timeout=30, until=lambda r: "waiting" in r.stdout)
+    kernel.interrupt()
+    result = kernel.collect(msg_id, timeout=30)
+    assert result.error["ename"] == "KeyboardInterrupt" and result.seconds < 3
+    assert kernel.children() == []
