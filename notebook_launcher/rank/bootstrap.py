@@ -8,7 +8,8 @@ The bootstrap
    (gloo, NCCL) both arrive tagged with this rank;
 3. applies the rank's environment, caps intra-op threads, and makes the notebook machinery a fork
    inherits (display, widgets, tqdm's notebook bars) safe to use (``notebook``);
-4. runs ``function(*args)`` and sends back the return value, or the exception with its traceback.
+4. runs ``function(*args)`` and sends back the return value, or the exception with its traceback;
+5. ends the processes the function started and left running (``descendants``).
 
 Example (what a start method calls in the new process)::
 
@@ -26,12 +27,14 @@ from dataclasses import dataclass
 
 from ..wire import ERROR, RESULT, STACKS, STATUS, ChannelWriter, dumps_for_kernel, error_report, set_rank_channel
 from .capture import Capture, flush_output
+from .descendants import become_subreaper, end_descendants
 from .notebook import make_safe
 from .stacks import collect_stacks
 
 __all__ = ["RankSpec", "WorkerPipes", "run_worker", "prepare_process", "run_rank"]
 
 _PR_SET_PDEATHSIG = 1
+DESCENDANTS_GRACE = 1.0  # seconds the rank's own processes get to end after SIGTERM once it is done
 # Loaded once when the kernel imports this module, so forked ranks do not each pay for dlopen.
 _LIBC = ctypes.CDLL(None, use_errno=True) if sys.platform.startswith("linux") else None
 
@@ -59,7 +62,9 @@ class WorkerPipes:
 def run_worker(spec, pipes, load_payload):
     """Run one rank to the end and return its exit code (0 with a result sent, 1 with an error sent)."""
     channel = prepare_process(spec, pipes)
-    return run_rank(channel, spec.rank, load_payload)
+    code = run_rank(channel, spec.rank, load_payload)
+    end_descendants(DESCENDANTS_GRACE)
+    return code
 
 
 def prepare_process(spec, pipes, channel_lock=None):
@@ -70,6 +75,7 @@ def prepare_process(spec, pipes, channel_lock=None):
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     threading.current_thread().name = "MainThread"  # forked from a supervisor thread, it is this rank's main
     die_with_parent(spec.parent_pid)
+    become_subreaper()
     capture = Capture.install(pipes)
     os.environ.update(spec.env)
     _cap_threads(spec.threads)

@@ -21,7 +21,8 @@ import sys
 import threading
 
 from ..wire import OUTPUT, last_frame
-from .bootstrap import die_with_parent, prepare_process, run_rank
+from .bootstrap import DESCENDANTS_GRACE, die_with_parent, prepare_process, run_rank
+from .descendants import end_descendants
 
 _host = None  # set in the host before xmp.spawn; rank processes inherit it by fork, threads share it
 
@@ -43,6 +44,7 @@ def host_main(specs, pipes, function, args, nprocs):
     # xmp.spawn pickles its args for some layouts: everything travels through _host instead
     _host = _Host(channel, router, function, args)
     xmp.spawn(_rank_main, nprocs=nprocs, start_method="fork")
+    end_descendants(DESCENDANTS_GRACE)
     sys.exit(0)
 
 
