@@ -92,6 +92,7 @@ bench: $(STAMP)
 	$(PY) bench/launch_overhead.py
 	$(PY) bench/step_overhead.py
 	$(PY) bench/log_overhead.py
+	$(PY) bench/result_transfer.py
 
 clean:
 	rm -rf $(VENV) $(COLAB_VENV) $(XLA_VENV) .pytest_cache test-artifacts labextension/node_modules labextension/lib notebook_launcher/labextension

@@ -41,6 +41,7 @@ from ..errors import LaunchError, LaunchStalled, LaunchTimeout, WorkerError, des
 from ..rank.bootstrap import RankSpec
 from ..starters.base import Starter
 from ..wire import DISPLAY, ERROR, METRIC, OUTPUT, RESULT, STACKS, STACKS_SIGNAL, STATUS, rebuild_exception
+from ..wire.shared_tensors import new_prefix, remove_leftovers, sweep_dead_kernels
 from .plan import LaunchPlan
 from .reaper import Reaper
 from .record import LaunchRecord
@@ -127,6 +128,8 @@ class Supervisor:
             plan.rendezvous.conf,
         )
         self.master_port: int | None = None
+        self._tensor_prefix = new_prefix()
+        _sweep_once()
         self._stop_requested = False
         self._stop_with_stacks = False
         self._ending_at: float | None = None  # after asking for stacks: when to end the ranks anyway
@@ -213,6 +216,7 @@ class Supervisor:
                     plan.environment(local, self.master_port, self.attempt, node_rank),
                     os.getpid(),
                     plan.threads,
+                    self._tensor_prefix,
                 )
                 for local in group
             ]
@@ -494,6 +498,7 @@ class Supervisor:
                 worker.process.release()
         finally:
             self._meeting.close()
+            remove_leftovers(self._tensor_prefix)
             os.close(self._wake_r)
             os.close(self._wake_w)
             self._starter.cleanup()
@@ -521,3 +526,14 @@ class Supervisor:
         except Exception:  # a broken view must not stop the supervision of the ranks
             traceback.print_exc(file=sys.__stderr__)
             return None
+
+
+_swept = False
+
+
+def _sweep_once() -> None:
+    """On this kernel's first launch, remove the shared tensors of kernels that died holding some."""
+    global _swept
+    if not _swept:
+        _swept = True
+        sweep_dead_kernels()

@@ -25,7 +25,17 @@ import sys
 import threading
 from dataclasses import dataclass
 
-from ..wire import ERROR, RESULT, STACKS, STATUS, ChannelWriter, dumps_for_kernel, error_report, set_rank_channel
+from ..wire import (
+    ERROR,
+    RESULT,
+    STACKS,
+    STATUS,
+    ChannelWriter,
+    dumps_for_kernel,
+    error_report,
+    set_rank_channel,
+    set_tensor_prefix,
+)
 from .capture import Capture, flush_output
 from .descendants import become_subreaper, end_descendants
 from .notebook import make_safe
@@ -48,6 +58,7 @@ class RankSpec:
     env: dict
     parent_pid: int
     threads: int
+    tensor_prefix: str | None = None  # where large returned tensors go (``wire.shared_tensors``)
 
 
 @dataclass(frozen=True)
@@ -81,6 +92,7 @@ def prepare_process(spec, pipes, channel_lock=None):
     _cap_threads(spec.threads)
     channel = ChannelWriter(pipes.events, rank=spec.rank, lock=channel_lock)
     set_rank_channel(channel)
+    set_tensor_prefix(spec.tensor_prefix)
     capture.on_stacks_request = lambda: channel.send(STACKS, collect_stacks(threading.get_ident()))
     make_safe(channel)
     return channel

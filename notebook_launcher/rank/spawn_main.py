@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import base64
+import os
 import pickle
 import sys
 
 import cloudpickle
 
 from .bootstrap import WorkerPipes, run_worker
+from .capture import flush_output
 
 
 def main(payload_path, encoded_spec):
@@ -23,5 +25,20 @@ def main(payload_path, encoded_spec):
     return run_worker(spec, WorkerPipes(events=events_fd, stdout=1, stderr=2), load_payload)
 
 
+def exit_now(code):
+    """Exit as a forked rank does: the function's threads are joined and ``atexit`` handlers run
+    (loggers, trackers flush), but not the interpreter's module teardown, which takes a fraction of
+    a second once torch is loaded."""
+    import atexit
+    import threading
+
+    try:
+        threading._shutdown()  # type: ignore[attr-defined]
+        atexit._run_exitfuncs()
+    finally:
+        flush_output()
+        os._exit(code)
+
+
 if __name__ == "__main__":
-    sys.exit(main(*sys.argv[1:]))
+    exit_now(main(*sys.argv[1:]))

@@ -1,0 +1,71 @@
+"""A rank's return value, pickled so that the kernel gets its own classes back and large tensors
+travel through shared memory.
+
+Example:
+    >>> pickle.loads(dumps_for_kernel({"loss": 0.5}))
+    {'loss': 0.5}
+"""
+
+from __future__ import annotations
+
+import io
+import pickle
+from typing import Any
+
+from .shared_tensors import TensorSharer
+
+__all__ = ["dumps_for_kernel", "set_tensor_prefix"]
+
+_prefix: str | None = None  # where this rank writes shared tensors (set by the rank bootstrap)
+
+
+def set_tensor_prefix(prefix: str | None) -> None:
+    """Have ``dumps_for_kernel`` in this process share large tensors under ``prefix`` (None: never)."""
+    global _prefix
+    _prefix = prefix
+
+
+def dumps_for_kernel(value: Any, share_tensors: bool = True) -> bytes:
+    """Pickle ``value`` so the kernel gets back instances of *its own* classes.
+
+    By reference first: under fork a class defined in a notebook cell is the kernel's very class,
+    and the standard pickler checks the reference resolves to it. Otherwise (spawn, or classes made
+    inside the function) by value with cloudpickle, whose class tracker maps classes the kernel sent
+    by value back to the kernel's originals. In a rank, CPU tensors of 1 MiB and more go through
+    shared memory (``shared_tensors``) unless ``share_tensors`` is False (bytes the rank itself
+    loads back, such as an exception it checks).
+
+    Example:
+        >>> pickle.loads(dumps_for_kernel({"loss": 0.5}))
+        {'loss': 0.5}
+    """
+    sharer = TensorSharer(_prefix) if share_tensors and _prefix is not None else None
+    try:
+        return _dumps(pickle.Pickler, value, sharer)
+    except Exception:
+        import cloudpickle
+
+        return _dumps(cloudpickle.Pickler, value, sharer)
+
+
+def _dumps(base: type, value: Any, sharer: TensorSharer | None) -> bytes:
+    if sharer is None:
+        if base is pickle.Pickler:
+            return pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL)
+        import cloudpickle
+
+        return cloudpickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL)
+
+    share = sharer.reduce
+
+    class SharingPickler(base):
+        def reducer_override(self, obj: Any) -> Any:
+            reduced = share(obj)
+            if reduced is not NotImplemented:
+                return reduced
+            parent = getattr(super(), "reducer_override", None)
+            return parent(obj) if parent is not None else NotImplemented
+
+    buffer = io.BytesIO()
+    SharingPickler(buffer, protocol=pickle.HIGHEST_PROTOCOL).dump(value)
+    return buffer.getvalue()
