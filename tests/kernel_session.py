@@ -208,11 +208,12 @@ class KernelSession:
         self.manager.interrupt_kernel()
 
     def children(self):
-        """The kernel's live descendant processes (zombies excluded)."""
+        """The kernel's live descendant processes (zombies excluded), except its spawn start server:
+        that stays warm between launches on purpose (its ranks do count)."""
         alive = []
         for child in self.process.children(recursive=True):
             try:
-                if child.status() != psutil.STATUS_ZOMBIE:
+                if child.status() != psutil.STATUS_ZOMBIE and not is_start_server(child):
                     alive.append(child)
             except psutil.NoSuchProcess:
                 pass
@@ -223,3 +224,11 @@ class KernelSession:
         self.manager.shutdown_kernel(now=True)
         if self._spec_dir is not None:
             self._spec_dir.cleanup()
+
+
+def is_start_server(process):
+    """Whether ``process`` is a kernel's warm spawn start server (``notebook_launcher.rank.start_server``)."""
+    try:
+        return "notebook_launcher.rank.start_server" in process.cmdline()
+    except psutil.Error:
+        return False

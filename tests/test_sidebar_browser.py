@@ -18,6 +18,7 @@ import os
 from notebook_launcher import notebook_launcher
 sizes = notebook_launcher(lambda: os.environ["WORLD_SIZE"], display="text")
 print("world size:", sizes)
+print("spawned:", notebook_launcher(lambda: "yes", num_processes=1, start_method="spawn", display="none"))
 """
 
 BLOCKING_CELL = """
@@ -34,6 +35,8 @@ def test_sidebar_sets_the_device_count_that_a_launch_uses(lab, browser):
     sidebar.get_by_role("button", name="Load notebook_launcher").click()
     cpus = len(os.sched_getaffinity(0))
     sidebar.get_by_text(f"CPU: {cpus} cores").wait_for(timeout=30_000)
+    server = sidebar.locator('[data-testid="nl-start-server"]')
+    assert server.inner_text() == "Spawn start server: not started (starts with the first spawn launch)"
     picker = sidebar.locator('[data-testid="nl-num-processes"]')
     assert picker.locator("option").all_inner_texts() == ["default (1)"] + [str(n) for n in range(1, cpus + 1)]
     picker.select_option("2")
@@ -41,12 +44,17 @@ def test_sidebar_sets_the_device_count_that_a_launch_uses(lab, browser):
     page.evaluate("() => { document.querySelector('[data-testid=nl-num-processes]').nlMark = 'kept'; }")
     run_all(page)
     page.get_by_text("world size: 2").wait_for(timeout=120_000)
+    page.get_by_text("spawned: yes").wait_for(timeout=120_000)
+    server.get_by_text("Spawn start server: warm · pid ").wait_for(timeout=30_000)
+    server.get_by_text("· 1 rank started").wait_for(timeout=30_000)  # and no longer running
+    assert "torch " in server.inner_text() and "running" not in server.inner_text()
     sidebar.locator(".nl-launch-succeeded", has_text="2 ranks").first.wait_for(timeout=30_000)
-    assert sidebar.locator(".nl-launch-succeeded .nl-rank-done").count() == 2
+    two_ranks = sidebar.locator(".nl-launch-succeeded", has_text="2 ranks")
+    assert two_ranks.count() == 1 and two_ranks.locator(".nl-rank-done").count() == 2
     assert sidebar.locator('[data-testid="nl-num-processes"]').input_value() == "2"
     # keyed updates: the dropdown is the same element after every launch update (an open one stays open)
     assert page.evaluate("() => document.querySelector('[data-testid=nl-num-processes]').nlMark") == "kept"
-    assert sidebar.locator(".nl-launch-succeeded .nl-cell-link").first.inner_text() == "In [2]"
+    assert two_ranks.locator(".nl-cell-link").inner_text() == "In [2]"
 
     stop = sidebar.locator(".nl-launch-running .nl-stop")  # the second cell's launch never returns
     sidebar.locator(".nl-launch-running .nl-rank-running").nth(1).wait_for(timeout=60_000)

@@ -217,6 +217,8 @@ export class KernelLink {
       error = msg.ok ? '' : msg.error || 'the kernel refused the request';
     } else if (msg.type === 'settings') {
       state.settings = msg.settings;
+    } else if (msg.type === 'start_server') {
+      state.start_server = msg.start_server;
     } else if (msg.type === 'launch') {
       const others = state.launches.filter(l => l.id !== msg.launch.id);
       state.launches = [...others, msg.launch].slice(-state.history);

@@ -43,6 +43,15 @@ export interface ILaunchInfo {
   kind: string;
 }
 
+export interface IStartServerInfo {
+  state: string;
+  pid: number | null;
+  torch: string | null;
+  preloaded: string[];
+  ranks_started: number;
+  live_ranks: number;
+}
+
 /** Kernel → front end. */
 export interface IStateMsg {
   type: 'state';
@@ -51,6 +60,7 @@ export interface IStateMsg {
   settings: ISettings;
   choices: { start_method: string[]; mixed_precision: string[] };
   launches: ILaunchInfo[];
+  start_server: IStartServerInfo;
 }
 
 export interface IReplyMsg {
@@ -71,11 +81,16 @@ export interface ISettingsMsg {
   settings: ISettings;
 }
 
+export interface IStartServerMsg {
+  type: 'start_server';
+  start_server: IStartServerInfo;
+}
+
 export interface IHelloMsg {
   type: 'hello';
 }
 
-export type KernelMsg = IStateMsg | IReplyMsg | ILaunchMsg | ISettingsMsg | IHelloMsg;
+export type KernelMsg = IStateMsg | IReplyMsg | ILaunchMsg | ISettingsMsg | IStartServerMsg | IHelloMsg;
 
 /** Front end → kernel. */
 export interface IGetStateMsg {
@@ -169,6 +184,18 @@ export function isLaunchInfo(value: unknown): value is ILaunchInfo {
   );
 }
 
+export function isStartServerInfo(value: unknown): value is IStartServerInfo {
+  return (
+    isObject(value) &&
+    isString(value.state) &&
+    (value.pid === null || isNumber(value.pid)) &&
+    (value.torch === null || isString(value.torch)) &&
+    isStringArray(value.preloaded) &&
+    isNumber(value.ranks_started) &&
+    isNumber(value.live_ranks)
+  );
+}
+
 /** The message if `data` is a well-formed kernel message, else null. */
 export function parseKernelMsg(data: unknown): KernelMsg | null {
   if (!isObject(data)) {
@@ -183,7 +210,8 @@ export function parseKernelMsg(data: unknown): KernelMsg | null {
         isStringArray(data.choices.start_method) &&
         isStringArray(data.choices.mixed_precision) &&
         Array.isArray(data.launches) &&
-        data.launches.every(isLaunchInfo)
+        data.launches.every(isLaunchInfo) &&
+        isStartServerInfo(data.start_server)
         ? (data as unknown as IStateMsg)
         : null;
     case 'reply':
@@ -197,6 +225,8 @@ export function parseKernelMsg(data: unknown): KernelMsg | null {
       return isLaunchInfo(data.launch) ? (data as unknown as ILaunchMsg) : null;
     case 'settings':
       return isSettings(data.settings) ? (data as unknown as ISettingsMsg) : null;
+    case 'start_server':
+      return isStartServerInfo(data.start_server) ? (data as unknown as IStartServerMsg) : null;
     case 'hello':
       return { type: 'hello' };
     default:

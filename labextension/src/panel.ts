@@ -2,7 +2,7 @@ import { ICodeCellModel } from '@jupyterlab/cells';
 import { Widget } from '@lumino/widgets';
 
 import { Connection, KernelLink } from './connection';
-import { IInventory, ILaunchInfo, ISettings, IStateMsg } from './messages';
+import { IInventory, ILaunchInfo, ISettings, IStartServerInfo, IStateMsg } from './messages';
 
 /**
  * The sidebar: the active notebook kernel's devices, the launch defaults it uses when
@@ -27,6 +27,8 @@ export class LauncherPanel extends Widget {
     this._ready = el('div', 'nl-ready');
     this._devices = el('ul', 'nl-devices');
     this._deviceTitle = el('h4', '');
+    this._server = el('div', 'nl-start-server');
+    this._server.dataset.testid = 'nl-start-server';
     this._selects = {
       num_processes: select('nl-num-processes', value =>
         link.setSettings({ num_processes: value === '' ? null : Number(value) })
@@ -50,7 +52,7 @@ export class LauncherPanel extends Widget {
 
   private _build(): void {
     const devices = el('section', 'nl-section');
-    devices.append(this._deviceTitle, this._devices);
+    devices.append(this._deviceTitle, this._devices, this._server);
     const settings = el('section', 'nl-section');
     settings.append(
       el('h4', '', 'Defaults for launches in this kernel'),
@@ -77,6 +79,7 @@ export class LauncherPanel extends Widget {
       return;
     }
     this._renderDevices(connection.state.inventory);
+    this._renderServer(connection.state.start_server);
     this._renderSettings(connection.state);
     this._error.textContent = connection.error;
     this._renderLaunches(connection.state.launches);
@@ -99,6 +102,17 @@ export class LauncherPanel extends Widget {
     }
     items.push(el('li', 'nl-device', `CPU: ${inventory.cpu.count} cores`));
     this._devices.replaceChildren(...items);
+  }
+
+  private _renderServer(server: IStartServerInfo): void {
+    const text = describeServer(server);
+    if (this._server.textContent !== text) {
+      this._server.textContent = text;
+    }
+    this._server.title =
+      'Spawn-path ranks are forked from this process: it has torch imported and has never touched a device.' +
+      (server.preloaded.length ? ` Preloaded: ${server.preloaded.join(', ')}.` : '');
+    this._server.className = `nl-start-server nl-start-server-${server.state.replace(' ', '-')}`;
   }
 
   private _renderSettings(state: IStateMsg): void {
@@ -170,6 +184,7 @@ export class LauncherPanel extends Widget {
   private _ready: HTMLDivElement;
   private _devices: HTMLUListElement;
   private _deviceTitle: HTMLHeadingElement;
+  private _server: HTMLDivElement;
   private _selects: { [K in keyof ISettings]: HTMLSelectElement };
   private _error: HTMLDivElement;
   private _launchList: HTMLDivElement;
@@ -177,6 +192,27 @@ export class LauncherPanel extends Widget {
   private _launchRows = new Map<string, LaunchRow>();
   private _inventoryKey = '';
   private _ticker: number;
+}
+
+/** One line on the spawn start server, e.g. "Spawn start server: warm · pid 4242 · torch 2.13.0 · 6 ranks started". */
+export function describeServer(server: IStartServerInfo): string {
+  const parts = [`Spawn start server: ${server.state}`];
+  if (server.state === 'not started') {
+    parts[0] += ' (starts with the first spawn launch)';
+  }
+  if (server.pid !== null && server.state !== 'not started' && server.state !== 'off') {
+    parts.push(`pid ${server.pid}`);
+  }
+  if (server.torch) {
+    parts.push(`torch ${server.torch} preloaded`);
+  }
+  if (server.ranks_started) {
+    parts.push(`${plural(server.ranks_started, 'rank')} started`);
+  }
+  if (server.live_ranks) {
+    parts.push(`${server.live_ranks} running`);
+  }
+  return parts.join(' · ');
 }
 
 const MESSAGES: { [phase in Connection['phase']]: string } = {
@@ -221,7 +257,7 @@ class LaunchRow {
     this._cellLink.style.display = launch.cell === null ? 'none' : '';
     const attempt = launch.attempt > 0 ? ` · restart ${launch.attempt}` : '';
     this._text.textContent =
-      ` ${launch.kind} ${launch.id} · ${launch.ranks.length} ranks · ${launch.device} · ` +
+      ` ${launch.kind} ${launch.id} · ${plural(launch.ranks.length, 'rank')} · ${launch.device} · ` +
       `${launch.start_method} · ${launch.status}${attempt} · `;
     const chips = launch.ranks.map(rank => {
       const status = launch.rank_status[String(rank)] ?? 'starting';
@@ -271,6 +307,10 @@ class LaunchRow {
   private _elapsed: HTMLSpanElement;
   private _chips: HTMLDivElement;
   private _stop: HTMLButtonElement;
+}
+
+function plural(count: number, noun: string): string {
+  return `${count} ${noun}${count === 1 ? '' : 's'}`;
 }
 
 function el<K extends keyof HTMLElementTagNameMap>(

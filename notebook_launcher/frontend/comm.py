@@ -18,7 +18,7 @@ import threading
 
 from ..devices.inventory import device_inventory
 from ..launching.handle import active_launches, find_launch, observe_launches
-from .messages import HISTORY, launch_info
+from .messages import HISTORY, launch_info, start_server_message
 from .settings import SETTING_CHOICES, kernel_settings
 
 __all__ = ["register", "TARGET"]
@@ -102,7 +102,14 @@ def state():
         "settings": kernel_settings().as_dict(),
         "choices": {name: list(values) for name, values in SETTING_CHOICES.items()},
         "launches": launches(),
+        "start_server": _start_server(),
     }
+
+
+def _start_server():
+    from ..starters.server import start_server_info  # imported when a sidebar connects, not with the package
+
+    return start_server_message(start_server_info())
 
 
 class _SidebarChannel:
@@ -110,6 +117,9 @@ class _SidebarChannel:
         self._comm = comm
         self._stop_observing = observe_launches(self._launch_changed)
         self._stop_settings = kernel_settings().observe(self._settings_changed)
+        from ..starters.server import observe_start_server
+
+        self._stop_server = observe_start_server(self._server_changed)
         self._handlers = {
             "get_state": lambda data: self._comm.send(state()),
             "set_settings": self._set_settings,
@@ -121,6 +131,7 @@ class _SidebarChannel:
     def _close(self):
         self._stop_observing()
         self._stop_settings()
+        self._stop_server()
 
     def _on_msg(self, msg):
         data = msg.get("content", {}).get("data") or {}
@@ -165,6 +176,9 @@ class _SidebarChannel:
 
     def _settings_changed(self, settings):
         self._comm.send({"type": "settings", "settings": settings})
+
+    def _server_changed(self, info):
+        self._comm.send({"type": "start_server", "start_server": start_server_message(info)})
 
 
 def _open(comm, open_msg):

@@ -12,10 +12,12 @@ Front end → kernel:
 Kernel → front end:
     Hello         {"type": "hello"}                      (on a comm the kernel opens)
     State         {"type": "state", "history": int, "inventory": Inventory, "settings": Settings,
-                   "choices": {"start_method": [...], "mixed_precision": [...]}, "launches": [LaunchInfo]}
+                   "choices": {"start_method": [...], "mixed_precision": [...]}, "launches": [LaunchInfo],
+                   "start_server": StartServerInfo}
     Reply         {"type": "reply", "request_id": str, "ok": bool, "error": str | None, "settings": Settings}
     LaunchUpdate  {"type": "launch", "launch": LaunchInfo}
     SettingsUpdate {"type": "settings", "settings": Settings}   (changed from code or another panel)
+    StartServerUpdate {"type": "start_server", "start_server": StartServerInfo}
 
 ``history`` is how many finished launches the kernel keeps listed; the panel keeps as many.
 Nothing the kernel receives is executed: settings are checked against the choices and the devices
@@ -27,7 +29,7 @@ from __future__ import annotations
 
 from typing import TypedDict
 
-__all__ = ["Settings", "LaunchInfo", "Reply", "launch_info", "HISTORY"]
+__all__ = ["Settings", "LaunchInfo", "Reply", "StartServerInfo", "launch_info", "start_server_message", "HISTORY"]
 
 HISTORY = 20  # finished launches listed
 
@@ -52,6 +54,15 @@ class LaunchInfo(TypedDict):
     kind: str  # "launch"
 
 
+class StartServerInfo(TypedDict):
+    state: str  # "not started", "starting", "warm", "stopped", "failed", "off"
+    pid: int | None
+    torch: str | None
+    preloaded: list
+    ranks_started: int
+    live_ranks: int
+
+
 class Reply(TypedDict):
     type: str
     request_id: str | None
@@ -74,4 +85,16 @@ def launch_info(launch) -> LaunchInfo:
         "waited_on": launch.waited_on,
         "attempt": getattr(launch, "attempt", 0),
         "kind": "launch",
+    }
+
+
+def start_server_message(info: dict) -> StartServerInfo:
+    """The StartServerInfo of ``starters.server.start_server_info()`` (every field present)."""
+    return {
+        "state": str(info.get("state", "not started")),
+        "pid": info.get("pid"),
+        "torch": info.get("torch"),
+        "preloaded": list(info.get("preloaded", [])),
+        "ranks_started": int(info.get("ranks_started", 0)),
+        "live_ranks": int(info.get("live_ranks", 0)),
     }

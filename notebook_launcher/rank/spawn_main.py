@@ -15,6 +15,12 @@ from .capture import flush_output
 
 def main(payload_path, encoded_spec):
     spec, events_fd = pickle.loads(base64.b64decode(encoded_spec))
+    return run_worker(spec, WorkerPipes(events=events_fd, stdout=1, stderr=2), payload_loader(payload_path))
+
+
+def payload_loader(payload_path):
+    """A function that loads ``(function, args)`` from the payload file the kernel wrote (its
+    ``sys.path`` first, so modules importable in the kernel are importable here)."""
 
     def load_payload():
         with open(payload_path, "rb") as file:
@@ -22,7 +28,7 @@ def main(payload_path, encoded_spec):
             sys.path.extend(entry for entry in kernel_path if entry not in sys.path)
             return cloudpickle.load(file)
 
-    return run_worker(spec, WorkerPipes(events=events_fd, stdout=1, stderr=2), load_payload)
+    return load_payload
 
 
 def exit_now(code):

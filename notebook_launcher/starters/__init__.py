@@ -26,6 +26,10 @@ def select_starter(start_method: str) -> Starter:
 
         return ForkStarter()
     if start_method == "spawn":
+        from .server import ServerStarter, server_enabled
+
+        if server_enabled():
+            return ServerStarter()
         from .spawn import SpawnStarter
 
         return SpawnStarter()
