@@ -164,3 +164,31 @@ def _restart_kernels(server):
     for kernel in json.load(urllib.request.urlopen(server.url("/api/kernels"))):
         request = urllib.request.Request(server.url(f"/api/kernels/{kernel['id']}/restart"), method="POST", data=b"")
         urllib.request.urlopen(request).read()
+
+
+PARKED = """
+import os
+from notebook_launcher import launch
+def parked_at_gate():
+    with open(os.path.join({gates!r}, "p" + os.environ["RANK"])) as gate:
+        gate.read()
+job = launch(parked_at_gate, num_processes=2)   # in the background: the kernel stays free for clicks
+"""
+
+
+def test_the_stacks_button_shows_where_the_ranks_are(lab, browser):
+    gates = lab.root / "stack-gates"
+    gates.mkdir()
+    for rank in (0, 1):
+        os.mkfifo(gates / f"p{rank}")
+    page = open_notebook(browser, lab, "stacks.ipynb", [PARKED.format(gates=str(gates))])
+    run_all(page)
+    page.locator(".nl-chip", has_text="rank 1: running").first.wait_for(timeout=120_000)
+    page.get_by_role("button", name="Stacks").click()
+    stacks = page.locator(".nl-stacks", has_text="in parked_at_gate").first
+    stacks.wait_for(timeout=30_000)
+    assert "rank 0 (pid " in stacks.inner_text() and "rank 1 (pid " in stacks.inner_text()
+    screenshot(stacks, "stacks.png")
+    _release(str(gates), "p")
+    page.locator(".nl-summary", has_text="succeeded").first.wait_for(timeout=60_000)
+    page.close()

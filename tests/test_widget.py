@@ -238,3 +238,25 @@ def test_rich_displays_inside_a_rank_render_and_updates_replace_them(kernel):
     log = page.split('<div class="nl-static-log">', 1)[1].split("</details>", 1)[0]  # rank 0's log
     assert "<b>step 3 of 3</b>" in log and "step 1 of 3" not in log  # the update replaced the display
     assert kernel.ok("print('kernel still fine')").stdout == "kernel still fine\n"
+
+
+def test_the_stacks_action_shows_where_each_rank_is_in_the_widget_and_the_saved_form(kernel, tmp_path):
+    """What the "Stacks" button runs (``take_stacks``), on a background launch whose ranks wait."""
+    kernel.ok(gate_code(tmp_path))
+    kernel.ok("def parked_at_gate():\n    wait_at_gate()")
+    kernel.ok("job = launch(parked_at_gate, num_processes=2, display='widget')")
+    kernel.ok("while not job._view.built or job.rank_status(1) != 'running': job._supervisor.join(0.02)")
+    assert kernel.eval("[b.description for b in job._view.actions.children[:3]]") == [
+        "Stacks",
+        "Save log",
+        "Log as text",
+    ]
+    kernel.ok("job._view.take_stacks()")
+    kernel.ok("while 'parked_at_gate' not in job._view.static['text/plain']: job._supervisor.join(0.02)", timeout=30)
+    static = kernel.eval("job._view.static['text/plain']")
+    assert "where the ranks were at " in static and "in parked_at_gate" in static and "wait_at_gate()" in static
+    assert "parked_at_gate" in kernel.eval("job._view.stacks_box.value")
+    open_gates(tmp_path, [0, 1])
+    kernel.ok("job.wait()")
+    final = kernel.eval("job._view.static['text/html']")
+    assert '<details class="nl-stacks"><summary>where the ranks were at ' in final  # kept, folded

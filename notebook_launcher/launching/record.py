@@ -44,6 +44,7 @@ class LaunchRecord:
         self.waiting = ""  # what the launch waits for now ("waiting for rank 1: ..."), shown live
         self._stacks: dict[int, dict] = {}
         self._stacks_asked: list[int] | None = []
+        self._stacks_taken_at: float | None = None
         self._stacks_changed = threading.Condition(self._lock)
 
     @property
@@ -130,6 +131,7 @@ class LaunchRecord:
         with self._lock:
             self._stacks = {}
             self._stacks_asked = None if ranks is None else list(ranks)
+            self._stacks_taken_at = time.time()
 
     def add_stacks(self, rank, report):
         with self._stacks_changed:
@@ -178,7 +180,7 @@ class LaunchRecord:
             if self._stacks_asked is None or (not self._stacks_asked and not self._stacks):
                 return None
             missing = [rank for rank in self._stacks_asked if rank not in self._stacks]
-            return Stacks(dict(self._stacks), missing)
+            return Stacks(dict(self._stacks), missing, self._stacks_taken_at)
 
     def mark_stopped(self):
         """The user stopped the launch (interrupt or ``stop()``)."""

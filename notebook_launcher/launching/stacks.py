@@ -36,9 +36,12 @@ def _where(filename: str) -> tuple[str, bool]:
 class Stacks(Mapping):
     """rank -> {"pid", "threads": [{"name", "main", "frames": [[file, line, function, code]]}]}."""
 
-    def __init__(self, by_rank: dict[int, dict], missing: list[int] | tuple[int, ...] = ()) -> None:
+    def __init__(
+        self, by_rank: dict[int, dict], missing: list[int] | tuple[int, ...] = (), taken_at: float | None = None
+    ) -> None:
         self._by_rank = dict(sorted(by_rank.items()))
         self.missing = sorted(missing)
+        self.taken_at = taken_at  # time.time() of the request
 
     def __getitem__(self, rank: int) -> dict:
         return self._by_rank[rank]

@@ -10,7 +10,8 @@ output. Front ends that draw widgets show the live widget while the launch runs;
 * ``text/html`` — the same laid out like the widget: a chip per rank, each rank's log, the metric
   charts as inline SVG, the summary and the traceback.
 
-A launch that was stopped, stalled or timed out also shows where every rank was (their stacks).
+A launch that was stopped, stalled or timed out also shows where every rank was (their stacks); a
+running launch shows the stacks last asked for (``Launch.stacks()``, the widget's "Stacks" button).
 
 Example:
     >>> from notebook_launcher import launch
@@ -23,12 +24,13 @@ Example:
 from __future__ import annotations
 
 import html
+import time
 from typing import Any
 
 from .render import CSS, entries_html, hint_html, metrics_html, series_by_key, status_chips, traceback_html
 from .text import line_prefix
 
-__all__ = ["static_bundle", "summary_text", "failure_text", "header_text", "MAX_LINES"]
+__all__ = ["static_bundle", "summary_text", "failure_text", "header_text", "stacks_section", "stacks_html", "MAX_LINES"]
 
 MAX_LINES = 2000  # per rank, in the static form (the full log stays on the Launch)
 _SYMBOL = {"succeeded": "✔", "failed": "✘", "stopped": "■"}
@@ -119,18 +121,23 @@ def _plain(launch: Any, counts: dict, entries: list, failure: str, max_lines: in
         lines.append(f"metrics: {last}")
     if failure:
         lines.append(failure.rstrip())
-    stacks = _stacks(launch)
+    title, stacks, _ = stacks_section(launch)
     if stacks:
-        lines.append(f"where the ranks were:\n{stacks}")
+        lines.append(f"{title}:\n{stacks}")
     return "\n".join(lines)
 
 
-def _stacks(launch: Any) -> str:
-    """The stacks taken when the launch was stopped, stalled or timed out (shown with its end)."""
-    if not launch.done or launch.status == "succeeded":
-        return ""
+def stacks_section(launch: Any) -> tuple[str, str, bool]:
+    """The stacks the form shows, as (title, text, open): those taken when the launch was stopped,
+    stalled or timed out ("where the ranks were"), or the last ones asked for while it ran
+    (``Launch.stacks()``, the widget's "Stacks" button), folded once the launch has succeeded."""
     stacks = launch.last_stacks
-    return str(stacks) if stacks else ""
+    if not stacks:
+        return "", "", False
+    if launch.done and launch.status != "succeeded":
+        return "where the ranks were", str(stacks), True
+    taken = time.strftime("%H:%M:%S", time.localtime(stacks.taken_at)) if stacks.taken_at else "earlier"
+    return f"where the ranks were at {taken}", str(stacks), not launch.done
 
 
 def _html(launch: Any, counts: dict, entries: list, failure: str, max_lines: int) -> str:
@@ -158,10 +165,15 @@ def _html(launch: Any, counts: dict, entries: list, failure: str, max_lines: int
         parts.append(f'<div class="nl-summary">{symbol} {html.escape(summary_text(launch))}</div>')
     if failure:
         parts.append(traceback_html(failure))
-    stacks = _stacks(launch)
+    title, stacks, unfolded = stacks_section(launch)
     if stacks:
-        parts.append(
-            f'<details class="nl-stacks" open><summary>where the ranks were</summary>'
-            f'<pre class="nl-log">{html.escape(stacks)}</pre></details>'
-        )
+        parts.append(stacks_html(title, stacks, unfolded))
     return f'<div class="nl-root nl-static" data-launch="{launch.id}">{"".join(parts)}</div>'
+
+
+def stacks_html(title: str, stacks: str, unfolded: bool = True) -> str:
+    """A foldable section with the stacks as text."""
+    return (
+        f'<details class="nl-stacks"{" open" if unfolded else ""}><summary>{html.escape(title)}</summary>'
+        f'<pre class="nl-log">{html.escape(stacks)}</pre></details>'
+    )

@@ -30,7 +30,7 @@ from typing import Any
 from .base import LaunchView
 from .logbox import LogBox
 from .render import CSS, metrics_html, series_by_key, status_chips
-from .static import header_text, static_bundle
+from .static import header_text, stacks_html, stacks_section, static_bundle
 
 __all__ = ["WidgetView"]
 
@@ -38,6 +38,11 @@ _WIDGET_MIME = "application/vnd.jupyter.widget-view+json"
 _STATIC_FIRST, _STATIC_MAX = 2.0, 60.0  # seconds to the first rewrite of the static form; the longest gap
 _ALL_RANKS_UP_TO = 8
 BUILD_AFTER = 0.25  # seconds a launch runs before its widget is built
+_STACKS_TIP = (
+    "Where every running rank is now: the Python stack of each of its threads. While a cell waits on"
+    " this launch the kernel takes the click only after it: interrupt the kernel instead, which shows"
+    " the stacks before it ends the ranks."
+)
 
 
 class WidgetView(LaunchView):
@@ -59,6 +64,7 @@ class WidgetView(LaunchView):
         self._live: dict[int, str] = {}
         self._static_gap = _STATIC_FIRST
         self._next_static = 0.0
+        self._stacks_pending = False  # stacks were taken: the widget shows them at the next render
 
     # -- events (the cell's thread for on_start; the supervisor thread for the rest) ------------------
 
@@ -138,14 +144,19 @@ class WidgetView(LaunchView):
         self.tabs.selected_index = 0 if len(ranks) <= _ALL_RANKS_UP_TO else 1
         self.metrics_box = w.HTML()
         self.metrics_box.layout.display = "none"
+        stacks = w.Button(description="Stacks", icon="list", tooltip=_STACKS_TIP)
+        self.stacks_box = w.HTML()
+        stacks.on_click(lambda _button: self.take_stacks())
         save = w.Button(description="Save log", icon="download", tooltip="Write every line of every rank to a file")
         as_text = w.Button(description="Log as text", icon="copy", tooltip="Show the lines in a text box to copy")
         self.saved = w.HTML()
         self.text_log = w.Textarea(layout=w.Layout(width="100%", height="240px", display="none"))
         save.on_click(lambda _button: self.save_log())
         as_text.on_click(lambda _button: self._toggle_text())
-        self.actions = w.HBox([save, as_text, self.saved])
-        self.root = w.VBox([self.style, self.header, self.tabs, self.metrics_box, self.actions, self.text_log])
+        self.actions = w.HBox([stacks, save, as_text, self.saved])
+        self.root = w.VBox(
+            [self.style, self.header, self.tabs, self.metrics_box, self.actions, self.stacks_box, self.text_log]
+        )
         self.root.add_class("nl-root")
         self.built = True
         self._dirty.update({"header", "lines", "metrics"})
@@ -165,6 +176,10 @@ class WidgetView(LaunchView):
         )
         if "lines" in dirty:
             self._render_lines()
+        if self._stacks_pending:
+            self._stacks_pending = False
+            title, stacks, _ = stacks_section(launch)
+            self.stacks_box.value = stacks_html(title, stacks) if stacks else ""
         if "metrics" in dirty:
             series = series_by_key(launch.metrics)
             self.metrics_box.value = metrics_html(series)
@@ -209,6 +224,18 @@ class WidgetView(LaunchView):
         self._next_static = time.monotonic() + self._static_gap
         self._static_gap = min(self._static_gap * 2, _STATIC_MAX)
 
+    def take_stacks(self) -> None:
+        """Ask every running rank for its stacks (on a thread of its own: ranks get up to 5 s to answer);
+        the widget and the static form show them at the next redraw."""
+        import threading
+
+        def take() -> None:
+            self._launch.stacks()
+            self._stacks_pending = True
+            self._next_static = 0.0  # the saved form gets them too, at the next flush
+
+        threading.Thread(target=take, daemon=True, name="notebook-launcher-stacks").start()
+
     def save_log(self, directory: str = ".") -> str:
         """Write every line of every rank to ``notebook_launcher-<id>.log``; returns its path."""
         path = os.path.join(directory, f"notebook_launcher-{self._launch.id}.log")
@@ -233,13 +260,14 @@ class WidgetView(LaunchView):
         """Empty and close every widget (the output already shows the static form)."""
         for box in (self.all_box, *self.boxes.values()):
             box.close()
-        for widget in (self.style, self.header, self.metrics_box, self.saved, self.text_log):
+        for widget in (self.style, self.header, self.metrics_box, self.stacks_box, self.saved, self.text_log):
             widget.value = ""
         for widget in (
             self.style,
             self.header,
             self.tabs,
             self.metrics_box,
+            self.stacks_box,
             self.saved,
             self.text_log,
             *self.actions.children,
