@@ -94,6 +94,7 @@ bench: $(STAMP)
 	$(PY) bench/log_overhead.py
 	$(PY) bench/result_transfer.py
 	$(PY) bench/spawn_start.py
+	$(PY) bench/faults.py
 
 clean:
 	rm -rf $(VENV) $(COLAB_VENV) $(XLA_VENV) .pytest_cache test-artifacts labextension/node_modules labextension/lib notebook_launcher/labextension

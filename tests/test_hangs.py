@@ -10,9 +10,11 @@ PEER_RETURNED = dedent("""
     def peer_returned():
         import torch.distributed as dist
         dist.init_process_group("gloo")
-        if dist.get_rank() == 0:
-            return "rank 0 done"
         store = dist.TCPStore(os.environ["MASTER_ADDR"], int(os.environ["MASTER_PORT"]), is_master=False)
+        if dist.get_rank() == 0:
+            store.wait(["rank 1 is set up"])      # leaving earlier could break rank 1's gloo connect
+            return "rank 0 done"
+        store.set("rank 1 is set up", "yes")
         store.wait(["a key rank 0 never sets"])   # rank 0 returned: this never completes
 """)
 
@@ -26,7 +28,7 @@ def test_stacks_show_where_every_live_rank_is_without_stopping_it(kernel):
     text = kernel.eval("str(stacks)")
     assert re.search(r"rank 1 \(pid \d+\), thread MainThread \(most recent call last\):", text)
     assert re.search(
-        r"Cell In\[\d+\], line 7, in peer_returned\n    store.wait\(\[\"a key rank 0 never sets\"\]\)", text
+        r"Cell In\[\d+\], line 9, in peer_returned\n    store.wait\(\[\"a key rank 0 never sets\"\]\)", text
     )
     assert "bootstrap.py" not in text  # the launcher's own start-up frames are left out
     assert kernel.eval("(job.done, job.rank_status(1))") == (False, "running")  # looked at, not stopped
@@ -37,10 +39,10 @@ def test_stacks_show_where_every_live_rank_is_without_stopping_it(kernel):
 def test_the_stall_watchdog_ends_a_rank_blocked_after_its_peer_returned(kernel):
     kernel.ok(PEER_RETURNED)
     result = kernel.run("t0 = time.monotonic()\nnotebook_launcher(peer_returned, num_processes=2, stall_timeout=2)")
-    assert result.error["ename"] == "LaunchStalled"
+    assert result.error["ename"] == "LaunchStalled", result.error["evalue"]
     message = result.error["evalue"]
     assert "rank 1 had not finished 2 s after another rank returned" in message
-    assert re.search(r"rank 1: in peer_returned \(Cell In\[\d+\], line 7\): store.wait", message)
+    assert re.search(r"rank 1: in peer_returned \(Cell In\[\d+\], line 9\): store.wait", message)
     assert kernel.eval("sys.last_value.ranks") == [1]
     assert "store.wait" in kernel.eval("str(sys.last_value.stacks)")
     assert kernel.eval("time.monotonic() - t0") < 10
@@ -50,7 +52,7 @@ def test_the_stall_watchdog_ends_a_rank_blocked_after_its_peer_returned(kernel):
 def test_the_stall_watchdog_ends_ranks_that_show_no_sign_of_life(kernel):
     kernel.ok("def silent():\n    print('started', flush=True)\n    threading.Event().wait()")
     result = kernel.run("notebook_launcher(silent, num_processes=2, stall_timeout=1.5)")
-    assert result.error["ename"] == "LaunchStalled"
+    assert result.error["ename"] == "LaunchStalled", result.error["evalue"]
     assert (
         "no rank wrote output, logged a metric or returned for 1.5 s (stall_timeout); ranks 0, 1 never finished"
         in (result.error["evalue"])

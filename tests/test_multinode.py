@@ -56,6 +56,37 @@ def test_two_nodes_train_together(kernel, node1, backend):
     assert kernel.children() == [] and node1.children() == []
 
 
+LATE = dedent("""
+    def late(release):
+        dist.init_process_group("gloo")
+        total = torch.ones(1)
+        dist.all_reduce(total)
+        while dist.get_rank() >= 2 and not os.path.exists(release):   # node 1's ranks return later
+            time.sleep(0.01)
+        return dist.get_rank()
+""")
+
+
+def test_node_0_keeps_the_store_up_until_a_slower_node_is_done(kernel, node1, tmp_path):
+    """Node 0 hosts the ranks' store: leaving as soon as its own ranks returned would make node 1
+    take the vanished store for a failure of node 0."""
+    release = str(tmp_path / "release")
+    kernel.ok(TRAIN)
+    for session in (kernel, node1):
+        session.ok(LATE)
+    port = _port(kernel)
+    options = f"args=({release!r},), num_processes=2, num_nodes=2, use_port={port}, display='none'"
+    kernel.ok(f"job = launch(late, node_rank=0, {options})")
+    node1.ok(f"job = launch(late, node_rank=1, {options})")
+    kernel.ok("while 'keeping the store up' not in job._record.waiting: job._done.wait(0.02)", timeout=60)
+    assert kernel.eval("(job.rank_status(0), job.rank_status(1), job.done)") == ("done", "done", False)
+    assert "keeping the store up for 1 more node(s)" in kernel.eval("job._record.waiting")
+    open(release, "w").close()
+    assert node1.eval("job.wait(timeout=60)") == 2 and node1.eval("job.results") == [2, 3]
+    assert kernel.eval("job.wait(timeout=60)") == 0
+    assert kernel.children() == [] and node1.children() == []
+
+
 def test_a_failure_on_one_node_ends_the_other_with_its_reason(kernel, node1):
     kernel.ok(TRAIN)
     port = _port(kernel)

@@ -118,8 +118,8 @@ def test_accelerate_scenario_basic_launch_and_process_group(kernel):
 
 def test_accelerate_scenario_static_and_c10d_rendezvous(kernel):
     kernel.ok(
-        "def world():\n    import torch.distributed as dist\n    dist.init_process_group('gloo')\n"
-        "    return dist.get_world_size()"
+        "def world():\n    import torch, torch.distributed as dist\n    dist.init_process_group('gloo')\n"
+        "    size = torch.ones(1)\n    dist.all_reduce(size)\n    return int(size.item())"
     )
     for backend in ("static", "c10d"):
         assert kernel.eval(f"notebook_launcher(world, (), 2, rdzv_backend={backend!r}, display='none')") == 2

@@ -44,6 +44,7 @@ __all__ = ["Rendezvous"]
 _JOINED = "notebook_launcher/joined"
 _FAILED = "notebook_launcher/failed"
 _MASTER = "notebook_launcher/master"
+_LEFT = "notebook_launcher/left"
 _POLL = 0.1  # seconds between looks at the store while waiting
 
 
@@ -223,6 +224,28 @@ class Rendezvous:
         except Exception:  # node 0's store is gone: its ranks are ending, ours will see it in the collective
             return "node 0's rendezvous store is gone"
         return None
+
+    def leave(self, stop_requested: Callable[[], bool], waiting: Callable[[str], None]) -> None:
+        """Tell the other nodes that this node's ranks have all returned.
+
+        Node 0 hosts the ranks' store, so it keeps it up until every node has left, one has failed,
+        a stop is requested or ``rendezvous_timeout`` has passed (torchrun's agents wait at an exit
+        barrier for the same reason): a node whose ranks are still sending their results would
+        otherwise take the vanished store for node 0's failure.
+        """
+        if self.store is None or self.num_nodes == 1:
+            return
+        try:
+            left = self.store.add(_LEFT, 1)
+            deadline = time.monotonic() + self.timeout
+            while self.node_rank == 0 and left < self.num_nodes:
+                if stop_requested() or time.monotonic() > deadline or self.store.check([_FAILED]):
+                    return
+                waiting(f"this node's ranks are done; keeping the store up for {self.num_nodes - left} more node(s)")
+                time.sleep(_POLL)  # a poll of the store, bounded by the deadline
+                left = self.store.add(_LEFT, 0)
+        except Exception:  # another node's store is gone: nothing left to tell it
+            pass
 
     def close(self) -> None:
         """Stop hosting (or leave) the store; the port is free again afterwards."""

@@ -193,12 +193,12 @@ class Supervisor:
         finally:
             self._shutdown()
 
-    def _meet(self) -> None:
-        def waiting(text: str) -> None:
-            self._record.waiting = text
-            self._notify("flush")
+    def _show_waiting(self, text: str) -> None:
+        self._record.waiting = text
+        self._notify("flush")
 
-        self.master_port = self._meeting.open(lambda: self._stop_requested, waiting)
+    def _meet(self) -> None:
+        self.master_port = self._meeting.open(lambda: self._stop_requested, self._show_waiting)
         self._record.waiting = ""
         self.phase = Phase.STARTING
 
@@ -497,6 +497,8 @@ class Supervisor:
                 worker.drain_and_close(self)
                 worker.process.release()
         finally:
+            if self._record.failure is None and not self._stop_requested:
+                self._meeting.leave(lambda: self._stop_requested, self._show_waiting)
             self._meeting.close()
             remove_leftovers(self._tensor_prefix)
             os.close(self._wake_r)
