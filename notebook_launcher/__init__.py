@@ -34,6 +34,8 @@ _PUBLIC = {
     "kernel_settings": "frontend.settings",
     "set_defaults": "frontend.settings",
     "device_picker": "frontend.picker",
+    "start_workers": "workers",
+    "Workers": "workers",
 }
 
 
@@ -51,10 +53,13 @@ def _jupyter_labextension_paths():
 
 
 def load_ipython_extension(ipython):
-    """``%load_ext notebook_launcher``: register the sidebar's comm target in this kernel."""
+    """``%load_ext notebook_launcher``: register the sidebar's comm target and the ``%dist`` /
+    ``%%dist`` magics in this kernel."""
     from .frontend.comm import register
+    from .workers.magics import register as register_magics
 
     register(ipython)
+    register_magics(ipython)
 
 
 def _register_in_kernel():

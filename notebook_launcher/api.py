@@ -11,7 +11,7 @@ from .launching.handle import Launch, last_launch
 from .launching.plan import make_plan
 from .starters import select_starter
 
-__all__ = ["notebook_launcher", "launch"]
+__all__ = ["notebook_launcher", "launch", "plan_launch", "start_launch"]
 
 
 def launch(
@@ -93,32 +93,57 @@ def launch(
         >>> job.wait()
         1.5
     """
-    defaults = kernel_settings()
-    plan, notices = make_plan(
+    plan, notices = plan_launch(
         function,
         args,
         num_processes,
-        device=device,
-        start_method=defaults.start_method if start_method is None else start_method,
-        mixed_precision=defaults.mixed_precision if mixed_precision is None else mixed_precision,
+        mixed_precision=mixed_precision,
         use_port=use_port,
         master_addr=master_addr,
         node_rank=node_rank,
         num_nodes=num_nodes,
-        grace_period=grace_period,
-        default_num_processes=defaults.num_processes,
         rdzv_backend=rdzv_backend,
         rdzv_endpoint=rdzv_endpoint,
         rdzv_conf=rdzv_conf,
         rdzv_id=rdzv_id,
-        rendezvous_timeout=rendezvous_timeout,
         max_restarts=max_restarts,
         monitor_interval=monitor_interval,
+        log_line_prefix_template=log_line_prefix_template,
+        device=device,
+        start_method=start_method,
+        grace_period=grace_period,
         stall_timeout=stall_timeout,
         timeout=timeout,
-        log_line_prefix_template=log_line_prefix_template,
+        rendezvous_timeout=rendezvous_timeout,
     )
-    view = select_view(display, line_prefix=plan.log_line_prefix)
+    return start_launch(plan, notices, select_view(display, line_prefix=plan.log_line_prefix))
+
+
+def plan_launch(function, args, num_processes, *, mixed_precision=None, start_method=None, **options):
+    """The checked ``LaunchPlan`` of a launch, with the kernel's defaults filled in, and its notices.
+
+    ``options`` are ``launch``'s other keyword arguments, except ``display``. For code that starts
+    ranks its own way (``workers``); raises as ``launch`` does.
+
+    Example:
+        >>> plan, notices = plan_launch(print, (), 2, device="cpu")
+        >>> plan.num_processes, plan.device.name
+        (2, 'cpu')
+    """
+    defaults = kernel_settings()
+    return make_plan(
+        function,
+        args,
+        num_processes,
+        start_method=defaults.start_method if start_method is None else start_method,
+        mixed_precision=defaults.mixed_precision if mixed_precision is None else mixed_precision,
+        default_num_processes=defaults.num_processes,
+        **options,
+    )
+
+
+def start_launch(plan, notices, view):
+    """Print ``notices``, start ``plan``'s ranks shown by ``view`` and return the running ``Launch``."""
     for notice in notices:
         print(notice, file=sys.stderr)
 

@@ -51,7 +51,7 @@ class LaunchInfo(TypedDict):
     cell: int | None  # the execution count of the cell that launched it
     waited_on: bool  # a cell is blocked in wait() on it (Stop then interrupts the kernel)
     attempt: int  # restarts so far
-    kind: str  # "launch"
+    kind: str  # "launch", or "workers" (``start_workers``)
 
 
 class StartServerInfo(TypedDict):
@@ -84,7 +84,7 @@ def launch_info(launch) -> LaunchInfo:
         "cell": launch.cell,
         "waited_on": launch.waited_on,
         "attempt": getattr(launch, "attempt", 0),
-        "kind": "launch",
+        "kind": getattr(launch, "kind", "launch"),
     }
 
 

@@ -119,6 +119,8 @@ class Launch:
         cell: the number of the cell that started it (``In [N]``), or None.
     """
 
+    kind = "launch"  # "workers" for persistent workers (the sidebar shows it)
+
     def __init__(self, plan, starter, view, make_starter=None):
         self.id = uuid.uuid4().hex[:8]
         self.plan = plan

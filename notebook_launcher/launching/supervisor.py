@@ -40,7 +40,7 @@ from typing import Any, Protocol
 from ..errors import LaunchError, LaunchStalled, LaunchTimeout, WorkerError, describe_exit
 from ..rank.bootstrap import RankSpec
 from ..starters.base import Starter
-from ..wire import DISPLAY, ERROR, METRIC, OUTPUT, RESULT, STACKS, STACKS_SIGNAL, STATUS, rebuild_exception
+from ..wire import DISPLAY, ERROR, METRIC, OUTPUT, REPLY, RESULT, STACKS, STACKS_SIGNAL, STATUS, rebuild_exception
 from ..wire.shared_tensors import new_prefix, remove_leftovers, sweep_dead_kernels
 from .plan import LaunchPlan
 from .reaper import Reaper
@@ -145,6 +145,7 @@ class Supervisor:
             RESULT: self._on_result,
             ERROR: self._on_error,
             STACKS: self._on_stacks,
+            REPLY: self._on_reply,
         }
 
     def start(self) -> None:
@@ -384,6 +385,13 @@ class Supervisor:
     def on_event(self, worker: Worker, event: tuple) -> None:
         kind, payload, when, rank = event
         self._watchdog.activity(time.monotonic())
+        if kind == REPLY:  # the rank flushed its output before replying: show all of it first
+            for stream in ("stdout", "stderr"):
+                fd = worker.pipes.get(stream)
+                if fd is not None:
+                    worker.read(stream, drain=True, sink=self)
+                    if stream not in worker.pipes:  # the rank closed it
+                        self._watch.pop(fd, None)
         self._events[kind](worker.first_rank if rank is None else rank, payload, when)
 
     def on_text(self, rank: int, stream: str, text: str) -> None:
@@ -429,6 +437,9 @@ class Supervisor:
         self._notify("on_status", rank, "done")
         if len(self._reported) == self._plan.num_processes:
             self._reaper.kill_after(max(self._plan.grace_period, _EXIT_AFTER_RESULT))
+
+    def _on_reply(self, rank: int, payload: Any, when: float) -> None:
+        self._notify("on_reply", rank, payload)
 
     def _on_error(self, rank: int, report: Any, when: float) -> None:
         self._reported.add(rank)

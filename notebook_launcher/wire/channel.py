@@ -51,7 +51,8 @@ METRIC = "metric"  # payload: {"step": int, "values": {name: float}}
 DISPLAY = "display"  # payload: {"data": mime bundle, "display_id": str | None, "update": bool}
 OUTPUT = "output"  # payload: (stream, text) for ranks that share descriptors (torch_xla threads)
 STACKS = "stacks"  # payload: {"pid": int, "threads": [{"name": str, "frames": [[file, line, function, code]]}]}
-EVENT_KINDS = (STATUS, RESULT, ERROR, METRIC, DISPLAY, OUTPUT, STACKS)
+REPLY = "reply"  # payload: {"call": int, "value": pickled bytes} or {"call": int, "error": error_report} (workers)
+EVENT_KINDS = (STATUS, RESULT, ERROR, METRIC, DISPLAY, OUTPUT, STACKS, REPLY)
 
 # The signal by which the kernel asks a rank for its stacks: a real-time signal (no library uses
 # them) that a rank blocks in every thread and answers from its output thread (``rank/capture``).

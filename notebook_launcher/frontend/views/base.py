@@ -36,6 +36,9 @@ class LaunchView:
         """
         return None
 
+    def on_reply(self, rank, payload):
+        """A persistent worker answered a call (``workers``); views of launches ignore it."""
+
     def on_finish(self, launch):
         pass
 
@@ -69,6 +72,10 @@ class CompositeView(LaunchView):
     def on_metric(self, rank, metric):
         for view in self.views:
             view.on_metric(rank, metric)
+
+    def on_reply(self, rank, payload):
+        for view in self.views:
+            view.on_reply(rank, payload)
 
     def flush(self):
         delays = [delay for delay in (view.flush() for view in self.views) if delay is not None]

@@ -1,0 +1,403 @@
+"""Persistent workers: ranks started once that run call after call, keeping their state between cells.
+
+``start_workers`` launches ``serve`` on every rank through the ordinary launcher (start methods,
+capture, notebook safety, stacks, the sidebar's Stop and cleanup are the launch's), then accepts one
+connection per rank on a Unix socket in a private directory: calls go to the ranks over it, replies
+come back on the ranks' event channels after their output (``serve``).
+
+Example:
+    >>> workers = start_workers(num_processes=2, display="none")
+    >>> workers.exec("import os\\nrank = int(os.environ['RANK'])")
+    [None, None]
+    >>> workers.run(lambda x: x * 10, 4)
+    [40, 40]
+    >>> workers.push(step=3)
+    >>> workers.exec("rank + step")
+    [3, 4]
+    >>> workers.pull("rank", ranks=[1])
+    [1]
+    >>> workers.stop()
+    >>> workers.status
+    'stopped'
+"""
+
+from __future__ import annotations
+
+import hmac
+import itertools
+import os
+import pickle
+import secrets
+import select
+import shutil
+import signal
+import socket
+import sys
+import tempfile
+import threading
+import time
+from multiprocessing.connection import Connection
+from typing import Any
+
+from ..choices import check_choice
+from ..errors import LaunchError
+from ..frontend.views import LaunchView
+from ..wire import rebuild_exception
+from .router import Call, CallRouter, text_view
+from .serve import serve
+
+__all__ = ["Workers", "start_workers", "current_workers"]
+
+CONNECT_TIMEOUT = 120.0  # seconds for every rank to start and connect back (spawn, slow imports)
+STOP_TIMEOUT = 10.0  # seconds ranks get to end after being told to stop, before they are ended
+CALL_DISPLAYS = ("text", "none")
+
+_INTERRUPTING = "interrupting the call on every rank (interrupt again to stop the workers)"
+
+_current: list[Workers] = []
+
+
+def current_workers() -> Workers | None:
+    """The workers started last in this kernel, if they are still running (what ``%%dist`` uses)."""
+    return _current[0] if _current and _current[0].status not in ("stopped", "failed") else None
+
+
+def start_workers(num_processes=None, backend=None, display="text", **launch_options) -> Workers:
+    """Start ``num_processes`` long-lived ranks and return their ``Workers`` handle.
+
+    Args:
+        num_processes: as for ``launch`` (None: the kernel's choice).
+        backend: initialise the default process group with this backend ("gloo", "nccl") on every
+            rank before returning; None leaves it to you (``dist.init_process_group()`` in a cell
+            works, the torchrun environment is set).
+        display: how calls show what the ranks print: "text" (``[rank N]`` lines in the calling
+            cell) or "none" (kept in ``workers.launch.logs(rank)`` only).
+        launch_options: ``launch``'s other arguments (``start_method``, ``device``,
+            ``mixed_precision``, ``grace_period``, ...); ``max_restarts`` is not offered: a restart
+            would lose the ranks' state.
+
+    Raises:
+        LaunchError: a rank did not start or connect back; as ``launch`` for bad arguments.
+    """
+    from ..api import plan_launch, start_launch
+
+    check_choice("display", display, CALL_DISPLAYS)
+    for name in ("max_restarts", "function", "args"):
+        if name in launch_options:
+            raise TypeError(f"start_workers() does not take {name!r}")
+    directory = tempfile.mkdtemp(prefix="notebook-launcher-workers-")  # mode 0700: only this user
+    address = os.path.join(directory, "socket")
+    token = secrets.token_bytes(16)
+    server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        server.bind(address)
+        server.listen(64)
+        plan, notices = plan_launch(serve, (address, token), num_processes, **launch_options)
+        router = CallRouter()
+        launch = start_launch(plan, notices, router)
+        launch.kind = "workers"
+        try:
+            connections, pids = _accept(server, token, launch, plan.num_processes)
+        except BaseException:
+            launch.stop()
+            raise
+    except BaseException:
+        shutil.rmtree(directory, ignore_errors=True)
+        raise
+    finally:
+        server.close()
+    workers = Workers(launch, router, connections, pids, directory, display)
+    _current[:] = [workers]
+    if backend is not None:
+        try:
+            workers.run(_init_process_group, backend)
+        except BaseException:
+            workers.stop()
+            raise
+    return workers
+
+
+def _init_process_group(backend):
+    import torch.distributed as dist
+
+    dist.init_process_group(backend)
+
+
+def _accept(server, token, launch, count):
+    """One connection per rank, each proving with ``token`` that it is one of this launch's ranks."""
+    connections: dict[int, Connection] = {}
+    pids: dict[int, int] = {}
+    deadline = time.monotonic() + CONNECT_TIMEOUT
+    try:
+        while len(connections) < count:
+            if launch.done:
+                launch.wait()  # raises the rank's failure
+                raise LaunchError("the workers ended before they connected")
+            if time.monotonic() > deadline:
+                raise LaunchError(f"only {len(connections)} of {count} workers connected within {CONNECT_TIMEOUT:g} s")
+            if not select.select([server], [], [], 0.2)[0]:  # bounded wait, so a failed launch is seen
+                continue
+            sock, _ = server.accept()
+            connection = Connection(sock.detach())
+            if not connection.poll(10):
+                connection.close()
+                continue
+            hello = connection.recv()
+            if not (isinstance(hello, tuple) and len(hello) == 3 and hmac.compare_digest(hello[0], token)):
+                connection.close()
+                continue
+            _, rank, pid = hello
+            connections[rank] = connection
+            pids[rank] = pid
+    except BaseException:
+        for connection in connections.values():
+            connection.close()
+        raise
+    return connections, pids
+
+
+class Workers:
+    """Long-lived ranks that run calls; made by ``start_workers``.
+
+    Every call goes to all ranks (or ``ranks=[...]``) and returns one value per called rank, in rank
+    order. A rank's exception is raised in the cell as from a launch (``[rank N]`` message, the
+    rank's frames) and the workers stay up for the next call; only a rank that dies ends them.
+    """
+
+    def __init__(self, launch, router: CallRouter, connections, pids, directory, display="text") -> None:
+        self.launch = launch
+        self._router = router
+        self._connections: dict[int, Connection] = connections
+        self._pids: dict[int, int] = pids
+        self._directory = directory
+        self._display = display
+        self._ids = itertools.count(1)
+        self._lock = threading.Lock()  # one call at a time
+        self._busy = False
+        self._stopped = False
+        router.on_end = self._cleanup
+
+    # -- state ------------------------------------------------------------------------------------
+
+    @property
+    def ranks(self) -> list[int]:
+        """The workers' global ranks."""
+        return sorted(self._connections)
+
+    @property
+    def pids(self) -> dict[int, int]:
+        """Each rank's process id."""
+        return dict(self._pids)
+
+    @property
+    def status(self) -> str:
+        """ "idle", "busy" (a call runs), "stopped" or "failed" (a rank died: the workers ended)."""
+        if self.launch.done:
+            return "stopped" if self._stopped or self.launch.status in ("succeeded", "stopped") else "failed"
+        return "busy" if self._busy else "idle"
+
+    def __repr__(self) -> str:
+        return f"<Workers {self.launch.id}: {len(self._pids)} ranks, {self.launch.plan.start_method}, {self.status}>"
+
+    # -- calls ------------------------------------------------------------------------------------
+
+    def run(self, function, *args, ranks=None) -> list:
+        """Run ``function(*args)`` on every rank (or ``ranks``); returns their return values.
+
+        Example:
+            >>> workers.run(lambda: int(os.environ["RANK"]))   # doctest: +SKIP
+            [0, 1]
+        """
+        import cloudpickle
+
+        return self._call("run", cloudpickle.dumps((function, args)), ranks)
+
+    def exec(self, code: str, ranks=None, *, filename: str | None = None, first_line: int = 1, show=False) -> list:
+        """Run source code in each rank's own namespace (kept between calls); returns each rank's
+        value of the last line when it is an expression, else None.
+
+        ``filename``/``first_line`` name the cell the code comes from, for tracebacks; ``show``
+        returns the values as the text IPython would show for them.
+
+        Example:
+            >>> workers.exec("x = 2\\nx * 21")   # doctest: +SKIP
+            [42, 42]
+        """
+        name = filename or f"<workers exec {next(self._ids)}>"
+        payload = {"source": code, "filename": name, "first_line": first_line, "as_text": show}
+        return self._call("exec", payload, ranks)
+
+    def pull(self, name: str, ranks=None) -> list:
+        """The value of ``name`` in each rank's namespace (large tensors come through shared memory).
+
+        Example:
+            >>> workers.pull("x")   # doctest: +SKIP
+            [2, 2]
+        """
+        return self._call("pull", name, ranks)
+
+    def push(self, ranks=None, **values) -> None:
+        """Set names in each rank's namespace.
+
+        Example:
+            >>> workers.push(lr=1e-3)   # doctest: +SKIP
+        """
+        import cloudpickle
+
+        self._call("push", cloudpickle.dumps(values), ranks)
+
+    def stacks(self, timeout: float = 5.0):
+        """Where every rank is now (``Launch.stacks``): for a call stuck in a collective."""
+        return self.launch.stacks(timeout)
+
+    def stop(self, timeout: float = STOP_TIMEOUT) -> None:
+        """End the workers: each rank is told to stop, and ended if it has not within ``timeout``."""
+        self._stopped = True
+        for connection in self._connections.values():
+            try:
+                connection.send((0, "stop", None))
+            except OSError:  # that rank is gone already
+                pass
+        try:
+            self.launch.wait(timeout)
+        except TimeoutError:
+            self.launch.stop()
+        except BaseException:  # a rank that failed on its way out: it is stopped all the same
+            pass
+        self._cleanup()
+
+    def _cleanup(self) -> None:
+        for connection in self._connections.values():
+            try:
+                connection.close()
+            except OSError:
+                pass
+        shutil.rmtree(self._directory, ignore_errors=True)
+
+    # -- one call ---------------------------------------------------------------------------------
+
+    def _call(self, kind: str, payload: Any, ranks) -> list:
+        ranks = self._ranks_of(ranks)
+        if not self._lock.acquire(blocking=False):
+            raise RuntimeError("the workers are running another call (from another thread)")
+        try:
+            self._check_running()
+            view: LaunchView = text_view(self.launch.plan.log_line_prefix) if self._display == "text" else LaunchView()
+            call = Call(next(self._ids), ranks, view)
+            self._busy = True
+            self._router.begin(call)
+            try:
+                for rank in ranks:
+                    try:
+                        self._connections[rank].send((call.id, kind, payload))
+                    except OSError:  # the rank died; the launch's failure says how
+                        break
+                self._wait(call)
+            finally:
+                self._router.end(call)
+                self._busy = False
+            return self._results(call)
+        finally:
+            self._lock.release()
+
+    def _ranks_of(self, ranks) -> list[int]:
+        if ranks is None:
+            return self.ranks
+        ranks = [ranks] if isinstance(ranks, int) else list(ranks)
+        unknown = [rank for rank in ranks if rank not in self._connections]
+        if unknown or not ranks:
+            raise ValueError(f"ranks must be some of {self.ranks}, got {ranks}")
+        return sorted(set(ranks))
+
+    def _check_running(self) -> None:
+        if self.launch.done:
+            raise LaunchError(f"the workers have {self.status}; start new ones with start_workers() or %dist start")
+
+    def _wait(self, call: Call) -> None:
+        sigints = _Sigints()
+        with sigints:
+            while True:
+                try:
+                    with call.answered:
+                        while not call.complete and not self.launch.done and sigints.count < 2:
+                            call.answered.wait(1.0)  # woken by every reply and by the launch's end
+                    if sigints.count < 2:
+                        break
+                except KeyboardInterrupt:
+                    if sigints.count < 2:
+                        self._interrupt(call.ranks)
+                        print(
+                            "interrupting the call on every rank (interrupt again to stop the workers)", file=sys.stderr
+                        )
+                        sigints.rearm()
+                        continue
+                self._stop_interrupted()
+        if not call.complete:
+            self._raise_ended()
+        if sigints.count:
+            raise KeyboardInterrupt(
+                "the call was interrupted on every rank; the workers are still running (interrupt twice to stop them)"
+            )
+
+    def _stop_interrupted(self):
+        self._stopped = True
+        self.launch.stop()
+        stacks = self.launch.last_stacks
+        where = f"; where the ranks were:\n{stacks.summary()}" if stacks else ""
+        raise KeyboardInterrupt(f"interrupted twice: the workers were stopped{where}") from None
+
+    def _interrupt(self, ranks: list[int]) -> None:
+        for rank in ranks:
+            try:
+                os.kill(self._pids[rank], signal.SIGINT)
+            except ProcessLookupError:
+                pass
+
+    def _raise_ended(self):
+        try:
+            self.launch.wait()
+        except BaseException as failure:
+            if hasattr(failure, "add_note"):
+                failure.add_note("the workers have ended: start new ones with start_workers() or %dist start")
+            raise
+        raise LaunchError("the workers ended during the call")
+
+    def _results(self, call: Call) -> list:
+        failures = [(rank, call.replies[rank]["error"]) for rank in call.ranks if "error" in call.replies[rank]]
+        if failures:
+            rank, report = failures[0]
+            error = rebuild_exception(rank, report)
+            if len(failures) > 1 and hasattr(error, "add_note"):
+                others = ", ".join(f"rank {r}: {report['type']}" for r, report in failures[1:])
+                error.add_note(f"the call failed on other ranks too ({others}); the workers are still running")
+            raise error
+        return [pickle.loads(call.replies[rank]["value"]) for rank in call.ranks]
+
+
+class _Sigints:
+    """Counts the kernel's interrupts while a call is waited on; only an armed one raises, so a
+    second interrupt that comes while the first is being handled is counted, never lost or raised
+    in the middle of that handling."""
+
+    def __init__(self) -> None:
+        self.count = 0
+        self._armed = True
+        self._previous: Any = None
+
+    def __enter__(self) -> _Sigints:
+        if threading.current_thread() is threading.main_thread():
+            self._previous = signal.signal(signal.SIGINT, self._on_sigint)
+        return self
+
+    def _on_sigint(self, signum: int, frame: Any) -> None:
+        self.count += 1
+        if self._armed:
+            self._armed = False
+            raise KeyboardInterrupt
+
+    def rearm(self) -> None:
+        self._armed = True
+
+    def __exit__(self, *exc: Any) -> None:
+        if self._previous is not None:
+            signal.signal(signal.SIGINT, self._previous)

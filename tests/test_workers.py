@@ -1,0 +1,126 @@
+"""Persistent workers and the %dist magics, in a real kernel with real ranks and gloo collectives."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+
+@pytest.fixture(autouse=True)
+def no_workers_left(kernel):
+    """A failed test must not leave its workers to the next one."""
+    yield
+    kernel.ok("from notebook_launcher.workers import current_workers\nif current_workers(): current_workers().stop()")
+
+
+@pytest.fixture()
+def dist(kernel):
+    """Two running fork workers with a gloo process group; stopped (and checked gone) afterwards."""
+    kernel.ok("%dist start 2 --backend gloo")
+    yield kernel
+    kernel.ok("%dist stop")
+    assert kernel.children() == []
+
+
+def test_state_lives_across_cells_and_collectives_run_in_them(dist):
+    shown = dist.run(
+        "%%dist\nimport torch, torch.distributed as dist\nrank = dist.get_rank()\nt = torch.full((3,), rank + 1.0)\nt"
+    )
+    assert shown.error is None
+    assert "[rank 0] tensor([1., 1., 1.])" in shown.stdout and "[rank 1] tensor([2., 2., 2.])" in shown.stdout
+    printed = dist.run("%%dist\ndist.all_reduce(t)\nprint('reduced on', rank, flush=True)")
+    assert printed.error is None
+    assert "[rank 0] reduced on 0" in printed.stdout and "[rank 1] reduced on 1" in printed.stdout
+    dist.ok("from notebook_launcher.workers import current_workers\nworkers = current_workers()")
+    assert dist.eval("[v.tolist() for v in workers.pull('t')]") == [[3.0] * 3, [3.0] * 3]
+    dist.ok("workers.push(scale=10)")
+    assert dist.eval("workers.run(lambda k: k * 2, 21)") == [42, 42]
+    assert dist.eval("workers.exec('float(t.sum()) * scale', ranks=[1])") == [90.0]
+
+
+def test_an_exception_in_a_cell_names_the_cell_line_and_keeps_the_workers(dist):
+    failed = dist.run("%%dist\nx = 1\nif rank_value := int(__import__('os').environ['RANK']):\n    1 / 0")
+    assert failed.error["ename"] == "ZeroDivisionError"
+    assert failed.error["evalue"].startswith("[rank 1] ")
+    assert re.search(r"Cell In\[\d+\], line 4", failed.traceback)  # the %%dist cell's own line
+    assert dist.eval("__import__('notebook_launcher').workers.current_workers().status") == "idle"
+    assert dist.run("%%dist\nx + 1").stdout.count("2") >= 2  # the same ranks, the state kept
+
+
+def test_an_interrupt_ends_the_cell_on_every_rank_and_keeps_the_workers(dist):
+    msg_id = dist.submit("%%dist\nimport time\nprint('sleeping', flush=True)\ntime.sleep(600)")
+    dist.collect(msg_id, timeout=60, until=lambda r: r.stdout.count("sleeping") == 2)
+    dist.interrupt()
+    result = dist.collect(msg_id, timeout=30)
+    assert result.error["ename"] == "KeyboardInterrupt"
+    assert "the workers are still running" in result.error["evalue"]
+    assert result.seconds < 3
+    assert dist.run("%%dist\n'still here'").stdout.count("'still here'") == 2
+
+
+def test_a_second_interrupt_stops_workers_stuck_in_a_collective_and_shows_where(kernel):
+    kernel.ok("%dist start 2 --backend gloo")
+    msg_id = kernel.submit(
+        "%%dist\nimport torch, torch.distributed as dist\nprint('in', flush=True)\n"
+        "if dist.get_rank() == 0:\n    dist.barrier()          # rank 1 never comes\nelse:\n"
+        "    while True: pass"
+    )
+    kernel.collect(msg_id, timeout=60, until=lambda r: r.stdout.count("in") == 2)
+    kernel.interrupt()  # rank 1 stops; rank 0 stays in the collective, where SIGINT cannot reach it
+    kernel.collect(msg_id, timeout=30, until=lambda r: "interrupt again to stop the workers" in r.stderr)
+    kernel.interrupt()
+    result = kernel.collect(msg_id, timeout=30)
+    assert result.error["ename"] == "KeyboardInterrupt"
+    assert "the workers were stopped" in result.error["evalue"]
+    assert "rank 0: in <module>" in result.error["evalue"] and "dist.barrier()" in result.error["evalue"]
+    assert "no workers are running" in kernel.run("%dist status").stdout
+    assert kernel.children() == []
+
+
+def test_a_dead_rank_ends_the_workers_with_its_reason(kernel):
+    kernel.ok("%dist start 2")
+    result = kernel.run("%%dist --ranks 1\nimport os, signal\nos.kill(os.getpid(), signal.SIGKILL)")
+    assert result.error["ename"] == "WorkerError"
+    assert "rank 1" in result.error["evalue"] and "SIGKILL" in result.error["evalue"]
+    assert "no workers are running" in kernel.run("%dist status").stdout
+    assert kernel.children() == []
+
+
+def test_fifty_cells_leak_nothing_and_stop_leaves_no_process(kernel):
+    kernel.ok("%dist start 2 --spawn")
+    kernel.ok("import psutil\nme = psutil.Process()")
+    kernel.ok("%%dist\nn = 0")
+    fds, threads, children = kernel.eval("(me.num_fds(), me.num_threads(), len(me.children(recursive=True)))")
+    for _ in range(50):
+        assert kernel.run("%%dist\nn += 1").error is None
+    after = kernel.eval("(me.num_fds(), me.num_threads(), len(me.children(recursive=True)))")
+    # the kernel opens and closes a descriptor of its own now and then; a leak per cell would add 50
+    assert after[0] <= fds + 2 and after[1:] == (threads, children)
+    assert kernel.run("%%dist\nn").stdout.split() == ["[rank", "0]", "50", "[rank", "1]", "50"]
+    assert "workers" in kernel.run("%dist status").stdout
+    kernel.ok("%dist stop")
+    assert kernel.children() == []
+
+
+def test_bad_magic_input_is_a_clear_error(kernel):
+    assert "no workers are running" in kernel.run("%%dist\n1").error["evalue"]
+    assert "usage: %dist start N" in kernel.run("%dist begin").error["evalue"]
+    kernel.ok("%dist start 1")
+    assert "ranks must be some of [0], got [3]" in kernel.run("%%dist --ranks 3\n1").error["evalue"]
+    assert "workers are running already" in kernel.run("%dist start 1").error["evalue"]
+    kernel.ok("%dist stop")
+
+
+def test_the_sidebar_lists_running_workers_and_its_stop_ends_them(kernel):
+    from test_kernel_comm import _state
+
+    comm, _ = _state(kernel)
+    kernel.ok("%dist start 2")
+    listed = kernel.comm_message(comm, lambda d: d["type"] == "launch" and d["launch"]["kind"] == "workers")
+    assert listed["launch"]["ranks"] == [0, 1] and listed["launch"]["status"] == "running"
+    kernel.send_comm(comm, {"type": "stop_launch", "request_id": "w", "id": listed["launch"]["id"]})
+    assert kernel.comm_message(comm, lambda d: d["type"] == "reply")["ok"] is True
+    kernel.comm_message(comm, lambda d: d["type"] == "launch" and d["launch"]["status"] == "stopped")
+    assert "no workers are running" in kernel.run("%dist status").stdout
+    assert kernel.children() == []
