@@ -124,3 +124,18 @@ def test_the_sidebar_lists_running_workers_and_its_stop_ends_them(kernel):
     kernel.comm_message(comm, lambda d: d["type"] == "launch" and d["launch"]["status"] == "stopped")
     assert "no workers are running" in kernel.run("%dist status").stdout
     assert kernel.children() == []
+
+
+def test_kernel_shutdown_leaves_no_worker_behind():
+    import psutil
+    from kernel_session import KernelSession
+
+    session = KernelSession()
+    try:
+        session.ok("%load_ext notebook_launcher\n%dist start 2 --spawn")
+        pids = session.eval("list(__import__('notebook_launcher').workers.current_workers().pids.values())")
+        workers = [psutil.Process(pid) for pid in pids]
+    finally:
+        session.shutdown()
+    _, alive = psutil.wait_procs(workers, timeout=10)  # an upper bound: they end with the kernel
+    assert alive == []
