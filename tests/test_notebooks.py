@@ -92,3 +92,11 @@ def test_every_notebook_opens_with_what_it_shows(notebook):
     first = nbformat.read(NOTEBOOKS / notebook, as_version=4).cells[0]
     assert first.cell_type == "markdown" and first.source.startswith("# ")
     assert "Run it" in first.source
+
+
+def test_big_model_notebook_offloads_to_disk_and_matches(tmp_path):
+    out = run_notebook("big_model_inference.ipynb", tmp_path)
+    assert "model: 403 MB in 5 shards + model.safetensors.index.json" in out
+    assert "parameters on {'meta'}" in out
+    assert re.search(r"cpu: blocks\.0, blocks\.1, blocks\.2\ndisk: blocks\.3, .*head", out)
+    assert "outputs equal the in-memory model's: True" in out

@@ -9,7 +9,29 @@ Example:
 """
 
 from .accelerator import Accelerator
+from .big_modeling import (
+    cpu_offload,
+    disk_offload,
+    dispatch_model,
+    infer_auto_device_map,
+    init_empty_weights,
+    init_on_device,
+    load_checkpoint_and_dispatch,
+    load_checkpoint_in_model,
+)
 from .seeding import set_seed
 from .state import DistributedState
 
-__all__ = ["Accelerator", "set_seed", "DistributedState"]
+__all__ = [
+    "Accelerator",
+    "set_seed",
+    "DistributedState",
+    "cpu_offload",
+    "disk_offload",
+    "dispatch_model",
+    "infer_auto_device_map",
+    "init_empty_weights",
+    "init_on_device",
+    "load_checkpoint_and_dispatch",
+    "load_checkpoint_in_model",
+]

@@ -317,6 +317,28 @@ class Accelerator:
             checkpoint.atomic_save(obj, path, self.state.backend.save)
         self.wait_for_everyone()
 
+    def save_model(self, model, save_directory, max_shard_size="1GB", safe_serialization=True):
+        """Write the model's weights for inference, in the Hugging Face layout (``model.safetensors``,
+        or shards of at most ``max_shard_size`` plus ``model.safetensors.index.json``; ``pytorch_model*.bin``
+        without ``safe_serialization``), from the main process; returns the file names.
+
+        Load them with ``trainer_core.big_modeling.load_checkpoint_and_dispatch`` (or Accelerate's,
+        or Transformers' ``from_pretrained``).
+
+        Example:
+            >>> import os, tempfile
+            >>> folder = tempfile.mkdtemp()
+            >>> Accelerator(cpu=True).save_model(torch.nn.Linear(2, 2), folder)
+            ['model.safetensors']
+        """
+        from .big_modeling.files import save_sharded
+
+        names = []
+        if self.is_main_process:
+            names = save_sharded(self.get_state_dict(model), save_directory, max_shard_size, safe_serialization)
+        self.wait_for_everyone()
+        return names
+
     def save_state(self, output_dir=None, safe_serialization=True):
         """Save models, optimizers, schedulers, scaler, registered objects, every rank's RNG state and the
         step, atomically, in Hugging Face Accelerate's layout; returns the directory.
