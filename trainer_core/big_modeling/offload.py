@@ -1,9 +1,9 @@
 """Weights on disk: one raw file per tensor plus ``index.json``, mapped into memory when used.
 
 The layout is Accelerate's offload folder (``{name}.dat`` holding the tensor's bytes, and
-``index.json`` giving each one's dtype and shape; bfloat16 stored as int16), so either library
-can read a folder the other wrote. A tensor is read with ``numpy.memmap`` in copy-on-write mode:
-the file's pages come in as the forward pass touches them and leave when the tensor is dropped.
+``index.json`` giving each one's dtype and shape), so either library can read a folder the other
+wrote. A tensor is read with ``torch.from_file`` as a private mapping of its file: the pages come
+in as the forward pass touches them and leave when the tensor is dropped.
 
 Example:
     >>> import tempfile, torch
@@ -17,10 +17,11 @@ Example:
 
 from __future__ import annotations
 
+import ctypes
 import json
+import math
 import os
 
-import numpy as np
 import torch
 
 __all__ = ["OffloadFolder"]
@@ -46,15 +47,9 @@ class OffloadFolder:
     def write(self, name: str, tensor: torch.Tensor) -> None:
         """Store ``tensor`` (any device) under ``name``."""
         tensor = tensor.detach().to("cpu").contiguous()
-        dtype = str(tensor.dtype).replace("torch.", "")
-        array = (tensor.view(torch.int16) if tensor.dtype == torch.bfloat16 else tensor).numpy()
-        if array.ndim == 0:
-            array = array[None]
-        target = np.memmap(self._file(name), dtype=array.dtype, mode="w+", shape=array.shape)
-        target[...] = array
-        target.flush()
-        del target
-        self.index[name] = {"dtype": dtype, "shape": list(tensor.shape)}
+        with open(self._file(name), "wb") as file:
+            file.write(ctypes.string_at(tensor.data_ptr(), tensor.numel() * tensor.element_size()))
+        self.index[name] = {"dtype": str(tensor.dtype).replace("torch.", ""), "shape": list(tensor.shape)}
 
     def flush(self) -> None:
         """Write the index (after the tensors, so a folder with an index is complete)."""
@@ -67,12 +62,12 @@ class OffloadFolder:
         """The tensor stored under ``name``, mapped from its file (not read into memory up front)."""
         info = self.index[name]
         shape = tuple(info["shape"])
-        stored = "int16" if info["dtype"] == "bfloat16" else info["dtype"]
-        array = np.memmap(self._file(name), dtype=stored, mode="c", shape=shape or (1,))
-        tensor = torch.from_numpy(array)
-        if info["dtype"] == "bfloat16":
-            tensor = tensor.view(torch.bfloat16)
-        return tensor.reshape(shape)
+        dtype = getattr(torch, info["dtype"])
+        count = math.prod(shape)
+        if count == 0:
+            return torch.empty(shape, dtype=dtype)
+        # a private (copy-on-write) mapping of the file: pages are read as they are touched
+        return torch.from_file(self._file(name), shared=False, size=count, dtype=dtype).reshape(shape)
 
     def _file(self, name: str) -> str:
         return os.path.join(self.path, f"{name}.dat")
