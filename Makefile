@@ -7,7 +7,7 @@ STAMP := $(VENV)/.installed
 # the package itself requires a range.
 TORCH_PIN := torch==2.13.0
 
-.PHONY: env test check demo bench clean browser labextension
+.PHONY: env test check demo bench clean browser labextension docs
 
 env: $(STAMP)
 
@@ -28,7 +28,7 @@ $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet $(TORCH_PIN)
 	if [ -L $(LABEXT_LINK) ]; then rm $(LABEXT_LINK); fi
-	SKIP_JUPYTER_BUILDER=1 $(PY) -m pip install --quiet -e ".[test,demo]"
+	SKIP_JUPYTER_BUILDER=1 $(PY) -m pip install --quiet -e ".[test,demo,docs]"
 	if [ -f $(LABEXT) ]; then $(VENV)/bin/jupyter-builder develop --overwrite . >/dev/null; fi
 	touch $(STAMP)
 
@@ -46,7 +46,7 @@ labextension: $(LABEXT)
 COLAB_VENV := .venv-colab
 COLAB_STAMP := $(COLAB_VENV)/.installed
 KERNEL_TESTS := tests/test_launch_basics.py tests/test_launch_faults.py tests/test_launch_checks.py \
-	tests/test_widget.py tests/test_kernel_comm.py
+	tests/test_widget.py tests/test_kernel_comm.py tests/test_workers.py tests/test_start_server.py
 
 $(COLAB_STAMP): pyproject.toml
 	$(PYTHON) -m venv $(COLAB_VENV)
@@ -70,7 +70,7 @@ check: $(STAMP) labextension/node_modules
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/mypy
-	cd labextension && npx tsc --noEmit -p .
+	cd labextension && npx tsc --noEmit -p . && npx eslint src
 	$(PY) -m pytest -q tests/test_units.py notebook_launcher trainer_core
 
 labextension/node_modules: labextension/package.json labextension/package-lock.json
@@ -83,6 +83,13 @@ test: check $(STAMP) $(LABEXT) browser $(COLAB_STAMP) $(XLA_STAMP)
 	PYTHONPATH=$(CURDIR) NL_TEST_KERNEL_PYTHON=$(abspath $(COLAB_VENV))/bin/python $(PY) -m pytest $(KERNEL_TESTS)
 	@echo "--- the XLA path, on torch_xla's CPU device ---"
 	PYTHONPATH=$(CURDIR) NL_TEST_XLA=1 NL_TEST_KERNEL_PYTHON=$(abspath $(XLA_VENV))/bin/python $(PY) -m pytest tests/test_xla.py
+	@echo "--- the documentation site ---"
+	$(MAKE) docs
+
+# The documentation site (MkDocs, Material, mkdocstrings) into build/site; --strict fails on any
+# broken link, missing reference or docstring the API reference cannot read.
+docs: $(STAMP)
+	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict -f docs/mkdocs.yml
 
 demo: $(STAMP)
 	$(PY) notebooks/run_notebook.py notebooks/quickstart.ipynb

@@ -17,6 +17,7 @@ os.environ.setdefault("PYTORCH_NVML_BASED_CUDA_CHECK", "1")
 
 import importlib
 
+from ._version import __version__
 from .devices import cuda_init_site
 
 cuda_init_site.install_when_imported()
@@ -31,6 +32,8 @@ _PUBLIC = {
     "LaunchError": "errors",
     "WorkerError": "errors",
     "WorkerTraceback": "errors",
+    "LaunchStalled": "errors",
+    "LaunchTimeout": "errors",
     "kernel_settings": "frontend.settings",
     "set_defaults": "frontend.settings",
     "device_picker": "frontend.picker",
@@ -96,4 +99,9 @@ __all__ = [
     "kernel_settings",
     "set_defaults",
     "device_picker",
+    "start_workers",
+    "Workers",
+    "LaunchStalled",
+    "LaunchTimeout",
+    "__version__",
 ]

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable
+from typing import Any
 
 from .frontend.picker import device_picker
 from .frontend.settings import kernel_settings, set_defaults
@@ -15,30 +17,30 @@ __all__ = ["notebook_launcher", "launch", "plan_launch", "start_launch"]
 
 
 def launch(
-    function,
-    args=(),
-    num_processes=None,
-    mixed_precision=None,
-    use_port=None,
-    master_addr="127.0.0.1",
-    node_rank=0,
-    num_nodes=1,
-    rdzv_backend="static",
-    rdzv_endpoint="",
-    rdzv_conf=None,
-    rdzv_id="none",
-    max_restarts=0,
-    monitor_interval=0.1,
-    log_line_prefix_template=None,
+    function: Callable[..., Any],
+    args: tuple | list = (),
+    num_processes: int | None = None,
+    mixed_precision: str | None = None,
+    use_port: int | str | None = None,
+    master_addr: str = "127.0.0.1",
+    node_rank: int = 0,
+    num_nodes: int = 1,
+    rdzv_backend: str = "static",
+    rdzv_endpoint: str = "",
+    rdzv_conf: dict | None = None,
+    rdzv_id: str = "none",
+    max_restarts: int = 0,
+    monitor_interval: float = 0.1,
+    log_line_prefix_template: str | None = None,
     *,
-    device="auto",
-    start_method=None,
-    display="auto",
-    grace_period=2.0,
-    stall_timeout=None,
-    timeout=None,
-    rendezvous_timeout=300.0,
-):
+    device: str = "auto",
+    start_method: str | None = None,
+    display: str = "auto",
+    grace_period: float = 2.0,
+    stall_timeout: float | None = None,
+    timeout: float | None = None,
+    rendezvous_timeout: float = 300.0,
+) -> Launch:
     """Start ``function(*args)`` on ``num_processes`` ranks and return a ``Launch`` handle at once.
 
     The arguments up to ``log_line_prefix_template`` are Hugging Face Accelerate's
@@ -55,7 +57,8 @@ def launch(
         use_port: the port of the ranks' rendezvous store (int or digit string); None picks a free
             one for every attempt. Required with several nodes.
         master_addr: where node 0 hosts the store (bound to this address only).
-        node_rank, num_nodes: this node's place, and how many nodes take part.
+        node_rank: this node's place among the nodes (0 hosts the store).
+        num_nodes: how many nodes (machines) take part.
         rdzv_backend: "static" (node ranks as given) or "c10d" (torch's dynamic rendezvous numbers them).
         rdzv_endpoint: c10d: ``host:port`` of its store (default ``master_addr:use_port``).
         rdzv_conf: rendezvous settings (``join_timeout`` sets ``rendezvous_timeout``).
@@ -80,11 +83,12 @@ def launch(
         rendezvous_timeout: seconds to wait for every node (and, on other nodes, for node 0's store).
 
     Returns:
-        a running ``Launch``: ``.wait()``, ``.stop()``, ``.stacks()``, ``.status``, ``.results``,
-        ``.logs(rank)``.
+        The running ``Launch``: ``.wait()``, ``.stop()``, ``.stacks()``, ``.status``, ``.results``, ``.logs(rank)``.
 
-    Raises (before anything starts):
-        TypeError, ValueError: bad arguments; LaunchError: fork unsafe, unpicklable argument.
+    Raises:
+        TypeError: a bad argument type, before anything starts.
+        ValueError: a bad argument value (the valid ones are listed), before anything starts.
+        LaunchError: the kernel cannot fork, or an argument cannot be pickled for spawn.
 
     Example:
         >>> def train(epochs, lr):
@@ -155,7 +159,9 @@ def start_launch(plan, notices, view):
     return Launch(plan, make_starter(), view, make_starter).start()
 
 
-def notebook_launcher(function, args=(), num_processes=None, **options):
+def notebook_launcher(
+    function: Callable[..., Any], args: tuple | list = (), num_processes: int | None = None, **options: Any
+) -> Any:
     """Run ``function(*args)`` on ``num_processes`` ranks and return rank 0's return value.
 
     Takes the same arguments as ``launch``. Each rank's output appears in the cell as it is written,

@@ -45,3 +45,71 @@ def test_jupyterlab_lists_the_extension_enabled():
     out = subprocess.run([str(jupyter), "labextension", "list"], capture_output=True, text=True, timeout=120)
     line = next(line for line in (out.stdout + out.stderr).splitlines() if "notebook-launcher" in line)
     assert "enabled" in line and "OK" in line
+
+
+def test_build_makes_a_wheel_and_sdist_that_install_into_a_fresh_environment(tmp_path):
+    """``python -m build`` (no isolation: the build backends are in the test environment) makes both
+    archives; the wheel, installed alone into a new venv, imports both packages at the one version,
+    with the lab extension in place. The new venv borrows the test environment's dependencies
+    (torch ...) through a path file, which adds their directory without running its .pth files, so
+    the editable install of this checkout stays out of it."""
+    import sysconfig
+    import tarfile
+
+    from notebook_launcher import __version__
+
+    dist = tmp_path / "dist"
+    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
+    subprocess.run(
+        [sys.executable, "-m", "build", "--no-isolation", "--outdir", str(dist), str(ROOT)],
+        check=True,
+        env=env,
+        capture_output=True,
+        timeout=600,
+    )
+    wheel = dist / f"notebook_launcher-{__version__}-py3-none-any.whl"
+    sdist = dist / f"notebook_launcher-{__version__}.tar.gz"
+    assert wheel.exists() and sdist.exists()
+    metadata = zipfile.ZipFile(wheel).read(f"notebook_launcher-{__version__}.dist-info/METADATA").decode()
+    assert f"Version: {__version__}" in metadata and "License-Expression: Apache-2.0" in metadata
+    assert "License-File: LICENSE" in metadata and "Requires-Python: >=3.10" in metadata
+    assert "Classifier: Framework :: Jupyter :: JupyterLab :: Extensions :: Prebuilt" in metadata
+    sources = tarfile.open(sdist).getnames()
+    prefix = f"notebook_launcher-{__version__}/"
+    for name in (
+        "LICENSE",
+        "pyproject.toml",
+        "notebook_launcher/_version.py",
+        "trainer_core/accelerator.py",
+        "notebook_launcher/labextension/package.json",
+    ):
+        assert prefix + name in sources, name
+
+    venv = tmp_path / "fresh"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True, timeout=120)
+    python = venv / "bin" / "python"
+    subprocess.run(
+        [sys.executable, "-m", "pip", "--python", str(python), "install", "--quiet", "--no-deps", str(wheel)],
+        check=True,
+        timeout=300,
+    )
+    fresh_site = subprocess.run(
+        [str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
+    Path(fresh_site, "borrowed_dependencies.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
+    probe = (
+        "import json, os, sys, notebook_launcher, trainer_core\n"
+        "share = os.path.join(sys.prefix, 'share/jupyter/labextensions/notebook-launcher/package.json')\n"
+        "print(json.dumps([notebook_launcher.__version__, trainer_core.__version__, notebook_launcher.__file__,"
+        " trainer_core.__file__, json.load(open(share))['version']]))"
+    )
+    out = subprocess.run([str(python), "-c", probe], capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    assert out.returncode == 0, out.stderr
+    import json
+
+    versions = json.loads(out.stdout)
+    assert versions[0] == versions[1] == versions[4] == __version__  # one version everywhere
+    assert versions[2].startswith(fresh_site) and versions[3].startswith(fresh_site)  # the wheel's copy

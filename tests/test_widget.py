@@ -73,7 +73,7 @@ def test_a_running_launch_shows_the_live_widget_beside_its_static_form(kernel, t
         "text/html",
         "text/plain",
     ]  # the widget, with the static form beside it
-    path = kernel.eval("job._view.save_log()")
+    path = kernel.eval(f"job._view.save_log({str(tmp_path)!r})")
     with open(path, encoding="utf-8") as saved:
         assert "[rank 1] step 4 on rank 1\n" in saved.read()
     open_gates(tmp_path, [0, 1])

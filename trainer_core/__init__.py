@@ -8,6 +8,8 @@ Example:
     1
 """
 
+from notebook_launcher._version import __version__
+
 from .accelerator import Accelerator
 from .big_modeling import (
     cpu_offload,
@@ -23,6 +25,7 @@ from .seeding import set_seed
 from .state import DistributedState
 
 __all__ = [
+    "__version__",
     "Accelerator",
     "set_seed",
     "DistributedState",

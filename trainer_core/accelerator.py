@@ -61,8 +61,13 @@ class Accelerator:
     """
 
     def __init__(
-        self, mixed_precision=None, gradient_accumulation_steps=1, cpu=False, project_dir=None, project_config=None
-    ):
+        self,
+        mixed_precision: str | None = None,
+        gradient_accumulation_steps: int = 1,
+        cpu: bool = False,
+        project_dir: str | None = None,
+        project_config: ProjectConfiguration | None = None,
+    ) -> None:
         if not isinstance(gradient_accumulation_steps, int) or gradient_accumulation_steps < 1:
             raise ValueError(f"gradient_accumulation_steps must be an int >= 1, got {gradient_accumulation_steps!r}")
         self.state = DistributedState.from_environment(use_cpu=cpu)

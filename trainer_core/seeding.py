@@ -10,10 +10,11 @@ import torch
 __all__ = ["set_seed"]
 
 
-def set_seed(seed, device_specific=False):
+def set_seed(seed: int, device_specific: bool = False) -> None:
     """Seed Python, NumPy (if imported) and torch (CPU and CUDA) with ``seed``.
 
     Args:
+        seed: the seed.
         device_specific: add the process index, so every rank draws different numbers.
 
     Example:

@@ -2,6 +2,7 @@ import { ISessionContext } from '@jupyterlab/apputils';
 import { INotebookTracker, NotebookPanel } from '@jupyterlab/notebook';
 import { Kernel, KernelMessage } from '@jupyterlab/services';
 import { ISignal, Signal } from '@lumino/signaling';
+import type { JSONObject } from '@lumino/coreutils';
 
 import {
   COMM_TARGET,
@@ -89,7 +90,7 @@ export class KernelLink {
 
   // -- following the notebook and its kernel ----------------------------------------------------
 
-  private _follow(): void {
+  private _follow = (): void => {
     this._unfollow();
     const notebook = this._tracker.currentWidget;
     this._session = notebook ? notebook.sessionContext : null;
@@ -101,7 +102,7 @@ export class KernelLink {
     this._session.kernelChanged.connect(this._onKernelChanged, this);
     this._session.statusChanged.connect(this._onStatus, this);
     void this._session.ready.then(() => this._onKernelChanged());
-  }
+  };
 
   private _unfollow(): void {
     if (this._session) {
@@ -111,7 +112,7 @@ export class KernelLink {
     this._unregisterTarget();
   }
 
-  private _onKernelChanged(): void {
+  private _onKernelChanged = (): void => {
     this._unregisterTarget();
     const kernel = this._session?.session?.kernel ?? null;
     if (kernel) {
@@ -119,7 +120,7 @@ export class KernelLink {
       this._targetKernel = kernel;
     }
     this._connect();
-  }
+  };
 
   private _unregisterTarget(): void {
     if (this._targetKernel && !this._targetKernel.isDisposed) {
@@ -136,7 +137,7 @@ export class KernelLink {
     }
   };
 
-  private _onStatus(_: ISessionContext, status: Kernel.Status): void {
+  private _onStatus = (_: ISessionContext, status: Kernel.Status): void => {
     if (status === 'restarting' || status === 'autorestarting') {
       this._restarting = true;
       this._close();
@@ -145,7 +146,7 @@ export class KernelLink {
       this._restarting = false;
       this._connect();
     }
-  }
+  };
 
   // -- the comm -------------------------------------------------------------------------------
 
@@ -192,7 +193,7 @@ export class KernelLink {
 
   private _send(msg: FrontEndMsg): void {
     if (this._comm) {
-      this._comm.send(msg as any);
+      this._comm.send(msg as unknown as JSONObject); // plain JSON by construction (messages.ts)
     }
   }
 

@@ -282,10 +282,10 @@ class Launch:
         was), stops every rank, and raises ``KeyboardInterrupt`` saying so.
 
         Raises:
-            the failing rank's exception (same type, message prefixed with its rank), or
-            WorkerError: a rank died or exited without a result;
-            LaunchStalled / LaunchTimeout: ``stall_timeout`` / ``timeout`` ended the launch;
-            LaunchError: the launch was stopped, or could not start;
+            Exception: the failing rank's exception (its own type, message prefixed with its rank).
+            WorkerError: a rank died or exited without a result.
+            LaunchStalled: ``stall_timeout`` ended the launch (``LaunchTimeout``: ``timeout`` did).
+            LaunchError: the launch was stopped, or could not start.
             TimeoutError: ``timeout`` passed (the launch keeps running).
         """
         __tracebackhide__ = True  # IPython folds this frame: the cell shows the rank's frames

@@ -62,7 +62,9 @@ def current_workers() -> Workers | None:
     return _current[0] if _current and _current[0].status not in ("stopped", "failed") else None
 
 
-def start_workers(num_processes=None, backend=None, display="text", **launch_options) -> Workers:
+def start_workers(
+    num_processes: int | None = None, backend: str | None = None, display: str = "text", **launch_options: Any
+) -> Workers:
     """Start ``num_processes`` long-lived ranks and return their ``Workers`` handle.
 
     Args:
