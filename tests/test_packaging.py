@@ -74,7 +74,8 @@ def test_build_makes_a_wheel_and_sdist_that_install_into_a_fresh_environment(tmp
     assert f"Version: {__version__}" in metadata and "License-Expression: Apache-2.0" in metadata
     assert "License-File: LICENSE" in metadata and "Requires-Python: >=3.10" in metadata
     assert "Classifier: Framework :: Jupyter :: JupyterLab :: Extensions :: Prebuilt" in metadata
-    sources = tarfile.open(sdist).getnames()
+    with tarfile.open(sdist) as archive:
+        sources = archive.getnames()
     prefix = f"notebook_launcher-{__version__}/"
     for name in (
         "LICENSE",
