@@ -62,7 +62,7 @@ XLA_STAMP := $(XLA_VENV)/.installed
 $(XLA_STAMP):
 	$(PYTHON) -m venv $(XLA_VENV)
 	$(XLA_VENV)/bin/pip install --quiet torch==2.9.0 torch_xla==2.9.0
-	$(XLA_VENV)/bin/pip install --quiet ipykernel ipywidgets cloudpickle psutil scikit-learn
+	$(XLA_VENV)/bin/pip install --quiet ipykernel ipywidgets cloudpickle psutil scikit-learn safetensors
 	touch $(XLA_STAMP)
 
 # Seconds: lint, format, types (Python and TypeScript), unit tests and doctests. `make test` runs it first.

@@ -156,9 +156,7 @@ def load_state(prepared, context, input_dir):
         safe_name, pickle_name = model_file_names(i)
         unwrapped = context.unwrap_model(model)
         if os.path.exists(os.path.join(directory, safe_name)):
-            from safetensors.torch import load_model
-
-            load_model(unwrapped, os.path.join(directory, safe_name), device=str(_device_of(unwrapped)))
+            _load_safetensors(unwrapped, os.path.join(directory, safe_name))
         else:
             unwrapped.load_state_dict(load(pickle_name))
     for i, optimizer in enumerate(prepared.optimizers):
@@ -190,9 +188,22 @@ def _restore_rank_state(directory, process_index):
     return states.get("step", 0)
 
 
-def _device_of(module):
-    parameter = next(module.parameters(), None)
-    return parameter.device if parameter is not None else torch.device("cpu")
+def _load_safetensors(model, path):
+    """Load a safetensors model file into ``model`` on any device (XLA tensors included: they have no
+    host pointer for safetensors' own ``load_model`` to check). A tied weight is saved once, under
+    one of its names; the others are its aliases, not missing."""
+    from safetensors.torch import load_file
+
+    missing, unexpected = model.load_state_dict(load_file(path), strict=False)
+    names: dict[int, list[str]] = {}
+    for name, parameter in model.named_parameters(remove_duplicate=False):
+        names.setdefault(id(parameter), []).append(name)
+    tied = {name for group in names.values() if len(group) > 1 for name in group}
+    missing = [name for name in missing if name not in tied]
+    if missing or unexpected:
+        raise RuntimeError(
+            f"{os.path.basename(path)} does not match the model: missing {missing}, unexpected {unexpected}"
+        )
 
 
 def _resolve(input_dir):
