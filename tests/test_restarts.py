@@ -15,6 +15,7 @@ def test_a_failed_attempt_is_restarted_with_the_restart_count_and_a_fresh_port(k
             attempt = int(os.environ["TORCHELASTIC_RESTART_COUNT"])
             print(f"attempt {attempt} of max {os.environ['TORCHELASTIC_MAX_RESTARTS']} on port"
                   f" {os.environ['MASTER_PORT']}", flush=True)
+            dist.barrier()          # rank 1 fails only once both are connected (and have printed)
             if attempt < 2 and dist.get_rank() == 1:
                 raise RuntimeError(f"transient failure {attempt}")
             return attempt

@@ -37,6 +37,7 @@ from torch.utils.data import DataLoader
 
 from . import checkpoint, ops, project
 from .data import DataState, PreparedDataLoader
+from .interop import share_state_with_accelerate
 from .metrics import MetricLog
 from .optim import PreparedOptimizer, PreparedScheduler
 from .precision import select_precision
@@ -84,6 +85,7 @@ class Accelerator:
             self.project_configuration.set_directories(project_dir)
         if project_dir is not None and project_config is None:
             self.project_configuration.automatic_checkpoint_naming = True
+        share_state_with_accelerate(chosen, cpu or self.state.device.type == "cpu")
 
     # -- who and where ----------------------------------------------------------------------------
 
@@ -98,6 +100,15 @@ class Accelerator:
     @property
     def num_processes(self):
         return self.state.num_processes
+
+    @property
+    def distributed_type(self):
+        """Accelerate's name for the set-up ("NO", "MULTI_CPU", "MULTI_GPU", "XLA")."""
+        return self.state.distributed_type
+
+    @property
+    def is_last_process(self):
+        return self.state.is_last_process
 
     @property
     def is_main_process(self):
@@ -295,6 +306,79 @@ class Accelerator:
             return function(*args, **kwargs) if self.is_local_main_process else None
 
         return wrapper
+
+    def on_last_process(self, function):
+        """Decorator: run ``function`` on the last process only (None elsewhere)."""
+
+        @functools.wraps(function)
+        def wrapper(*args, **kwargs):
+            return function(*args, **kwargs) if self.state.is_last_process else None
+
+        return wrapper
+
+    def on_process(self, function=None, process_index=None):
+        """Decorator: run ``function`` on process ``process_index`` only (None elsewhere).
+
+        Example:
+            >>> accelerator = Accelerator(cpu=True)
+            >>> accelerator.on_process(lambda: "here", process_index=0)()
+            'here'
+        """
+        if function is None:
+            return functools.partial(self.on_process, process_index=process_index)
+
+        @functools.wraps(function)
+        def wrapper(*args, **kwargs):
+            return function(*args, **kwargs) if self.process_index == process_index else None
+
+        return wrapper
+
+    def on_local_process(self, function=None, local_process_index=None):
+        """Decorator: run ``function`` on local process ``local_process_index`` of each node only."""
+        if function is None:
+            return functools.partial(self.on_local_process, local_process_index=local_process_index)
+
+        @functools.wraps(function)
+        def wrapper(*args, **kwargs):
+            return function(*args, **kwargs) if self.local_process_index == local_process_index else None
+
+        return wrapper
+
+    # -- a flag any process can raise, seen by all (stop early when one rank decides to) -----------
+
+    def set_trigger(self):
+        """Raise this process's trigger; the next ``check_trigger()`` is True on every process."""
+        self._trigger = True
+
+    def check_trigger(self):
+        """True on every process when any process called ``set_trigger()`` since the last check
+        (a collective: every process must call it); the triggers are reset.
+
+        Example:
+            >>> accelerator = Accelerator(cpu=True)
+            >>> accelerator.set_trigger(); accelerator.check_trigger(), accelerator.check_trigger()
+            (True, False)
+        """
+        flag = torch.tensor(1.0 if getattr(self, "_trigger", False) else 0.0, device=self.device)
+        raised = ops.reduce(self.state, flag, "sum").item() > 0
+        self._trigger = False
+        return raised
+
+    @contextlib.contextmanager
+    def trigger_sync_in_backward(self, model):
+        """Make the next backward of a DDP model all-reduce its gradients even inside ``no_sync``
+        (several forwards before one backward)."""
+        if not isinstance(model, DistributedDataParallel):
+            yield
+            return
+        before = (model.require_forward_param_sync, model.require_backward_grad_sync)
+        model.require_forward_param_sync = True
+        model.require_backward_grad_sync = True
+        model.reducer.prepare_for_backward([])
+        try:
+            yield
+        finally:
+            model.require_forward_param_sync, model.require_backward_grad_sync = before
 
     def log(self, values, step=None, log_kwargs=None):
         """Record metrics; under notebook_launcher they stream to the cell's view (``Launch.metrics``)."""

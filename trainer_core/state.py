@@ -60,3 +60,34 @@ class DistributedState:
     def barrier(self):
         if self.distributed:
             self.backend.barrier()
+
+    # -- the names Hugging Face Accelerate's state has, for code written against it ---------------
+
+    @property
+    def distributed_type(self) -> str:
+        """Accelerate's name for this set-up: "NO", "MULTI_CPU", "MULTI_GPU" or "XLA" (equal to the
+        members of ``accelerate.DistributedType``, a string enum)."""
+        if self.backend.name == "xla":
+            return "XLA"
+        if not self.distributed:
+            return "NO"
+        return "MULTI_GPU" if self.backend.name == "cuda" else "MULTI_CPU"
+
+    @property
+    def use_distributed(self):
+        return self.distributed
+
+    @property
+    def is_last_process(self):
+        return self.process_index == self.num_processes - 1
+
+    def wait_for_everyone(self):
+        """Every process waits here until all have come (a no-op in one process)."""
+        self.barrier()
+
+    def destroy_process_group(self):
+        """Tear down the default process group this state joined, if it is still up."""
+        import torch.distributed as dist
+
+        if self.backend.name != "xla" and dist.is_available() and dist.is_initialized():
+            dist.destroy_process_group()

@@ -1,0 +1,126 @@
+"""Hugging Face Accelerate's own multi-process test scripts as a compatibility suite for trainer_core.
+
+Run by torchrun on every rank: ``torchrun --nproc_per_node 2 tests/accelerate_compat.py SCRIPT OUT
+[--library trainer_core|accelerate]``. The script is read from the installed accelerate package and
+changed in two ways only, both on the syntax tree:
+
+1. with ``--library trainer_core``, the name ``Accelerator`` is imported from ``trainer_core``
+   instead of ``accelerate`` / ``accelerate.accelerator`` (every other name still comes from
+   accelerate, as a user's code would keep them);
+2. in ``main()``, each statement that calls one of the script's own test functions is wrapped so a
+   failure is recorded and the next test runs; the tests themselves, and their assertions, are
+   untouched.
+
+Each rank appends one JSON line per test call to ``OUT.rank<N>``: the call as written, whether it
+passed, and the error.
+"""
+
+from __future__ import annotations
+
+import ast
+import importlib.util
+import json
+import os
+import sys
+import traceback
+
+SCRIPTS = {
+    "test_script": "accelerate/test_utils/scripts/test_script.py",
+    "test_sync": "accelerate/test_utils/scripts/test_sync.py",
+    "test_ops": "accelerate/test_utils/scripts/test_ops.py",
+    "test_distributed_data_loop": "accelerate/test_utils/scripts/test_distributed_data_loop.py",
+    "test_metrics": "accelerate/test_utils/scripts/external_deps/test_metrics.py",
+}
+
+
+def script_path(name: str) -> str:
+    spec = importlib.util.find_spec("accelerate")
+    assert spec is not None and spec.origin is not None
+    return os.path.join(os.path.dirname(os.path.dirname(spec.origin)), SCRIPTS[name])
+
+
+class _SwapAccelerator(ast.NodeTransformer):
+    """``from accelerate[.accelerator] import Accelerator, X`` → ``from trainer_core import Accelerator``
+    plus ``from accelerate[...] import X``."""
+
+    def visit_ImportFrom(self, node: ast.ImportFrom) -> ast.AST | list[ast.stmt]:
+        if node.module not in ("accelerate", "accelerate.accelerator"):
+            return node
+        ours = [alias for alias in node.names if alias.name == "Accelerator"]
+        if not ours:
+            return node
+        rest = [alias for alias in node.names if alias.name != "Accelerator"]
+        swapped: list[ast.stmt] = [ast.ImportFrom(module="trainer_core", names=ours, level=0)]
+        if rest:
+            swapped.append(ast.ImportFrom(module=node.module, names=rest, level=0))
+        return swapped
+
+
+class _RecordTests(ast.NodeTransformer):
+    """In ``main``: ``test_x(...)`` → ``try: test_x(...); __record(...) except: __record(...)``."""
+
+    def __init__(self, tests: set[str]) -> None:
+        self.tests = tests
+        self.in_main = False
+
+    def visit_FunctionDef(self, node: ast.FunctionDef) -> ast.AST:
+        if node.name != "main":
+            return node
+        self.in_main = True
+        self.generic_visit(node)
+        self.in_main = False
+        return node
+
+    def visit_Expr(self, node: ast.Expr) -> ast.AST:
+        call = node.value
+        if not (self.in_main and isinstance(call, ast.Call) and isinstance(call.func, ast.Name)):
+            return node
+        if call.func.id not in self.tests:
+            return node
+        label = ast.unparse(call)
+        record = ast.parse(
+            f"try:\n    pass\n    __record({label!r}, None)\nexcept Exception as __error:\n"
+            f"    __record({label!r}, __error)"
+        ).body[0]
+        assert isinstance(record, ast.Try)
+        record.body[0] = node
+        return ast.copy_location(record, node)
+
+
+def transformed(name: str, library: str) -> ast.Module:
+    path = script_path(name)
+    with open(path) as file:
+        tree = ast.parse(file.read(), path)
+    tests = {
+        node.name
+        for node in tree.body
+        if isinstance(node, ast.FunctionDef) and node.name != "main" and not node.name.startswith("_")
+    }
+    if library == "trainer_core":
+        tree = _SwapAccelerator().visit(tree)
+    tree = _RecordTests(tests).visit(tree)
+    return ast.fix_missing_locations(tree)
+
+
+def main() -> None:
+    name, out = sys.argv[1], sys.argv[2]
+    library = sys.argv[4] if len(sys.argv) > 4 and sys.argv[3] == "--library" else "trainer_core"
+    rank = int(os.environ.get("RANK", "0"))
+    results = open(f"{out}.rank{rank}", "a")
+
+    def record(call: str, error: BaseException | None) -> None:
+        entry = {"call": call, "passed": error is None}
+        if error is not None:
+            entry["error"] = f"{type(error).__name__}: {error}"[:500]
+            entry["where"] = "".join(traceback.format_tb(error.__traceback__)[-2:])[-800:]
+        results.write(json.dumps(entry) + "\n")
+        results.flush()
+
+    path = script_path(name)
+    namespace = {"__name__": "__main__", "__file__": path, "__record": record}
+    sys.path.insert(0, os.path.dirname(path))
+    exec(compile(transformed(name, library), path, "exec"), namespace)
+
+
+if __name__ == "__main__":
+    main()
