@@ -21,12 +21,14 @@ from .big_modeling import (
     load_checkpoint_and_dispatch,
     load_checkpoint_in_model,
 )
+from .data import DataLoaderConfiguration
 from .seeding import set_seed
 from .state import DistributedState
 
 __all__ = [
     "__version__",
     "Accelerator",
+    "DataLoaderConfiguration",
     "set_seed",
     "DistributedState",
     "cpu_offload",

@@ -29,6 +29,7 @@ import contextlib
 import functools
 import gc
 import os
+from typing import Any
 
 import torch
 from torch.nn.parallel import DistributedDataParallel
@@ -36,7 +37,7 @@ from torch.optim.lr_scheduler import LRScheduler
 from torch.utils.data import DataLoader
 
 from . import checkpoint, ops, project
-from .data import DataState, PreparedDataLoader
+from .data import DataLoaderConfiguration, DataState, PreparedDataLoader
 from .interop import share_state_with_accelerate
 from .metrics import MetricLog
 from .optim import PreparedOptimizer, PreparedScheduler
@@ -59,6 +60,13 @@ class Accelerator:
         project_dir: the run's folder: ``save_state()`` with no directory writes numbered
             checkpoints under ``<project_dir>/checkpoints`` (``ProjectConfiguration``).
         project_config: a ``ProjectConfiguration`` (``automatic_checkpoint_naming``, ``total_limit``, ...).
+        dataloader_config: how loaders are sharded (``DataLoaderConfiguration``: ``split_batches``,
+            ``data_seed``, ...; Accelerate's class is accepted).
+        gradient_accumulation_plugin: Accelerate's ``GradientAccumulationPlugin`` (or any object with
+            ``num_steps`` and ``sync_each_batch``): instead of ``gradient_accumulation_steps``.
+        step_scheduler_with_optimizer: a prepared scheduler steps only when the optimizer did, and
+            then once per process (as Accelerate does: schedules are sized by the un-prepared
+            loader's length), once with ``split_batches``; False steps it at every call.
     """
 
     def __init__(
@@ -68,7 +76,16 @@ class Accelerator:
         cpu: bool = False,
         project_dir: str | None = None,
         project_config: ProjectConfiguration | None = None,
+        dataloader_config: DataLoaderConfiguration | None = None,
+        gradient_accumulation_plugin: Any = None,
+        step_scheduler_with_optimizer: bool = True,
     ) -> None:
+        if gradient_accumulation_plugin is not None:
+            if gradient_accumulation_steps != 1:
+                raise ValueError("pass gradient_accumulation_steps or gradient_accumulation_plugin, not both")
+            gradient_accumulation_steps = gradient_accumulation_plugin.num_steps
+        self.sync_each_batch = bool(getattr(gradient_accumulation_plugin, "sync_each_batch", False))
+        self.step_scheduler_with_optimizer = step_scheduler_with_optimizer
         if not isinstance(gradient_accumulation_steps, int) or gradient_accumulation_steps < 1:
             raise ValueError(f"gradient_accumulation_steps must be an int >= 1, got {gradient_accumulation_steps!r}")
         self.state = DistributedState.from_environment(use_cpu=cpu)
@@ -78,6 +95,7 @@ class Accelerator:
         self.step = 0
         self.sync_gradients = True
         self._data_state = DataState()
+        self.dataloader_config = DataLoaderConfiguration.from_any(dataloader_config)
         self.prepared = PreparedObjects()
         self._metrics = MetricLog()
         self.project_configuration = project_config or ProjectConfiguration(project_dir)
@@ -100,6 +118,12 @@ class Accelerator:
     @property
     def num_processes(self):
         return self.state.num_processes
+
+    @property
+    def gradient_state(self):
+        """The data loader state (``active_dataloader``, ``end_of_dataloader``, ``remainder``) under
+        Accelerate's name."""
+        return self._data_state
 
     @property
     def distributed_type(self):
@@ -184,13 +208,19 @@ class Accelerator:
         return prepared
 
     def prepare_scheduler(self, scheduler):
-        prepared = PreparedScheduler(scheduler, self.prepared.optimizers)
+        if not self.step_scheduler_with_optimizer:
+            per_step = 0  # every call steps it, once
+        else:
+            per_step = 1 if self.dataloader_config.split_batches else self.num_processes
+        prepared = PreparedScheduler(scheduler, self.prepared.optimizers, per_step)
         self.prepared.schedulers.append(prepared)
         return prepared
 
     def prepare_data_loader(self, loader):
-        seed = ops.broadcast_object(self.state, torch.initial_seed() % 2**31)
-        prepared = PreparedDataLoader(loader, self.state, self._data_state, seed)
+        config = self.dataloader_config
+        seed = config.data_seed if config.data_seed is not None else torch.initial_seed() % 2**31
+        seed = ops.broadcast_object(self.state, seed)
+        prepared = PreparedDataLoader(loader, self.state, self._data_state, seed, config.split_batches)
         self.prepared.dataloaders.append(prepared)
         return prepared
 
@@ -202,7 +232,7 @@ class Accelerator:
         self.step += 1
         self.sync_gradients = self._data_state.end_of_dataloader or self.step % self.gradient_accumulation_steps == 0
         with contextlib.ExitStack() as stack:
-            if not self.sync_gradients:
+            if not self.sync_gradients and not self.sync_each_batch:
                 for model in models:
                     stack.enter_context(self.no_sync(model))
             yield

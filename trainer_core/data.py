@@ -18,6 +18,7 @@ Example (assuming 2 processes, 10 samples, batch_size=4):
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -25,28 +26,95 @@ from torch.utils.data import BatchSampler, DataLoader, IterableDataset, RandomSa
 
 from .ops import apply_to_tensors
 
-__all__ = ["DataState", "PreparedDataLoader", "ShardedBatchSampler"]
+__all__ = ["DataState", "PreparedDataLoader", "ShardedBatchSampler", "DataLoaderConfiguration"]
+
+
+@dataclass
+class DataLoaderConfiguration:
+    """How ``prepare`` shards data loaders; the fields of Accelerate's class of the same name
+    (whose instances are accepted too).
+
+    ``split_batches``: the loader's batch is the global batch, split between the processes (else
+    each process gets batches of the loader's size). ``data_seed``: the seed of the shuffle order
+    (else rank 0's torch seed). ``use_seedable_sampler``: accepted; the shuffle is always seeded by
+    the seed and the epoch, so it is reproducible either way. ``even_batches`` (True), ``dispatch_batches``
+    (every process loads its own share) and ``non_blocking`` are taken as given below; other
+    values are refused with a clear error.
+    """
+
+    split_batches: bool = False
+    dispatch_batches: bool | None = None
+    even_batches: bool = True
+    use_seedable_sampler: bool = False
+    data_seed: int | None = None
+    non_blocking: bool = False
+    use_stateful_dataloader: bool = False
+
+    @classmethod
+    def from_any(cls, config: Any) -> DataLoaderConfiguration:
+        """Ours, from ours, Accelerate's, or None (the defaults)."""
+        if config is None:
+            return cls()
+        values = {name: getattr(config, name) for name in cls.__dataclass_fields__ if hasattr(config, name)}
+        made = cls(**values)
+        if not made.even_batches:
+            raise NotImplementedError("even_batches=False is not supported yet: every process gets as many batches")
+        if made.dispatch_batches:
+            raise NotImplementedError("dispatch_batches=True is not supported yet: every process loads its own share")
+        if made.use_stateful_dataloader:
+            raise NotImplementedError("use_stateful_dataloader=True is not supported yet")
+        return made
 
 
 class DataState:
-    """What the loader being iterated says about the current step (read by accumulate/gather)."""
+    """What the loader being iterated says about the current step (read by accumulate/gather).
+
+    Loaders nest (an evaluation loop inside a training loop): the innermost one running is the
+    ``active_dataloader``, and when it ends the outer one is active again with its own state. It is
+    also the Accelerator's ``gradient_state``, under Accelerate's names.
+    """
 
     def __init__(self):
-        self.end_of_dataloader = False
-        self.remainder = None
+        self._running: list[list] = []  # [loader, end_of_dataloader, remainder], innermost last
+
+    @property
+    def active_dataloader(self):
+        return self._running[-1][0] if self._running else None
+
+    @property
+    def end_of_dataloader(self):
+        return self._running[-1][1] if self._running else False
+
+    @property
+    def remainder(self):
+        return self._running[-1][2] if self._running else None
+
+    @property
+    def in_dataloader(self):
+        return bool(self._running)
+
+    def begin(self, loader):
+        self._running.append([loader, False, None])
 
     def at_step(self, last, remainder):
-        self.end_of_dataloader = last
-        self.remainder = remainder if last else None
+        if self._running:
+            self._running[-1][1:] = [last, remainder if last else None]
+
+    def end(self, loader):
+        for index in range(len(self._running) - 1, -1, -1):
+            if self._running[index][0] is loader:
+                del self._running[index]
+                return
 
     def reset(self):
-        self.at_step(False, None)
+        self._running.clear()
 
 
 class ShardedBatchSampler:
     """This rank's batches of indices for one epoch (see the module docstring)."""
 
-    def __init__(self, dataset_size, batch_size, drop_last, shuffle, seed, rank, world):
+    def __init__(self, dataset_size, batch_size, drop_last, shuffle, seed, rank, world, source=None):
+        self.source = source  # the user's sampler, kept: its order is every rank's order (same seeds)
         self.dataset_size = dataset_size
         self.batch_size = batch_size
         self.drop_last = drop_last
@@ -74,6 +142,8 @@ class ShardedBatchSampler:
         return self.dataset_size - (len(self) - 1) * self.global_batch
 
     def epoch_order(self):
+        if self.source is not None:
+            return [int(index) for index in self.source]
         if not self.shuffle:
             return list(range(self.dataset_size))
         generator = torch.Generator().manual_seed(self.seed + self.epoch)
@@ -98,13 +168,13 @@ class PreparedDataLoader:
     advances after every complete pass.
     """
 
-    def __init__(self, loader, state, data_state, seed):
+    def __init__(self, loader, state, data_state, seed, split_batches=False):
         self.base = loader
         self._state = state
         self._data_state = data_state
         self.epoch = 0
         self._skip = 0
-        self._sampler = _sharded_sampler(loader, state, seed)
+        self._sampler = _sharded_sampler(loader, state, seed, split_batches)
         sharded = _rebuild(loader, self._sampler) if self._sampler is not None else loader
         self._loader = state.backend.device_loader(sharded, state.device)
 
@@ -132,6 +202,14 @@ class PreparedDataLoader:
         self._start_epoch()
         device = self._state.device
         batches = self._batches()
+        self._data_state.begin(self)
+        try:
+            yield from self._steps(batches, device)
+        finally:
+            self._data_state.end(self)
+        self.epoch += 1
+
+    def _steps(self, batches, device):
         try:
             current = next(batches)
         except StopIteration:
@@ -147,8 +225,6 @@ class PreparedDataLoader:
             if last:
                 break
             current = following
-        self._data_state.reset()
-        self.epoch += 1
 
     def _start_epoch(self):
         if self._sampler is not None:
@@ -193,23 +269,38 @@ class _SkipFirst:
         return getattr(self._loader, name)
 
 
-def _sharded_sampler(loader, state, seed):
-    """Our sampler for a standard map-style loader with a batch size; None for anything else."""
-    if isinstance(loader.dataset, IterableDataset) or not isinstance(loader.batch_sampler, BatchSampler):
+def _sharded_sampler(loader, state, seed, split_batches=False):
+    """Our sampler for a map-style loader batched by a ``BatchSampler``; None for anything else.
+
+    The user's sampler is kept — and iterated on every rank, in step — when its order is the same
+    on every rank: a sampler seeded by its own generator (``RandomSampler(generator=...)``,
+    ``DataLoader(shuffle=True, generator=...)``), a ``RandomSampler`` subclass with its own seeding
+    (Accelerate's ``SeedableRandomSampler``), or any other sampler. Only a ``RandomSampler`` that
+    would draw from each rank's global RNG is replaced, by a permutation seeded with rank 0's seed
+    (or ``data_seed``) and the epoch, which every rank draws alike.
+    """
+    batch_sampler = loader.batch_sampler
+    if isinstance(loader.dataset, IterableDataset) or not isinstance(batch_sampler, BatchSampler):
         return None
-    sampler = loader.batch_sampler.sampler
-    if not isinstance(sampler, (RandomSampler, SequentialSampler)):
-        return None
-    if isinstance(sampler, RandomSampler) and sampler.generator is not None:
-        seed = sampler.generator.initial_seed()
+    sampler = batch_sampler.sampler
+    batch_size = batch_sampler.batch_size
+    if split_batches:
+        if batch_size % state.num_processes:
+            raise ValueError(
+                f"split_batches=True needs a batch size divisible by the {state.num_processes} processes,"
+                f" got {batch_size}"
+            )
+        batch_size //= state.num_processes
+    plain_random = type(sampler) is RandomSampler and sampler.generator is None
     return ShardedBatchSampler(
-        len(loader.dataset),
-        loader.batch_size,
-        loader.drop_last,
+        len(sampler),  # type: ignore[arg-type]
+        batch_size,
+        batch_sampler.drop_last,
         isinstance(sampler, RandomSampler),
         seed,
         state.process_index,
         state.num_processes,
+        source=None if plain_random or isinstance(sampler, SequentialSampler) else sampler,
     )
 
 

@@ -1,7 +1,7 @@
 """Prepared optimizers and schedulers: step only on gradient-sync steps, through the fp16 scaler.
 
 Example (gradient_accumulation_steps=2): ``optimizer.step()`` on the first micro-batch does nothing,
-on the second it steps; the scheduler steps exactly when the optimizer really stepped.
+on the second it steps; the scheduler steps when the optimizer really stepped, once per process.
 """
 
 from __future__ import annotations
@@ -54,16 +54,25 @@ class PreparedOptimizer:
 
 
 class PreparedScheduler:
-    """Steps the wrapped scheduler only when its optimizer really stepped, so ranks stay in sync."""
+    """Steps the wrapped scheduler when its optimizer really stepped, ``per_step`` times (the number
+    of processes, as Hugging Face Accelerate does: a schedule sized by the un-prepared loader's
+    length ends when training does); ``per_step=0`` steps it once at every call."""
 
-    def __init__(self, scheduler, optimizers):
+    def __init__(self, scheduler, optimizers, per_step=1):
         self.scheduler = scheduler
         self._optimizers = [opt for opt in optimizers if opt.optimizer is scheduler.optimizer] or optimizers
+        self._per_step = per_step
 
     def step(self, *args, **kwargs):
+        if self._per_step == 0:
+            self.scheduler.step(*args, **kwargs)
+            return
         if self._optimizers and not all(opt.stepped for opt in self._optimizers):
             return
-        self.scheduler.step(*args, **kwargs)
+        total = getattr(self.scheduler, "total_steps", None)  # OneCycleLR refuses to step past its end
+        for _ in range(self._per_step):
+            if total is None or self.scheduler._step_count <= total:
+                self.scheduler.step(*args, **kwargs)
 
     def state_dict(self):
         return self.scheduler.state_dict()

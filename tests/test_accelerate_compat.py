@@ -1,0 +1,69 @@
+"""Hugging Face Accelerate's own multi-process test scripts pass on trainer_core with one import swapped.
+
+Each script of the installed accelerate package runs under torchrun on 2 CPU ranks (with
+``ACCELERATE_USE_CPU=1``, as ``accelerate launch --cpu`` sets; without it Accelerate itself runs
+the ranks as unrelated single processes), with ``Accelerator`` imported from trainer_core and
+nothing else changed (``tests/accelerate_compat.py``). Every test call in each script's ``main``
+must pass on both ranks, except the deliberate differences listed here with their reason.
+
+Not run yet: ``test_distributed_data_loop.py`` (``even_batches=False``, joining uneven inputs,
+stateful loaders: not supported yet; on CPU, Accelerate itself hangs in its join test) and
+``external_deps/test_metrics.py`` (needs the ``datasets`` and ``evaluate`` packages).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from notebook_launcher.launching.ports import free_port
+
+HARNESS = Path(__file__).resolve().parent / "accelerate_compat.py"
+
+DELIBERATE = {
+    # It checks that an Accelerate Accelerator stops working once Accelerate's singleton state is
+    # reset behind its back; trainer_core's Accelerator owns its state and keeps working.
+    "test_reinstantiated_state()",
+}
+
+# what Accelerate itself passes in each script here (the same harness with --library accelerate)
+EXPECTED = {"test_script": 17, "test_sync": 4, "test_ops": 10}
+
+
+@pytest.mark.parametrize("script", sorted(EXPECTED))
+def test_accelerate_script_passes_with_trainer_core(script, tmp_path):
+    out = tmp_path / script
+    env = {**os.environ, "ACCELERATE_USE_CPU": "1", "OMP_NUM_THREADS": "1"}
+    run = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "torch.distributed.run",
+            "--nproc_per_node",
+            "2",
+            "--master_port",
+            str(free_port("127.0.0.1")),
+            str(HARNESS),
+            script,
+            str(out),
+            "--library",
+            "trainer_core",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=env,
+        cwd=tmp_path,
+    )
+    for rank in (0, 1):
+        results = [json.loads(line) for line in Path(f"{out}.rank{rank}").read_text().splitlines()]
+        failed = {r["call"]: r["error"] for r in results if not r["passed"] and r["call"] not in DELIBERATE}
+        assert failed == {}, f"rank {rank}: {json.dumps(failed, indent=1)}\n{run.stderr[-3000:]}"
+        passed = sum(r["passed"] for r in results)
+        deliberate = sum(r["call"] in DELIBERATE for r in results)
+        assert passed + deliberate == EXPECTED[script], f"rank {rank} ran {len(results)} tests:\n{run.stderr[-3000:]}"
