@@ -365,3 +365,26 @@ def test_cuda_ranks_use_nccl_and_the_fp16_scaler():
     results = on_ranks(nccl_gather_and_fp16, num_processes=count, device="cuda", start_method="fork")
     for result in results:
         assert result == ("cuda", "nccl", list(range(count)), True, True)
+
+
+def stateful_resume(directory):
+    from trainer_core import DataLoaderConfiguration
+
+    accelerator = Accelerator(cpu=True, dataloader_config=DataLoaderConfiguration(use_stateful_dataloader=True))
+    loader = accelerator.prepare(DataLoader(TensorDataset(torch.arange(40)), batch_size=2, shuffle=True))
+    rest = []
+    for step, (batch,) in enumerate(loader):
+        if step == 2:
+            accelerator.save_state(directory)
+        if step > 2:
+            rest.append(batch.tolist())
+    accelerator.load_state(directory)
+    resumed = [batch.tolist() for (batch,) in loader]
+    return rest, resumed, loader.state_dict()
+
+
+def test_a_stateful_loader_resumes_mid_epoch_from_save_state(tmp_path):
+    """With ``use_stateful_dataloader=True`` a checkpoint keeps where each loader was in its epoch."""
+    for rest, resumed, state in on_ranks(stateful_resume, str(tmp_path / "checkpoint")):
+        assert resumed == rest and len(rest) == 7  # 10 batches per rank, 3 handed out before the save
+        assert state == {"epoch": 1, "yielded": 0}  # the resumed pass finished the epoch

@@ -29,6 +29,7 @@ import contextlib
 import functools
 import gc
 import os
+import warnings
 from typing import Any
 
 import torch
@@ -220,7 +221,9 @@ class Accelerator:
         config = self.dataloader_config
         seed = config.data_seed if config.data_seed is not None else torch.initial_seed() % 2**31
         seed = ops.broadcast_object(self.state, seed)
-        prepared = PreparedDataLoader(loader, self.state, self._data_state, seed, config.split_batches)
+        prepared = PreparedDataLoader(
+            loader, self.state, self._data_state, seed, config.split_batches, config.even_batches
+        )
         self.prepared.dataloaders.append(prepared)
         return prepared
 
@@ -236,6 +239,51 @@ class Accelerator:
                 for model in models:
                     stack.enter_context(self.no_sync(model))
             yield
+
+    @contextlib.contextmanager
+    def join_uneven_inputs(self, joinables, even_batches=None):
+        """Train DDP models on loaders whose ranks get different numbers of batches: ranks that run
+        out shadow the others' collectives (``torch.distributed.algorithms.Join``), on GPUs and CPUs.
+        ``even_batches`` overrides the prepared loaders' setting inside the context.
+
+        Example:
+            >>> accelerator = Accelerator(cpu=True)
+            >>> with accelerator.join_uneven_inputs([]):
+            ...     pass
+        """
+        if self.distributed_type not in ("MULTI_GPU", "MULTI_CPU", "NO"):
+            warnings.warn(
+                "Joining uneven inputs is only supported for multi-GPU (and multi-CPU) DDP training:"
+                " join_uneven_inputs has no effect here",
+                stacklevel=3,
+            )
+            yield
+            return
+        changed = []
+        if even_batches is not None:
+            for loader in self.prepared.dataloaders:
+                sampler = getattr(loader, "_sampler", None)
+                if sampler is None:
+                    warnings.warn(
+                        "Overriding even_batches is only supported for map-style datasets; an iterable one keeps"
+                        " its setting",
+                        stacklevel=3,
+                    )
+                    continue
+                changed.append((sampler, sampler.even_batches))
+                sampler.even_batches = even_batches
+        models = [model for model in joinables if isinstance(model, DistributedDataParallel)]
+        try:
+            if models and self.distributed_type != "NO":
+                from torch.distributed.algorithms.join import Join
+
+                with Join(list[Any](models)):
+                    yield
+            else:
+                yield
+        finally:
+            for sampler, value in changed:
+                sampler.even_batches = value
 
     def no_sync(self, model):
         """Skip DDP's gradient all-reduce inside this context (a no-op for one process)."""
@@ -540,7 +588,12 @@ class Accelerator:
 
     def _checkpoint_context(self, safe_serialization=True):
         return checkpoint.CheckpointContext(
-            self.state, self.precision.scaler, self.step, self.unwrap_model, safe_serialization
+            self.state,
+            self.precision.scaler,
+            self.step,
+            self.unwrap_model,
+            safe_serialization,
+            stateful_dataloaders=bool(getattr(self.dataloader_config, "use_stateful_dataloader", False)),
         )
 
     def end_training(self):

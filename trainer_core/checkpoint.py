@@ -50,6 +50,7 @@ class CheckpointContext:
     step: int
     unwrap_model: Callable[[Any], Any]
     safe_serialization: bool = True
+    stateful_dataloaders: bool = False  # restore each loader's position in its epoch on load
 
 
 def _numbered(name: str, index: int) -> str:
@@ -121,6 +122,7 @@ def _write(directory, prepared, context, rng_by_rank):
         "step": context.step,
         "num_processes": context.state.num_processes,
         "dataloader_epochs": [loader.epoch for loader in prepared.dataloaders],
+        "dataloader_positions": [loader.state_dict() for loader in prepared.dataloaders],
     }
     with open(os.path.join(directory, _EXTRA), "w") as file:
         json.dump(extra, file)
@@ -174,6 +176,9 @@ def load_state(prepared, context, input_dir):
             extra = json.load(file)
         for loader, epoch in zip(prepared.dataloaders, extra.get("dataloader_epochs", []), strict=False):
             loader.set_epoch(epoch)
+        if context.stateful_dataloaders:  # back where each loader was in its epoch
+            for loader, position in zip(prepared.dataloaders, extra.get("dataloader_positions", []), strict=False):
+                loader.load_state_dict(position)
         step = extra.get("step", step)
     state.barrier()
     return step

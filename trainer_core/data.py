@@ -37,9 +37,12 @@ class DataLoaderConfiguration:
     ``split_batches``: the loader's batch is the global batch, split between the processes (else
     each process gets batches of the loader's size). ``data_seed``: the seed of the shuffle order
     (else rank 0's torch seed). ``use_seedable_sampler``: accepted; the shuffle is always seeded by
-    the seed and the epoch, so it is reproducible either way. ``even_batches`` (True), ``dispatch_batches``
-    (every process loads its own share) and ``non_blocking`` are taken as given below; other
-    values are refused with a clear error.
+    the seed and the epoch, so it is reproducible either way. ``even_batches=False``: the loader's
+    batches are dealt out to the processes in turn, without padding (some get one batch fewer or a
+    shorter last one; use ``join_uneven_inputs`` for DDP). ``use_stateful_dataloader=True``:
+    ``save_state``/``load_state`` also keep where each loader was in its epoch (a prepared loader
+    always has ``state_dict``/``load_state_dict``). ``dispatch_batches=True`` is refused with a
+    clear error (not supported yet).
     """
 
     split_batches: bool = False
@@ -57,12 +60,8 @@ class DataLoaderConfiguration:
             return cls()
         values = {name: getattr(config, name) for name in cls.__dataclass_fields__ if hasattr(config, name)}
         made = cls(**values)
-        if not made.even_batches:
-            raise NotImplementedError("even_batches=False is not supported yet: every process gets as many batches")
         if made.dispatch_batches:
             raise NotImplementedError("dispatch_batches=True is not supported yet: every process loads its own share")
-        if made.use_stateful_dataloader:
-            raise NotImplementedError("use_stateful_dataloader=True is not supported yet")
         return made
 
 
@@ -115,6 +114,7 @@ class ShardedBatchSampler:
 
     def __init__(self, dataset_size, batch_size, drop_last, shuffle, seed, rank, world, source=None):
         self.source = source  # the user's sampler, kept: its order is every rank's order (same seeds)
+        self.even_batches = True  # False: no padding; ranks may get fewer or shorter batches
         self.dataset_size = dataset_size
         self.batch_size = batch_size
         self.drop_last = drop_last
@@ -130,13 +130,24 @@ class ShardedBatchSampler:
         return self.batch_size * self.world
 
     def __len__(self):
+        if not self.even_batches:
+            batches = self._local_batches()
+            return max(0, (batches - self.rank + self.world - 1) // self.world)
         if self.drop_last:
             return self.dataset_size // self.global_batch
         return math.ceil(self.dataset_size / self.global_batch)
 
+    def _local_batches(self):
+        """Batches of the loader's own size in one epoch (uneven sharding deals them out)."""
+        if self.drop_last:
+            return self.dataset_size // self.batch_size
+        return math.ceil(self.dataset_size / self.batch_size)
+
     @property
     def remainder(self):
-        """Real samples in the last global step."""
+        """Real samples in the last global step (None without even batches: nothing is padding)."""
+        if not self.even_batches:
+            return None
         if self.drop_last or len(self) == 0:
             return self.global_batch
         return self.dataset_size - (len(self) - 1) * self.global_batch
@@ -151,6 +162,12 @@ class ShardedBatchSampler:
 
     def __iter__(self):
         order = self.epoch_order()
+        if not self.even_batches:  # batch k goes to rank k mod world; the last ones may be missing or short
+            first, self.start = self.start, 0
+            count = self._local_batches()
+            for k in range(self.rank + first * self.world, count, self.world):
+                yield order[k * self.batch_size : (k + 1) * self.batch_size]
+            return
         needed = len(self) * self.global_batch
         while order and len(order) < needed:
             order += order[: needed - len(order)]
@@ -168,19 +185,31 @@ class PreparedDataLoader:
     advances after every complete pass.
     """
 
-    def __init__(self, loader, state, data_state, seed, split_batches=False):
+    def __init__(self, loader, state, data_state, seed, split_batches=False, even_batches=True):
         self.base = loader
         self._state = state
         self._data_state = data_state
         self.epoch = 0
         self._skip = 0
+        self._yielded = 0  # batches handed out in the current pass (``state_dict``)
+        self._seed = seed
         self._sampler = _sharded_sampler(loader, state, seed, split_batches)
+        if self._sampler is not None:
+            self._sampler.even_batches = even_batches
+        # loaders we deal out batch by batch: a RandomSampler inside that would draw from each rank's
+        # own RNG gets a generator seeded alike on every rank (rank 0's seed and the epoch)
+        self._synced = [] if self._sampler is not None else _unseeded_random_samplers(loader)
         sharded = _rebuild(loader, self._sampler) if self._sampler is not None else loader
         self._loader = state.backend.device_loader(sharded, state.device)
 
     @property
     def dataset(self):
         return self.base.dataset
+
+    @property
+    def batch_sampler(self):
+        """This rank's batch sampler (``even_batches`` can be changed on it), or the loader's own."""
+        return self._sampler if self._sampler is not None else self.base.batch_sampler
 
     @property
     def batch_size(self):
@@ -198,9 +227,24 @@ class PreparedDataLoader:
             return len(self._sampler)
         return math.ceil(len(self.base) / self._state.num_processes)
 
+    def state_dict(self):
+        """Where this loader is: its epoch and the batches it has handed out in it.
+
+        Example:
+            >>> loader.state_dict()   # doctest: +SKIP
+            {'epoch': 2, 'yielded': 3}
+        """
+        return {"epoch": self.epoch, "yielded": self._yielded}
+
+    def load_state_dict(self, state):
+        """The next pass resumes where ``state`` was: that epoch, after the batches already handed out."""
+        self.epoch = int(state["epoch"])
+        self._skip = int(state["yielded"])
+
     def __iter__(self):
         self._start_epoch()
         device = self._state.device
+        self._yielded = self._skip
         batches = self._batches()
         self._data_state.begin(self)
         try:
@@ -208,6 +252,7 @@ class PreparedDataLoader:
         finally:
             self._data_state.end(self)
         self.epoch += 1
+        self._yielded = 0
 
     def _steps(self, batches, device):
         try:
@@ -221,12 +266,15 @@ class PreparedDataLoader:
                 following, last = None, True
             batch, remainder = current
             self._data_state.at_step(last, remainder)
+            self._yielded += 1
             yield apply_to_tensors(lambda t: t.to(device, non_blocking=True), batch)
             if last:
                 break
             current = following
 
     def _start_epoch(self):
+        for sampler in self._synced:
+            sampler.generator = torch.Generator().manual_seed(self._seed + self.epoch)
         if self._sampler is not None:
             self._sampler.epoch = self.epoch
         owners: tuple[Any, ...] = (self.base.dataset, getattr(self.base, "sampler", None))
@@ -302,6 +350,16 @@ def _sharded_sampler(loader, state, seed, split_batches=False):
         state.num_processes,
         source=None if plain_random or isinstance(sampler, SequentialSampler) else sampler,
     )
+
+
+def _unseeded_random_samplers(loader):
+    """The RandomSamplers without a generator in ``loader`` (as its sampler, or inside its batch sampler)."""
+    found = []
+    for holder in (loader.sampler, loader.batch_sampler):
+        for candidate in (holder, getattr(holder, "sampler", None)):
+            if type(candidate) is RandomSampler and candidate.generator is None and candidate not in found:
+                found.append(candidate)
+    return found
 
 
 def _rebuild(loader, batch_sampler):

@@ -26,7 +26,7 @@ from .backends import select_backend
 __all__ = ["DistributedState"]
 
 
-@dataclass(frozen=True)
+@dataclass
 class DistributedState:
     process_index: int
     local_process_index: int
@@ -66,12 +66,20 @@ class DistributedState:
     @property
     def distributed_type(self) -> str:
         """Accelerate's name for this set-up: "NO", "MULTI_CPU", "MULTI_GPU" or "XLA" (equal to the
-        members of ``accelerate.DistributedType``, a string enum)."""
+        members of ``accelerate.DistributedType``, a string enum). Code may set it, as code written
+        for Accelerate sometimes does to take another branch; deleting the setting restores it."""
+        override = self.__dict__.get("_distributed_type")
+        if override is not None:
+            return override
         if self.backend.name == "xla":
             return "XLA"
         if not self.distributed:
             return "NO"
         return "MULTI_GPU" if self.backend.name == "cuda" else "MULTI_CPU"
+
+    @distributed_type.setter
+    def distributed_type(self, value: str) -> None:
+        self.__dict__["_distributed_type"] = value
 
     @property
     def use_distributed(self):

@@ -9,6 +9,12 @@ import torch.distributed as dist
 class TorchDistributed:
     """Mixin: rank and world from the torchrun environment, collectives from torch.distributed."""
 
+    def __eq__(self, other):  # stateless: equal to any backend of the same kind (a state survives pickling)
+        return type(self) is type(other)
+
+    def __hash__(self):
+        return hash(type(self))
+
     dist_backend: str = ""  # "gloo" or "nccl", set by the backend
     wraps_ddp = True  # gradients are averaged by DistributedDataParallel
 
