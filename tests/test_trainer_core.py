@@ -388,3 +388,54 @@ def test_a_stateful_loader_resumes_mid_epoch_from_save_state(tmp_path):
     for rest, resumed, state in on_ranks(stateful_resume, str(tmp_path / "checkpoint")):
         assert resumed == rest and len(rest) == 7  # 10 batches per rank, 3 handed out before the save
         assert state == {"epoch": 1, "yielded": 0}  # the resumed pass finished the epoch
+
+
+def checkpoints_both_ways(folder):
+    import accelerate
+
+    def setup(accelerator):
+        torch.manual_seed(0)
+        model = nn.Linear(4, 3)
+        optimizer = torch.optim.Adam(model.parameters(), lr=0.1)
+        scheduler = torch.optim.lr_scheduler.StepLR(optimizer, step_size=1, gamma=0.5)
+        return accelerator.prepare(model, optimizer, scheduler)
+
+    def train(accelerator, model, optimizer, scheduler):
+        loss = model(torch.ones(2, 4)).sum()
+        accelerator.backward(loss)
+        optimizer.step()
+        scheduler.step()
+        optimizer.zero_grad()
+
+    def snapshot(accelerator, model, optimizer, scheduler):
+        weights = {k: v.clone() for k, v in accelerator.unwrap_model(model).state_dict().items()}
+        moments = [s["exp_avg"].clone() for s in optimizer.state_dict()["state"].values()]
+        return weights, moments, scheduler.get_last_lr()
+
+    def same(a, b):
+        return (
+            all(torch.equal(a[0][k], b[0][k]) for k in a[0])
+            and all(torch.equal(x, y) for x, y in zip(a[1], b[1], strict=True))
+            and a[2] == b[2]
+        )
+
+    ours = Accelerator(cpu=True)
+    parts = setup(ours)
+    train(ours, *parts)
+    ours.save_state(os.path.join(folder, "ours"))
+    theirs = accelerate.Accelerator(cpu=True)
+    other = setup(theirs)
+    theirs.load_state(os.path.join(folder, "ours"))
+    read_by_accelerate = same(snapshot(ours, *parts), snapshot(theirs, *other))
+    train(theirs, *other)
+    theirs.save_state(os.path.join(folder, "theirs"))
+    ours.load_state(os.path.join(folder, "theirs"))
+    read_by_us = same(snapshot(theirs, *other), snapshot(ours, *parts))
+    return read_by_accelerate, read_by_us, sorted(os.listdir(os.path.join(folder, "ours")))
+
+
+def test_checkpoints_move_between_trainer_core_and_hugging_face_accelerate(tmp_path):
+    """Accelerate's load_state reads our save_state and ours reads its, weights, optimizer and scheduler."""
+    read_by_accelerate, read_by_us, files = on_ranks(checkpoints_both_ways, str(tmp_path), num_processes=1)[0]
+    assert read_by_accelerate and read_by_us
+    assert {"model.safetensors", "optimizer.bin", "scheduler.bin", "random_states_0.pkl"} <= set(files)

@@ -25,8 +25,12 @@ def share_state_with_accelerate(mixed_precision: str, cpu: bool) -> None:
         return
     try:
         from accelerate.state import AcceleratorState
+        from accelerate.utils import TorchDynamoPlugin
 
-        AcceleratorState(mixed_precision=mixed_precision, cpu=cpu, _from_accelerator=True)  # as its Accelerator does
+        # as Accelerate's own Accelerator builds it (an Accelerator made later shares it)
+        AcceleratorState(
+            mixed_precision=mixed_precision, cpu=cpu, dynamo_plugin=TorchDynamoPlugin(), _from_accelerator=True
+        )
     except Exception as err:  # an Accelerate this code cannot drive: trainer_core works without it
         warnings.warn(
             f"trainer_core could not initialize Hugging Face Accelerate's state ({type(err).__name__}: {err});"
