@@ -439,3 +439,45 @@ def test_checkpoints_move_between_trainer_core_and_hugging_face_accelerate(tmp_p
     read_by_accelerate, read_by_us, files = on_ranks(checkpoints_both_ways, str(tmp_path), num_processes=1)[0]
     assert read_by_accelerate and read_by_us
     assert {"model.safetensors", "optimizer.bin", "scheduler.bin", "random_states_0.pkl"} <= set(files)
+
+
+def accelerate_style_options():
+    import datetime
+
+    from accelerate.utils import DistributedDataParallelKwargs, InitProcessGroupKwargs
+
+    accelerator = Accelerator(
+        cpu=True,
+        kwargs_handlers=[
+            DistributedDataParallelKwargs(find_unused_parameters=True),
+            InitProcessGroupKwargs(timeout=datetime.timedelta(seconds=60)),
+        ],
+    )
+
+    class TwoHeads(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.used, self.unused = nn.Linear(2, 1), nn.Linear(2, 1)
+
+        def forward(self, x):
+            return self.used(x)
+
+    model = accelerator.prepare(TwoHeads())
+    accelerator.backward(model(torch.ones(1, 2)).sum())  # DDP needs find_unused_parameters here
+    rank = torch.tensor([float(accelerator.process_index + 1)])
+    with accelerator.local_main_process_first():
+        order = accelerator.process_index
+    return (
+        model.find_unused_parameters,
+        accelerator.reduce(rank, "max").item(),
+        accelerator.reduce(rank, "min").item(),
+        accelerator.reduce(rank, "sum", scale=0.5).item(),
+        sorted(accelerator.get_state_dict(model, unwrap=False))[0],
+        accelerator.optimizer_step_was_skipped,
+        order,
+    )
+
+
+def test_accelerate_style_options_and_members():
+    for rank, result in enumerate(on_ranks(accelerate_style_options)):
+        assert result == (True, 2.0, 1.0, 1.5, "module.unused.bias", False, rank)

@@ -80,7 +80,11 @@ class Accelerator:
         dataloader_config: DataLoaderConfiguration | None = None,
         gradient_accumulation_plugin: Any = None,
         step_scheduler_with_optimizer: bool = True,
+        kwargs_handlers: list | None = None,
+        rng_types: list | None = None,
     ) -> None:
+        self._ddp_kwargs, scaler_kwargs, pg_timeout = _handler_kwargs(kwargs_handlers)
+        self.rng_types = rng_types  # accepted: prepared loaders are seeded alike on every rank anyway
         if gradient_accumulation_plugin is not None:
             if gradient_accumulation_steps != 1:
                 raise ValueError("pass gradient_accumulation_steps or gradient_accumulation_plugin, not both")
@@ -89,9 +93,11 @@ class Accelerator:
         self.step_scheduler_with_optimizer = step_scheduler_with_optimizer
         if not isinstance(gradient_accumulation_steps, int) or gradient_accumulation_steps < 1:
             raise ValueError(f"gradient_accumulation_steps must be an int >= 1, got {gradient_accumulation_steps!r}")
-        self.state = DistributedState.from_environment(use_cpu=cpu)
+        self.state = DistributedState.from_environment(use_cpu=cpu, timeout=pg_timeout)
         chosen = mixed_precision or os.environ.get("ACCELERATE_MIXED_PRECISION") or "no"
         self.precision = select_precision(chosen, self.state.backend)
+        if scaler_kwargs and self.precision.scaler is not None:
+            self.precision.scaler = torch.amp.GradScaler(self.state.backend.autocast_device, **scaler_kwargs)
         self.gradient_accumulation_steps = gradient_accumulation_steps
         self.step = 0
         self.sync_gradients = True
@@ -196,7 +202,8 @@ class Accelerator:
         model = model.to(self.device)
         self.prepared.note_moved(before, dict(model.named_parameters()))
         if self.state.distributed and self.state.backend.wraps_ddp:
-            model = DistributedDataParallel(model, **self.state.backend.ddp_options(self.local_process_index))
+            options = {**self.state.backend.ddp_options(self.local_process_index), **self._ddp_kwargs}
+            model = DistributedDataParallel(model, **options)
         if self.precision.name != "no":
             model.forward = _autocast_forward(model.forward, self.precision)
         self.prepared.models.append(model)
@@ -336,8 +343,9 @@ class Accelerator:
             return ops.apply_to_tensors(lambda t: t[:remainder], gathered)
         return gathered[:remainder]
 
-    def reduce(self, data, reduction="sum"):
-        return ops.reduce(self.state, data, reduction)
+    def reduce(self, data, reduction="sum", scale=1.0):
+        """Every tensor in ``data`` reduced across processes ("sum", "mean", "max", "min"), times ``scale``."""
+        return ops.reduce(self.state, data, reduction, scale)
 
     def pad_across_processes(self, data, dim=0, pad_index=0, pad_first=False):
         return ops.pad_across_processes(self.state, data, dim, pad_index, pad_first)
@@ -353,6 +361,20 @@ class Accelerator:
         yield
         if self.is_main_process:
             self.wait_for_everyone()
+
+    @contextlib.contextmanager
+    def local_main_process_first(self):
+        """Each node's local main process runs the block first, then the node's others."""
+        if not self.is_local_main_process:
+            self.wait_for_everyone()
+        yield
+        if self.is_local_main_process:
+            self.wait_for_everyone()
+
+    @property
+    def optimizer_step_was_skipped(self):
+        """True when the last optimizer step was skipped (fp16 found inf/NaN gradients)."""
+        return any(optimizer.step_was_skipped for optimizer in self.prepared.optimizers)
 
     @contextlib.contextmanager
     def split_between_processes(self, inputs, apply_padding=False):
@@ -475,8 +497,9 @@ class Accelerator:
             del model.forward
         return model.module if isinstance(model, DistributedDataParallel) else model
 
-    def get_state_dict(self, model):
-        return self.unwrap_model(model).state_dict()
+    def get_state_dict(self, model, unwrap=True):
+        """The model's state dict (of the user's module with ``unwrap``, else of the DDP wrapper)."""
+        return (self.unwrap_model(model) if unwrap else model).state_dict()
 
     def save(self, obj, path):
         """``torch.save`` on the main process only, atomically (temp file + rename)."""
@@ -598,6 +621,30 @@ class Accelerator:
 
     def end_training(self):
         self.wait_for_everyone()
+
+
+def _handler_kwargs(handlers):
+    """(DDP options, GradScaler options, process-group timeout) from Accelerate-style kwargs handlers, by class name, so
+    Accelerate's own ``DistributedDataParallelKwargs`` / ``GradScalerKwargs`` objects work; an
+    ``InitProcessGroupKwargs`` is applied when the process group is made here (its timeout)."""
+    ddp: dict = {}
+    scaler: dict = {}
+    timeout = None
+    for handler in handlers or []:
+        name = type(handler).__name__
+        values = handler.to_kwargs() if hasattr(handler, "to_kwargs") else dict(vars(handler))
+        if name == "DistributedDataParallelKwargs":
+            ddp.update(values)
+        elif name == "GradScalerKwargs":
+            scaler.update(values)
+        elif name == "InitProcessGroupKwargs":
+            timeout = values.get("timeout", timeout)
+        else:
+            raise ValueError(
+                f"kwargs handler {name} is not supported: use DistributedDataParallelKwargs, GradScalerKwargs"
+                " or InitProcessGroupKwargs"
+            )
+    return ddp, scaler, timeout
 
 
 def _autocast_forward(forward, precision):

@@ -76,16 +76,22 @@ def broadcast_object(state, obj, src=0):
     return state.backend.broadcast_object(obj, src)
 
 
-def reduce(state, data, reduction="sum"):
-    """Sum (or mean) every tensor across ranks; the inputs are not modified."""
-    if reduction not in ("sum", "mean"):
-        raise ValueError(f"reduction={reduction!r} is not valid; use 'sum' or 'mean'")
+def reduce(state, data, reduction="sum", scale=1.0):
+    """Sum, mean, max or min of every tensor across ranks, times ``scale``; the inputs are not modified."""
+    if reduction not in ("sum", "mean", "max", "min"):
+        raise ValueError(f"reduction={reduction!r} is not valid; use 'sum', 'mean', 'max' or 'min'")
 
     def one(tensor):
-        result = state.backend.all_reduce_sum(tensor) if state.distributed else tensor.clone()
+        if not state.distributed:
+            result = tensor.clone()
+        elif reduction in ("max", "min"):
+            stacked = torch.stack(state.backend.all_gather(tensor.contiguous(), state.num_processes))
+            result = stacked.amax(0) if reduction == "max" else stacked.amin(0)
+        else:
+            result = state.backend.all_reduce_sum(tensor)
         if reduction == "mean":
             result = result / state.num_processes
-        return result
+        return result * scale if scale != 1.0 else result
 
     return apply_to_tensors(one, data)
 

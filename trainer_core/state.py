@@ -35,14 +35,14 @@ class DistributedState:
     backend: Any
 
     @classmethod
-    def from_environment(cls, use_cpu=False, environ=None):
+    def from_environment(cls, use_cpu=False, environ=None, timeout=None):
         env = os.environ if environ is None else environ
         use_cpu = use_cpu or env.get("ACCELERATE_USE_CPU", "").lower() in ("1", "true", "yes")
         hint = env.get("NOTEBOOK_LAUNCHER_DEVICE") or ("xla" if xla_platform(env) else None)
         backend = select_backend(use_cpu, hint)
         rank, local_rank, world = backend.topology(env)
         device = backend.device(local_rank)
-        backend.connect(rank, world)
+        backend.connect(rank, world, timeout)  # timeout: of the process group, if it is made here
         return cls(rank, local_rank, world, device, backend)
 
     @property

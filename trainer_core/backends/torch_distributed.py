@@ -22,10 +22,10 @@ class TorchDistributed:
         """(rank, local rank, world size) of this process."""
         return int(env.get("RANK", 0)), int(env.get("LOCAL_RANK", 0)), int(env.get("WORLD_SIZE", 1))
 
-    def connect(self, rank, world):
+    def connect(self, rank, world, timeout=None):
         """Create the default process group unless the user's code (or another Accelerator) did."""
         if world > 1 and not dist.is_initialized():
-            dist.init_process_group(self.dist_backend, rank=rank, world_size=world)
+            dist.init_process_group(self.dist_backend, rank=rank, world_size=world, timeout=timeout)
 
     def all_gather(self, tensor, world):
         parts = [torch.empty_like(tensor) for _ in range(world)]

@@ -34,7 +34,7 @@ class XlaBackend:
         xr = self._xr
         return xr.global_ordinal(), xr.local_ordinal(), xr.world_size()
 
-    def connect(self, rank, world):
+    def connect(self, rank, world, timeout=None):
         pass  # torch_xla's runtime is already connected in every rank
 
     def device(self, local_rank):
