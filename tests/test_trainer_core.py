@@ -481,3 +481,42 @@ def accelerate_style_options():
 def test_accelerate_style_options_and_members():
     for rank, result in enumerate(on_ranks(accelerate_style_options)):
         assert result == (True, 2.0, 1.0, 1.5, "module.unused.bias", False, rank)
+
+
+def tracked(folder):
+    accelerator = Accelerator(cpu=True, log_with=["json", "csv"], project_dir=folder)
+    accelerator.init_trackers("run", config={"lr": 0.1})
+    for step in range(3):
+        accelerator.log({"loss": 1.0 / (step + 1)}, step=step)
+    calls = []
+    model = accelerator.prepare(nn.Linear(2, 2))
+    handle = accelerator.register_save_state_pre_hook(lambda models, weights, out: calls.append(("save", len(weights))))
+    accelerator.register_load_state_pre_hook(lambda models, into: calls.append(("load", type(models[0]).__name__)))
+    accelerator.save_state(os.path.join(folder, "ckpt"))
+    handle.remove()
+    accelerator.save_state(os.path.join(folder, "ckpt2"))
+    accelerator.load_state(os.path.join(folder, "ckpt"))
+    accelerator.end_training()
+    del model
+    return [t.name for t in accelerator.trackers], accelerator.get_tracker("json").name, calls
+
+
+def test_trackers_write_what_the_notebook_view_shows_and_checkpoint_hooks_run(tmp_path):
+    import csv
+    import json
+
+    from notebook_launcher import launch
+
+    job = launch(tracked, (str(tmp_path),), num_processes=2, display="none")
+    job.wait(timeout=240)
+    (names0, json0, calls0), (names1, json1, _calls1) = job.results
+    assert names0 == ["json", "csv"] and names1 == []  # the main process writes, as in Accelerate
+    assert json0 == "json" and json1 == "json"  # the other ranks get a tracker that ignores calls
+    assert calls0 == [("save", 1), ("load", "Linear")]  # one model's weights; the removed hook ran once
+    lines = [json.loads(line) for line in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
+    assert [line["values"]["loss"] for line in lines] == [1.0, 0.5, 1.0 / 3]
+    rows = list(csv.DictReader((tmp_path / "run" / "metrics.csv").read_text().splitlines()))
+    assert [row["step"] for row in rows] == ["0", "1", "2"]
+    assert json.loads((tmp_path / "run" / "config.json").read_text()) == {"lr": 0.1}
+    shown = [m["values"]["loss"] for m in job.metrics if m["rank"] == 0]
+    assert shown == [line["values"]["loss"] for line in lines]  # the same log calls reached the launch's view

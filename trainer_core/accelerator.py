@@ -25,6 +25,7 @@ share of the data):
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import functools
 import gc
@@ -36,6 +37,7 @@ import torch
 from torch.nn.parallel import DistributedDataParallel
 from torch.optim.lr_scheduler import LRScheduler
 from torch.utils.data import DataLoader
+from torch.utils.hooks import RemovableHandle
 
 from . import checkpoint, ops, project
 from .data import DataLoaderConfiguration, DataState, PreparedDataLoader
@@ -65,6 +67,8 @@ class Accelerator:
             ``data_seed``, ...; Accelerate's class is accepted).
         gradient_accumulation_plugin: Accelerate's ``GradientAccumulationPlugin`` (or any object with
             ``num_steps`` and ``sync_each_batch``): instead of ``gradient_accumulation_steps``.
+        log_with: trackers for ``log`` besides the notebook view: "json", "csv", "tensorboard",
+            "all", tracker objects, or a list (``trainer_core.trackers``); started by ``init_trackers``.
         step_scheduler_with_optimizer: a prepared scheduler steps only when the optimizer did, and
             then once per process (as Accelerate does: schedules are sized by the un-prepared
             loader's length), once with ``split_batches``; False steps it at every call.
@@ -82,7 +86,12 @@ class Accelerator:
         step_scheduler_with_optimizer: bool = True,
         kwargs_handlers: list | None = None,
         rng_types: list | None = None,
+        log_with: Any = None,
     ) -> None:
+        self._log_with = log_with
+        self.trackers: list = []
+        self._save_hooks: collections.OrderedDict = collections.OrderedDict()
+        self._load_hooks: collections.OrderedDict = collections.OrderedDict()
         self._ddp_kwargs, scaler_kwargs, pg_timeout = _handler_kwargs(kwargs_handlers)
         self.rng_types = rng_types  # accepted: prepared loaders are seeded alike on every rank anyway
         if gradient_accumulation_plugin is not None:
@@ -481,8 +490,56 @@ class Accelerator:
             model.require_forward_param_sync, model.require_backward_grad_sync = before
 
     def log(self, values, step=None, log_kwargs=None):
-        """Record metrics; under notebook_launcher they stream to the cell's view (``Launch.metrics``)."""
-        self._metrics.log(values, step)
+        """Record metrics; under notebook_launcher they stream to the cell's view (``Launch.metrics``),
+        and the main process writes them to the trackers (``log_with``)."""
+        record = self._metrics.log(values, step)
+        for tracker in self.trackers:
+            tracker.log(record["values"], step=record["step"], **(log_kwargs or {}).get(tracker.name, {}))
+
+    def init_trackers(self, project_name, config=None, init_kwargs=None):
+        """Start the ``log_with`` trackers (main process) under ``<logging_dir>/<project_name>``, storing
+        ``config`` (the run's hyperparameters).
+
+        Example:
+            >>> import tempfile
+            >>> accelerator = Accelerator(cpu=True, log_with="json", project_dir=tempfile.mkdtemp())
+            >>> accelerator.init_trackers("run", config={"lr": 0.1})
+            >>> accelerator.log({"loss": 0.5})
+            >>> accelerator.get_tracker("json").records
+            [{'step': 0, 'values': {'loss': 0.5}}]
+        """
+        from .trackers import make_trackers
+
+        if self._log_with is None or not self.is_main_process:
+            return
+        logging_dir = self.project_configuration.logging_dir or "."
+        self.trackers = make_trackers(self._log_with, project_name, logging_dir, init_kwargs)
+        for tracker in self.trackers:
+            if config is not None and hasattr(tracker, "store_init_configuration"):
+                tracker.store_init_configuration(config)
+
+    def get_tracker(self, name, unwrap=False):
+        """The tracker called ``name`` (its underlying object with ``unwrap``); on other processes, or
+        for a name not started, a tracker that ignores everything."""
+        for tracker in self.trackers:
+            if tracker.name == name:
+                return tracker.tracker if unwrap else tracker
+        return _NoTracker(name)
+
+    # -- hooks around checkpoints ------------------------------------------------------------------
+
+    def register_save_state_pre_hook(self, hook):
+        """Call ``hook(models, weights, output_dir)`` before ``save_state`` writes; returns a handle
+        whose ``remove()`` unregisters it."""
+        handle = RemovableHandle(self._save_hooks)
+        self._save_hooks[handle.id] = hook
+        return handle
+
+    def register_load_state_pre_hook(self, hook):
+        """Call ``hook(models, input_dir)`` before ``load_state`` reads; returns a removable handle."""
+        handle = RemovableHandle(self._load_hooks)
+        self._load_hooks[handle.id] = hook
+        return handle
 
     @property
     def logged(self):
@@ -554,6 +611,9 @@ class Accelerator:
             if self.is_main_process:
                 os.makedirs(config.checkpoints_dir, exist_ok=True)
         context = self._checkpoint_context(safe_serialization)
+        models = [self.unwrap_model(model) for model in self.prepared.models]
+        for hook in self._save_hooks.values():
+            hook(models, [model.state_dict() for model in models], output_dir)
         saved = checkpoint.save_state(self.prepared, context, output_dir)
         if automatic:
             config.iteration += 1
@@ -577,6 +637,8 @@ class Accelerator:
             if input_dir is None:
                 return None
             config.iteration = int(os.path.basename(input_dir).split("_")[-1]) + 1
+        for hook in self._load_hooks.values():
+            hook([self.unwrap_model(model) for model in self.prepared.models], input_dir)
         self.step = checkpoint.load_state(self.prepared, self._checkpoint_context(), input_dir)
         return input_dir
 
@@ -620,7 +682,22 @@ class Accelerator:
         )
 
     def end_training(self):
+        """Finish the trackers and wait for every process."""
+        for tracker in self.trackers:
+            if hasattr(tracker, "finish"):
+                tracker.finish()
         self.wait_for_everyone()
+
+
+class _NoTracker:
+    """What ``get_tracker`` gives where no such tracker runs: every call does nothing."""
+
+    def __init__(self, name):
+        self.name = name
+        self.tracker = None
+
+    def __getattr__(self, attribute):
+        return lambda *args, **kwargs: None
 
 
 def _handler_kwargs(handlers):

@@ -1,0 +1,23 @@
+"""Experiment trackers for ``Accelerator(log_with=...)``: where ``accelerator.log`` also writes.
+
+Every ``log`` call always streams to the notebook's launch view (``trainer_core.metrics``); trackers
+add durable records, written by the main process only, as in Accelerate:
+
+- ``"json"``: ``<logging_dir>/<project>/metrics.jsonl``, one ``{"step": .., "values": {..}}`` per call,
+  plus ``config.json`` from ``init_trackers(config=...)``;
+- ``"csv"``: ``<logging_dir>/<project>/metrics.csv``, one row per call (columns grow as names appear);
+- ``"tensorboard"``: ``torch.utils.tensorboard.SummaryWriter`` (needs the ``tensorboard`` package);
+- any object with ``name``, ``log(values, step)`` and optionally ``store_init_configuration(config)``
+  and ``finish()``.
+
+Example:
+    >>> import tempfile
+    >>> tracker = JSONTracker("run", tempfile.mkdtemp())
+    >>> tracker.log({"loss": 0.5}, step=0)
+    >>> tracker.records
+    [{'step': 0, 'values': {'loss': 0.5}}]
+"""
+
+from .files import CSVTracker, JSONTracker, TensorBoardTracker, make_trackers
+
+__all__ = ["CSVTracker", "JSONTracker", "TensorBoardTracker", "make_trackers"]

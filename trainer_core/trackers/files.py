@@ -1,0 +1,130 @@
+"""The trackers that write files: JSON lines, CSV and TensorBoard (see the package docstring)."""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+from typing import Any
+
+__all__ = ["JSONTracker", "CSVTracker", "TensorBoardTracker", "make_trackers"]
+
+
+class JSONTracker:
+    """One JSON line per ``log`` call in ``<logging_dir>/<project>/metrics.jsonl``."""
+
+    name = "json"
+
+    def __init__(self, project: str, logging_dir: str) -> None:
+        self.directory = os.path.join(logging_dir, project)
+        os.makedirs(self.directory, exist_ok=True)
+        self.path = os.path.join(self.directory, "metrics.jsonl")
+        self.records: list[dict] = []
+
+    @property
+    def tracker(self) -> Any:
+        return self.path
+
+    def store_init_configuration(self, config: dict) -> None:
+        with open(os.path.join(self.directory, "config.json"), "w") as file:
+            json.dump(config, file, indent=2, default=str)
+
+    def log(self, values: dict, step: int | None = None, **kwargs: Any) -> None:
+        record = {"step": step, "values": values}
+        self.records.append(record)
+        with open(self.path, "a") as file:
+            file.write(json.dumps(record, default=float) + "\n")
+
+    def finish(self) -> None:
+        pass
+
+
+class CSVTracker:
+    """One row per ``log`` call in ``<logging_dir>/<project>/metrics.csv`` (rewritten when a new name appears)."""
+
+    name = "csv"
+
+    def __init__(self, project: str, logging_dir: str) -> None:
+        self.directory = os.path.join(logging_dir, project)
+        os.makedirs(self.directory, exist_ok=True)
+        self.path = os.path.join(self.directory, "metrics.csv")
+        self.rows: list[dict] = []
+        self.columns: list[str] = ["step"]
+
+    @property
+    def tracker(self) -> Any:
+        return self.path
+
+    def store_init_configuration(self, config: dict) -> None:
+        with open(os.path.join(self.directory, "config.json"), "w") as file:
+            json.dump(config, file, indent=2, default=str)
+
+    def log(self, values: dict, step: int | None = None, **kwargs: Any) -> None:
+        self.rows.append({"step": step, **values})
+        new = [name for name in values if name not in self.columns]
+        self.columns += new
+        if new or len(self.rows) == 1:
+            self._rewrite()
+        else:
+            with open(self.path, "a", newline="") as file:
+                csv.DictWriter(file, self.columns).writerow(self.rows[-1])
+
+    def _rewrite(self) -> None:
+        with open(self.path, "w", newline="") as file:
+            writer = csv.DictWriter(file, self.columns)
+            writer.writeheader()
+            writer.writerows(self.rows)
+
+    def finish(self) -> None:
+        pass
+
+
+class TensorBoardTracker:
+    """Scalars through ``torch.utils.tensorboard.SummaryWriter`` in ``<logging_dir>/<project>``."""
+
+    name = "tensorboard"
+
+    def __init__(self, project: str, logging_dir: str, **kwargs: Any) -> None:
+        try:
+            from torch.utils.tensorboard import SummaryWriter
+        except ImportError as err:
+            raise ImportError("log_with='tensorboard' needs the tensorboard package: pip install tensorboard") from err
+        self.writer = SummaryWriter(os.path.join(logging_dir, project), **kwargs)
+
+    @property
+    def tracker(self) -> Any:
+        return self.writer
+
+    def store_init_configuration(self, config: dict) -> None:
+        self.writer.add_hparams({k: v for k, v in config.items() if isinstance(v, int | float | str | bool)}, {})
+
+    def log(self, values: dict, step: int | None = None, **kwargs: Any) -> None:
+        for name, value in values.items():
+            if isinstance(value, int | float):
+                self.writer.add_scalar(name, value, global_step=step)
+        self.writer.flush()
+
+    def finish(self) -> None:
+        self.writer.close()
+
+
+_BUILT_IN = {"json": JSONTracker, "csv": CSVTracker, "tensorboard": TensorBoardTracker}
+
+
+def make_trackers(log_with: Any, project: str, logging_dir: str, init_kwargs: dict | None = None) -> list:
+    """The trackers ``log_with`` names ("json", "csv", "tensorboard", "all", tracker objects, or a list)."""
+    wanted = log_with if isinstance(log_with, list | tuple) else [log_with]
+    if "all" in wanted:
+        wanted = [name for name in ("json", "csv") if name not in wanted] + [w for w in wanted if w != "all"]
+    trackers = []
+    for item in wanted:
+        if isinstance(item, str):
+            if item not in _BUILT_IN:
+                raise ValueError(f"log_with={item!r} is not a tracker here; use one of {sorted(_BUILT_IN)} or 'all'")
+            options = (init_kwargs or {}).get(item, {})
+            trackers.append(_BUILT_IN[item](project, logging_dir, **options))
+        elif hasattr(item, "log"):
+            trackers.append(item)
+        else:
+            raise TypeError(f"log_with takes tracker names or objects with a log method, got {item!r}")
+    return trackers
