@@ -326,3 +326,24 @@ def test_a_terminated_rank_loses_no_printed_line(kernel):
     lines = kernel.eval("[line.text for line in job.lines(0)]")
     assert lines == [f"line {i}\n" for i in range(5000)]
     assert kernel.eval("job.rank_status(0)") == "stopped"
+
+
+def test_a_rank_that_dies_is_the_cause_not_the_peer_whose_collective_broke(kernel):
+    """Rank 1 exits mid-training while rank 0 waits in a barrier; rank 0's gloo error ("Connection
+    reset by peer") may reach the kernel first, but the launch names rank 1's death as the failure."""
+    kernel.ok(
+        dedent("""
+        def dies_in_training():
+            import torch.distributed as dist
+            dist.init_process_group("gloo")
+            dist.barrier()
+            if dist.get_rank() == 1:
+                os._exit(1)
+            dist.barrier()
+    """)
+    )
+    for _ in range(3):
+        result = kernel.run("notebook_launcher(dies_in_training, num_processes=2, display='none')")
+        assert result.error["ename"] == "WorkerError", result.error["evalue"]
+        assert "rank 1 exited with code 1 without returning a result" in result.error["evalue"]
+    assert kernel.children() == []

@@ -53,6 +53,14 @@ from .worker import Worker, close_pipes, make_pipes
 __all__ = ["Supervisor", "RankEvents", "Phase", "STACKS_WAIT"]
 
 _START_LOCK = threading.Lock()  # a fork must not copy another launch's half-made pipes
+COLLATERAL_WAIT = 1.0  # seconds a "lost its peer" error waits for the peer's own failure to arrive
+_PEER_LOST = (
+    "Connection reset by peer",
+    "Connection closed by peer",
+    "Connection refused",
+    "remote process exited",
+    "Socket Timeout",
+)
 _EXIT_AFTER_RESULT = 10.0  # seconds a rank that returned may take to exit before it is ended
 STACKS_WAIT = 1.0  # seconds to wait for the stacks of ranks about to be ended
 
@@ -134,6 +142,8 @@ class Supervisor:
         self._stop_with_stacks = False
         self._ending_at: float | None = None  # after asking for stacks: when to end the ranks anyway
         self._pending_failure: BaseException | None = None
+        # a rank's error that only says it lost a peer, held briefly: the peer's own failure is the cause
+        self._collateral: tuple[int, BaseException, float, float] | None = None
         self._next_health_check = 0.0
         self._wake_r, self._wake_w = os.pipe()
         self._done = threading.Event()
@@ -185,6 +195,7 @@ class Supervisor:
             self._meet()
             self._start_workers()
             self._loop()
+            self._release_collateral()
         except LaunchError as refused:  # the rendezvous or a start refused: nothing (more) runs
             self._record.add_failure(None, refused, time.time())
         except BaseException as exc:  # a launcher fault must still end the ranks and reach the user
@@ -251,6 +262,7 @@ class Supervisor:
                     self._watchdog.deadline(),
                     self._ending_at,
                     self._health_deadline(),
+                    self._collateral[3] if self._collateral else None,
                 )
                 if d is not None
             ]
@@ -291,6 +303,8 @@ class Supervisor:
 
     def _check_time(self) -> None:
         now = time.monotonic()
+        if self._collateral is not None and now >= self._collateral[3]:
+            self._release_collateral()
         if self._ending_at is not None and now >= self._ending_at:
             self._finish_ending()
         if self.phase is not Phase.RUNNING:
@@ -443,7 +457,18 @@ class Supervisor:
 
     def _on_error(self, rank: int, report: Any, when: float) -> None:
         self._reported.add(rank)
-        self._fail(rank, rebuild_exception(rank, report), when)
+        exception = rebuild_exception(rank, report)
+        if self._collateral is None and self.phase is Phase.RUNNING and lost_a_peer(exception):
+            self._collateral = (rank, exception, when, time.monotonic() + COLLATERAL_WAIT)
+            return
+        self._fail(rank, exception, when)
+
+    def _release_collateral(self) -> None:
+        """No other rank failed first: the held error is the launch's failure after all."""
+        if self._collateral is not None:
+            rank, exception, when, _ = self._collateral
+            self._collateral = None
+            self._fail(rank, exception, when)
 
     # -- endings --------------------------------------------------------------------------------
 
@@ -464,6 +489,11 @@ class Supervisor:
                 self._fail(rank, WorkerError(rank, message, exitcode=worker.exitcode), time.time())
 
     def _fail(self, rank: int | None, exception: BaseException, when: float, tell_others: bool = True) -> None:
+        if self._collateral is not None and self._collateral[0] != rank:
+            held_rank, held, _, _ = self._collateral
+            self._collateral = None
+            if hasattr(exception, "add_note"):
+                exception.add_note(f"rank {held_rank} failed after it: {type(held).__name__}: {held}")
         elsewhere = self._meeting.failure_elsewhere() if tell_others else None
         if elsewhere is not None and hasattr(exception, "add_note"):  # e.g. a collective broken by it
             exception.add_note(f"another node failed first: {elsewhere}")
@@ -550,3 +580,17 @@ def _sweep_once() -> None:
     if not _swept:
         _swept = True
         sweep_dead_kernels()
+
+
+def lost_a_peer(exception: BaseException) -> bool:
+    """Whether a rank's error only says that a collective lost another rank (gloo/NCCL wording), so
+    the other rank's own failure, if it comes, is the real cause.
+
+    Example:
+        >>> lost_a_peer(RuntimeError("[rank 0] Read error [127.0.0.1]:16790: Connection reset by peer"))
+        True
+        >>> lost_a_peer(ValueError("[rank 1] bad batch"))
+        False
+    """
+    text = str(exception)
+    return isinstance(exception, RuntimeError) and any(marker in text for marker in _PEER_LOST)
