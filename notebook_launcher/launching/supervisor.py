@@ -53,7 +53,7 @@ from .worker import Worker, close_pipes, make_pipes
 __all__ = ["Supervisor", "RankEvents", "Phase", "STACKS_WAIT"]
 
 _START_LOCK = threading.Lock()  # a fork must not copy another launch's half-made pipes
-COLLATERAL_WAIT = 1.0  # seconds a "lost its peer" error waits for the peer's own failure to arrive
+COLLATERAL_WAIT = 3.0  # seconds a "lost its peer" error waits for the peer's own failure to arrive
 _PEER_LOST = (
     "Connection reset by peer",
     "Connection closed by peer",
