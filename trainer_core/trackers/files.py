@@ -10,16 +10,16 @@ from typing import Any
 __all__ = ["JSONTracker", "CSVTracker", "TensorBoardTracker", "make_trackers"]
 
 
-class JSONTracker:
-    """One JSON line per ``log`` call in ``<logging_dir>/<project>/metrics.jsonl``."""
+class _FileTracker:
+    """A tracker writing ``<logging_dir>/<project>/<file_name>``, with ``config.json`` beside it."""
 
-    name = "json"
+    name = ""
+    file_name = ""
 
     def __init__(self, project: str, logging_dir: str) -> None:
         self.directory = os.path.join(logging_dir, project)
         os.makedirs(self.directory, exist_ok=True)
-        self.path = os.path.join(self.directory, "metrics.jsonl")
-        self.records: list[dict] = []
+        self.path = os.path.join(self.directory, self.file_name)
 
     @property
     def tracker(self) -> Any:
@@ -28,6 +28,20 @@ class JSONTracker:
     def store_init_configuration(self, config: dict) -> None:
         with open(os.path.join(self.directory, "config.json"), "w") as file:
             json.dump(config, file, indent=2, default=str)
+
+    def finish(self) -> None:
+        pass
+
+
+class JSONTracker(_FileTracker):
+    """One JSON line per ``log`` call in ``<logging_dir>/<project>/metrics.jsonl``."""
+
+    name = "json"
+    file_name = "metrics.jsonl"
+
+    def __init__(self, project: str, logging_dir: str) -> None:
+        super().__init__(project, logging_dir)
+        self.records: list[dict] = []
 
     def log(self, values: dict, step: int | None = None, **kwargs: Any) -> None:
         record = {"step": step, "values": values}
@@ -35,29 +49,17 @@ class JSONTracker:
         with open(self.path, "a") as file:
             file.write(json.dumps(record, default=float) + "\n")
 
-    def finish(self) -> None:
-        pass
 
-
-class CSVTracker:
+class CSVTracker(_FileTracker):
     """One row per ``log`` call in ``<logging_dir>/<project>/metrics.csv`` (rewritten when a new name appears)."""
 
     name = "csv"
+    file_name = "metrics.csv"
 
     def __init__(self, project: str, logging_dir: str) -> None:
-        self.directory = os.path.join(logging_dir, project)
-        os.makedirs(self.directory, exist_ok=True)
-        self.path = os.path.join(self.directory, "metrics.csv")
+        super().__init__(project, logging_dir)
         self.rows: list[dict] = []
         self.columns: list[str] = ["step"]
-
-    @property
-    def tracker(self) -> Any:
-        return self.path
-
-    def store_init_configuration(self, config: dict) -> None:
-        with open(os.path.join(self.directory, "config.json"), "w") as file:
-            json.dump(config, file, indent=2, default=str)
 
     def log(self, values: dict, step: int | None = None, **kwargs: Any) -> None:
         self.rows.append({"step": step, **values})
@@ -74,9 +76,6 @@ class CSVTracker:
             writer = csv.DictWriter(file, self.columns)
             writer.writeheader()
             writer.writerows(self.rows)
-
-    def finish(self) -> None:
-        pass
 
 
 class TensorBoardTracker:
