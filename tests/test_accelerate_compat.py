@@ -8,7 +8,8 @@ must pass on both ranks, except the deliberate differences listed here with thei
 
 ``test_distributed_data_loop.py`` runs too, although Accelerate itself hangs in its join test on
 CPU (its ``join_uneven_inputs`` works on GPUs only; ours uses torch's ``Join`` on CPUs as well).
-Not run yet: ``external_deps/test_metrics.py`` (needs the ``datasets`` and ``evaluate`` packages).
+``external_deps/test_metrics.py`` imports ``datasets``, ``evaluate`` and ``transformers`` (test
+extras); on CPU it runs its torch-metrics tests (the GLUE ones need a GPU and a download).
 """
 
 from __future__ import annotations
@@ -35,9 +36,10 @@ DELIBERATE = {
     "test_stateful_dataloader_save_state(accelerator)",
 }
 
-# the test calls each script's main makes on 2 CPU ranks (Accelerate itself passes all of the first
-# three here; in test_distributed_data_loop it passes 2 and then hangs)
-EXPECTED = {"test_script": 17, "test_sync": 4, "test_ops": 10, "test_distributed_data_loop": 14}
+# the test calls each script's main makes on 2 CPU ranks (Accelerate itself passes all of them in
+# test_script, test_sync, test_ops and test_metrics here; in test_distributed_data_loop it passes 2
+# and then hangs)
+EXPECTED = {"test_script": 18, "test_sync": 4, "test_ops": 10, "test_distributed_data_loop": 14, "test_metrics": 6}
 
 
 @pytest.mark.parametrize("script", sorted(EXPECTED))

@@ -41,8 +41,10 @@ class DataLoaderConfiguration:
     batches are dealt out to the processes in turn, without padding (some get one batch fewer or a
     shorter last one; use ``join_uneven_inputs`` for DDP). ``use_stateful_dataloader=True``:
     ``save_state``/``load_state`` also keep where each loader was in its epoch (a prepared loader
-    always has ``state_dict``/``load_state_dict``). ``dispatch_batches=True`` is refused with a
-    clear error (not supported yet).
+    always has ``state_dict``/``load_state_dict``). ``dispatch_batches=True``: each process
+    gets the batches rank 0 would have dispatched to it, loaded by the process itself (every
+    process iterates the loader in step; an iterable dataset must give every process the same
+    stream).
     """
 
     split_batches: bool = False
@@ -60,8 +62,6 @@ class DataLoaderConfiguration:
             return cls()
         values = {name: getattr(config, name) for name in cls.__dataclass_fields__ if hasattr(config, name)}
         made = cls(**values)
-        if made.dispatch_batches:
-            raise NotImplementedError("dispatch_batches=True is not supported yet: every process loads its own share")
         return made
 
 

@@ -14,6 +14,7 @@ Example:
 from __future__ import annotations
 
 import os
+import sys
 from dataclasses import dataclass
 from typing import Any
 
@@ -92,6 +93,14 @@ class DistributedState:
     def wait_for_everyone(self):
         """Every process waits here until all have come (a no-op in one process)."""
         self.barrier()
+
+    def _reset_state(self, reset_partial_state=False):
+        """Accelerate's reset of its singleton state, which code written for it calls between runs.
+        This state belongs to its Accelerator and needs none; Accelerate's shared state (made by
+        ``trainer_core.interop``) is reset, so the next Accelerator sets it up afresh."""
+        accelerate_state = sys.modules.get("accelerate.state")
+        if accelerate_state is not None:
+            accelerate_state.AcceleratorState._reset_state(reset_partial_state)
 
     def destroy_process_group(self):
         """Tear down the default process group this state joined, if it is still up."""
