@@ -17,7 +17,7 @@ def no_workers_left(kernel):
 @pytest.fixture()
 def dist(kernel):
     """Two running fork workers with a gloo process group; stopped (and checked gone) afterwards."""
-    kernel.ok("%dist start 2 --backend gloo")
+    kernel.ok("%dist start 2 --backend gloo --display text")
     yield kernel
     kernel.ok("%dist stop")
     assert kernel.children() == []
@@ -60,7 +60,7 @@ def test_an_interrupt_ends_the_cell_on_every_rank_and_keeps_the_workers(dist):
 
 
 def test_a_second_interrupt_stops_workers_stuck_in_a_collective_and_shows_where(kernel):
-    kernel.ok("%dist start 2 --backend gloo")
+    kernel.ok("%dist start 2 --backend gloo --display text")
     msg_id = kernel.submit(
         "%%dist\nimport torch, torch.distributed as dist\nprint('in', flush=True)\n"
         "if dist.get_rank() == 0:\n    dist.barrier()          # rank 1 never comes\nelse:\n"
@@ -88,7 +88,7 @@ def test_a_dead_rank_ends_the_workers_with_its_reason(kernel):
 
 
 def test_fifty_cells_leak_nothing_and_stop_leaves_no_process(kernel):
-    kernel.ok("%dist start 2 --spawn")
+    kernel.ok("%dist start 2 --spawn --display text")
     kernel.ok("import psutil\nme = psutil.Process()")
     kernel.ok("%%dist\nn = 0")
     fds, threads, children = kernel.eval("(me.num_fds(), me.num_threads(), len(me.children(recursive=True)))")
@@ -139,3 +139,25 @@ def test_kernel_shutdown_leaves_no_worker_behind():
         session.shutdown()
     _, alive = psutil.wait_procs(workers, timeout=10)  # an upper bound: they end with the kernel
     assert alive == []
+
+
+def test_a_dist_cell_shows_as_a_launch_and_the_saved_notebook_keeps_every_rank(kernel):
+    """With the default display a call is shown as a launch of its own: the live widget while it
+    runs, then the static form (every rank's lines, the failing rank's traceback) the notebook keeps.
+    (The test kernels default to text output; a notebook's default is this widget.)"""
+    kernel.ok("%dist start 2 --display widget")
+    result = kernel.run(
+        "%%dist\nimport os, time\nfor i in range(3):\n    print(f'step {i} on', os.environ['RANK'])\n"
+        "    time.sleep(0.2)"
+    )
+    assert result.error is None
+    final = [out["display"] for out in result.outputs if "display" in out][-1]
+    assert "application/vnd.jupyter.widget-view+json" not in final  # the widget gave way to the static form
+    assert "[rank 0] step 2 on 0" in final["text/plain"] and "[rank 1] step 2 on 1" in final["text/plain"]
+    assert "succeeded" in final["text/plain"] and "step 0 on 1" in final["text/html"]
+    failed = kernel.run("%%dist --ranks 1\nprint('about to fail')\n1 / 0")
+    assert failed.error["ename"] == "ZeroDivisionError"
+    shown = [out["display"] for out in failed.outputs if "display" in out][-1]["text/plain"]
+    assert "[rank 1] about to fail" in shown and "ZeroDivisionError" in shown
+    kernel.ok("%dist stop")
+    assert kernel.children() == []

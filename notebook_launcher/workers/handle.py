@@ -41,16 +41,16 @@ from typing import Any
 
 from ..choices import check_choice
 from ..errors import LaunchError
-from ..frontend.views import LaunchView
 from ..wire import rebuild_exception
-from .router import Call, CallRouter, text_view
+from .call_record import CallLaunch
+from .router import Call, CallRouter, call_view
 from .serve import serve
 
 __all__ = ["Workers", "start_workers", "current_workers"]
 
 CONNECT_TIMEOUT = 120.0  # seconds for every rank to start and connect back (spawn, slow imports)
 STOP_TIMEOUT = 10.0  # seconds ranks get to end after being told to stop, before they are ended
-CALL_DISPLAYS = ("text", "none")
+CALL_DISPLAYS = ("auto", "widget", "text", "none")
 
 _INTERRUPTING = "interrupting the call on every rank (interrupt again to stop the workers)"
 
@@ -63,7 +63,7 @@ def current_workers() -> Workers | None:
 
 
 def start_workers(
-    num_processes: int | None = None, backend: str | None = None, display: str = "text", **launch_options: Any
+    num_processes: int | None = None, backend: str | None = None, display: str = "auto", **launch_options: Any
 ) -> Workers:
     """Start ``num_processes`` long-lived ranks and return their ``Workers`` handle.
 
@@ -72,8 +72,10 @@ def start_workers(
         backend: initialise the default process group with this backend ("gloo", "nccl") on every
             rank before returning; None leaves it to you (``dist.init_process_group()`` in a cell
             works, the torchrun environment is set).
-        display: how calls show what the ranks print: "text" (``[rank N]`` lines in the calling
-            cell) or "none" (kept in ``workers.launch.logs(rank)`` only).
+        display: how each call shows what the ranks print, in the calling cell, as a launch does:
+            "auto" (the live widget and the static form the notebook keeps, one tab per rank, in a
+            Jupyter kernel; text elsewhere), "widget", "text" (``[rank N]`` lines) or "none" (kept in
+            ``workers.launch.logs(rank)`` only).
         launch_options: ``launch``'s other arguments (``start_method``, ``device``,
             ``mixed_precision``, ``grace_period``, ...); ``max_restarts`` is not offered: a restart
             would lose the ranks' state.
@@ -166,7 +168,7 @@ class Workers:
     rank's frames) and the workers stay up for the next call; only a rank that dies ends them.
     """
 
-    def __init__(self, launch, router: CallRouter, connections, pids, directory, display="text") -> None:
+    def __init__(self, launch, router: CallRouter, connections, pids, directory, display="auto") -> None:
         self.launch = launch
         self._router = router
         self._connections: dict[int, Connection] = connections
@@ -284,8 +286,9 @@ class Workers:
             raise RuntimeError("the workers are running another call (from another thread)")
         try:
             self._check_running()
-            view: LaunchView = text_view(self.launch.plan.log_line_prefix) if self._display == "text" else LaunchView()
-            call = Call(next(self._ids), ranks, view)
+            call_id = next(self._ids)
+            view = call_view(self._display, self.launch.plan.log_line_prefix)
+            call = Call(call_id, ranks, view, CallLaunch(self.launch, call_id, ranks))
             self._busy = True
             self._router.begin(call)
             try:
@@ -295,10 +298,17 @@ class Workers:
                     except OSError:  # the rank died; the launch's failure says how
                         break
                 self._wait(call)
+                values, failure = self._outcome(call)
+            except BaseException as interrupted:  # an interrupt, or the workers ended: the call's view says so
+                values, failure = {}, (call.ranks[0], interrupted)
+                raise
             finally:
+                call.handle.finish(values, failure)
                 self._router.end(call)
                 self._busy = False
-            return self._results(call)
+            if failure is not None:
+                raise failure[1]
+            return [values[rank] for rank in call.ranks]
         finally:
             self._lock.release()
 
@@ -364,16 +374,20 @@ class Workers:
             raise
         raise LaunchError("the workers ended during the call")
 
-    def _results(self, call: Call) -> list:
+    def _outcome(self, call: Call) -> tuple[dict[int, Any], tuple[int, BaseException] | None]:
+        """Each rank's value, and the first failing rank's rebuilt exception (others noted on it)."""
         failures = [(rank, call.replies[rank]["error"]) for rank in call.ranks if "error" in call.replies[rank]]
-        if failures:
-            rank, report = failures[0]
-            error = rebuild_exception(rank, report)
-            if len(failures) > 1 and hasattr(error, "add_note"):
-                others = ", ".join(f"rank {r}: {report['type']}" for r, report in failures[1:])
-                error.add_note(f"the call failed on other ranks too ({others}); the workers are still running")
-            raise error
-        return [pickle.loads(call.replies[rank]["value"]) for rank in call.ranks]
+        values = {
+            rank: pickle.loads(call.replies[rank]["value"]) for rank in call.ranks if "value" in call.replies[rank]
+        }
+        if not failures:
+            return values, None
+        rank, report = failures[0]
+        error = rebuild_exception(rank, report)
+        if len(failures) > 1 and hasattr(error, "add_note"):
+            others = ", ".join(f"rank {r}: {report['type']}" for r, report in failures[1:])
+            error.add_note(f"the call failed on other ranks too ({others}); the workers are still running")
+        return values, (rank, error)
 
 
 class _Sigints:

@@ -1,12 +1,15 @@
 """``%dist`` and ``%%dist``: persistent workers from notebook cells (``%load_ext notebook_launcher``).
 
-    %dist start 2 [--spawn] [--backend gloo]   start 2 workers (fork by default)
+    %dist start 2 [--spawn] [--backend gloo] [--display text]
+                                               start 2 workers (fork by default)
     %%dist [--ranks 0,1]                       run this cell on every worker (or those ranks)
     %dist status                               the workers and their ranks
     %dist stop                                 end them
 
-A ``%%dist`` cell shows what each rank printed as ``[rank N]`` lines and each rank's value of the
-cell's last expression; a rank's exception is raised with the cell's own line numbers.
+A ``%%dist`` cell shows what the ranks print as a launch does (the live widget with a tab per rank
+while it runs, then the static form the notebook keeps; ``--display text`` for ``[rank N]``
+lines), then each rank's value of the cell's last expression; a rank's exception is raised with
+the cell's own line numbers.
 
 Example:
     >>> parse_start("2 --spawn --backend gloo")
@@ -27,7 +30,10 @@ from .handle import current_workers, start_workers
 
 __all__ = ["register", "parse_start", "parse_ranks"]
 
-USAGE = "usage: %dist start N [--spawn] [--backend gloo] | %dist status | %dist stop | %%dist [--ranks 0,1]"
+USAGE = (
+    "usage: %dist start N [--spawn] [--backend gloo] [--display auto|widget|text|none] | %dist status"
+    " | %dist stop | %%dist [--ranks 0,1]"
+)
 
 
 class _Parser(argparse.ArgumentParser):
@@ -42,8 +48,11 @@ def parse_start(line: str) -> dict:
     parser.add_argument("--spawn", action="store_true")
     parser.add_argument("--fork", action="store_true")
     parser.add_argument("--backend")
+    parser.add_argument("--display", choices=["auto", "widget", "text", "none"])
     args = parser.parse_args(shlex.split(line))
     options: dict = {"num_processes": args.num_processes}
+    if args.display:
+        options["display"] = args.display
     if args.spawn or args.fork:
         options["start_method"] = "spawn" if args.spawn else "fork"
     if args.backend:

@@ -1,9 +1,11 @@
 """The view of a workers launch: each call's output goes to the cell that made the call.
 
 The workers' launch outlives the cell that started it, so its events are routed: while a call runs,
-what the called ranks write is shown in the calling cell (rank-prefixed lines, as ``display="text"``
-shows a launch, kept by the saved notebook), and the ranks' replies are handed to the waiting call.
-Views write from the supervisor's thread inside a copy of the calling cell's context, which is how
+what the called ranks write is shown in the calling cell, and the ranks' replies are handed to the
+waiting call.
+Each call is shown as a launch of its own (``call_record.CallLaunch``: the live widget while it
+runs, then its static form, as ``display`` chooses). Views write from the supervisor's thread
+inside a copy of the calling cell's context, which is how
 the kernel knows the lines belong to that cell. What ranks write between calls (a background
 thread) is kept on the launch (``logs``) but shown nowhere.
 
@@ -16,20 +18,23 @@ from __future__ import annotations
 
 import contextvars
 import threading
+import time
 from typing import Any
 
-from ..frontend.views import LaunchView, TextView
+from ..frontend.views import LaunchView
 
 __all__ = ["CallRouter", "Call"]
 
 
 class Call:
-    """One call to some ranks: their replies as they come, and the view showing their output."""
+    """One call to some ranks: their replies as they come, and the view showing what they wrote
+    (through ``handle``, the call seen as a launch of its own)."""
 
-    def __init__(self, call_id: int, ranks: list[int], view: LaunchView) -> None:
+    def __init__(self, call_id: int, ranks: list[int], view: LaunchView, handle: Any = None) -> None:
         self.id = call_id
         self.ranks = ranks
         self.view = view
+        self.handle = handle
         self.replies: dict[int, dict] = {}
         self.context = contextvars.copy_context()
         self.answered = threading.Condition()
@@ -54,7 +59,7 @@ class CallRouter(LaunchView):
         self._forwarding = threading.Lock()
 
     def begin(self, call: Call) -> None:
-        call.view.on_start(self._launch)
+        call.view.on_start(call.handle if call.handle is not None else self._launch)
         self.call = call
 
     def end(self, call: Call) -> None:
@@ -62,7 +67,7 @@ class CallRouter(LaunchView):
         with self._forwarding:  # the supervisor's thread may be writing the call's last lines
             if self.call is call:
                 self.call = None
-        call.view.on_finish(self._launch)
+        call.view.on_finish(call.handle if call.handle is not None else self._launch)
 
     def _forward(self, rank: int, method: str, *args: Any) -> None:
         with self._forwarding:
@@ -74,10 +79,26 @@ class CallRouter(LaunchView):
         self._launch = launch
 
     def on_output(self, rank: int, stream: str, text: str) -> None:
+        call = self.call
+        if call is not None and call.handle is not None and rank in call.ranks:
+            call.handle.record.add_output(rank, stream, text)
         self._forward(rank, "on_output", stream, text)
 
+    def on_live(self, rank: int, stream: str, text: str) -> None:
+        self._forward(rank, "on_live", stream, text)
+
     def on_display(self, rank: int, index: int, replaced: bool) -> None:
+        call = self.call
+        if call is not None and call.handle is not None and rank in call.ranks:
+            line = self._launch.line(rank, index)  # the workers' log entry, copied into the call's
+            index, replaced = call.handle.record.add_display(rank, line.bundle, line.display_id, replaced)
         self._forward(rank, "on_display", index, replaced)
+
+    def on_metric(self, rank: int, metric: Any) -> None:
+        call = self.call
+        if call is not None and call.handle is not None and rank in call.ranks:
+            call.handle.record.add_metric(rank, metric, time.time())
+        self._forward(rank, "on_metric", metric)
 
     def on_reply(self, rank: int, payload: Any) -> None:
         call = self.call
@@ -99,6 +120,9 @@ class CallRouter(LaunchView):
             self.on_end()
 
 
-def text_view(line_prefix: str | None = None) -> TextView:
-    """The view of one call: ``[rank N]`` lines in the calling cell."""
-    return TextView(line_prefix=line_prefix)
+def call_view(display: str, line_prefix: str | None = None) -> LaunchView:
+    """The view of one call in the calling cell: the launch views' (widget and static form, or
+    ``[rank N]`` text, or nothing), chosen as for a launch."""
+    from ..frontend.views import select_view
+
+    return select_view(display, line_prefix=line_prefix)
