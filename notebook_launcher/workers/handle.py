@@ -43,6 +43,7 @@ from ..choices import check_choice
 from ..errors import LaunchError
 from ..wire import rebuild_exception
 from .call_record import CallLaunch
+from .interrupts import CountedInterrupts
 from .router import Call, CallRouter, call_view
 from .serve import serve
 
@@ -326,7 +327,7 @@ class Workers:
             raise LaunchError(f"the workers have {self.status}; start new ones with start_workers() or %dist start")
 
     def _wait(self, call: Call) -> None:
-        sigints = _Sigints()
+        sigints = CountedInterrupts()
         with sigints:
             while True:
                 try:
@@ -388,32 +389,3 @@ class Workers:
             others = ", ".join(f"rank {r}: {report['type']}" for r, report in failures[1:])
             error.add_note(f"the call failed on other ranks too ({others}); the workers are still running")
         return values, (rank, error)
-
-
-class _Sigints:
-    """Counts the kernel's interrupts while a call is waited on; only an armed one raises, so a
-    second interrupt that comes while the first is being handled is counted, never lost or raised
-    in the middle of that handling."""
-
-    def __init__(self) -> None:
-        self.count = 0
-        self._armed = True
-        self._previous: Any = None
-
-    def __enter__(self) -> _Sigints:
-        if threading.current_thread() is threading.main_thread():
-            self._previous = signal.signal(signal.SIGINT, self._on_sigint)
-        return self
-
-    def _on_sigint(self, signum: int, frame: Any) -> None:
-        self.count += 1
-        if self._armed:
-            self._armed = False
-            raise KeyboardInterrupt
-
-    def rearm(self) -> None:
-        self._armed = True
-
-    def __exit__(self, *exc: Any) -> None:
-        if self._previous is not None:
-            signal.signal(signal.SIGINT, self._previous)

@@ -30,7 +30,7 @@ class Call:
     """One call to some ranks: their replies as they come, and the view showing what they wrote
     (through ``handle``, the call seen as a launch of its own)."""
 
-    def __init__(self, call_id: int, ranks: list[int], view: LaunchView, handle: Any = None) -> None:
+    def __init__(self, call_id: int, ranks: list[int], view: LaunchView, handle: Any) -> None:
         self.id = call_id
         self.ranks = ranks
         self.view = view
@@ -59,7 +59,7 @@ class CallRouter(LaunchView):
         self._forwarding = threading.Lock()
 
     def begin(self, call: Call) -> None:
-        call.view.on_start(call.handle if call.handle is not None else self._launch)
+        call.view.on_start(call.handle)
         self.call = call
 
     def end(self, call: Call) -> None:
@@ -67,49 +67,55 @@ class CallRouter(LaunchView):
         with self._forwarding:  # the supervisor's thread may be writing the call's last lines
             if self.call is call:
                 self.call = None
-        call.view.on_finish(call.handle if call.handle is not None else self._launch)
+        call.view.on_finish(call.handle)
 
-    def _forward(self, rank: int, method: str, *args: Any) -> None:
+    def _called(self, rank: int) -> Call | None:
+        """The running call, if ``rank`` takes part in it."""
+        call = self.call
+        return call if call is not None and rank in call.ranks else None
+
+    def _show(self, call: Call, method: str, *args: Any) -> Any:
         with self._forwarding:
-            call = self.call
-            if call is not None and rank in call.ranks:
-                call.context.run(getattr(call.view, method), rank, *args)
+            if self.call is call:
+                return call.context.run(getattr(call.view, method), *args)
+        return None
 
     def on_start(self, launch: Any) -> None:
         self._launch = launch
 
     def on_output(self, rank: int, stream: str, text: str) -> None:
-        call = self.call
-        if call is not None and call.handle is not None and rank in call.ranks:
+        call = self._called(rank)
+        if call is not None:
             call.handle.record.add_output(rank, stream, text)
-        self._forward(rank, "on_output", stream, text)
+            self._show(call, "on_output", rank, stream, text)
 
     def on_live(self, rank: int, stream: str, text: str) -> None:
-        self._forward(rank, "on_live", stream, text)
+        call = self._called(rank)
+        if call is not None:
+            self._show(call, "on_live", rank, stream, text)
 
     def on_display(self, rank: int, index: int, replaced: bool) -> None:
-        call = self.call
-        if call is not None and call.handle is not None and rank in call.ranks:
+        call = self._called(rank)
+        if call is not None:
             line = self._launch.line(rank, index)  # the workers' log entry, copied into the call's
             index, replaced = call.handle.record.add_display(rank, line.bundle, line.display_id, replaced)
-        self._forward(rank, "on_display", index, replaced)
+            self._show(call, "on_display", rank, index, replaced)
 
     def on_metric(self, rank: int, metric: Any) -> None:
-        call = self.call
-        if call is not None and call.handle is not None and rank in call.ranks:
+        call = self._called(rank)
+        if call is not None:
             call.handle.record.add_metric(rank, metric, time.time())
-        self._forward(rank, "on_metric", metric)
+            self._show(call, "on_metric", rank, metric)
 
     def on_reply(self, rank: int, payload: Any) -> None:
         call = self.call
         if call is not None and payload.get("call") == call.id:
             call.add_reply(rank, payload)
 
-    def flush(self) -> None:
-        with self._forwarding:
-            call = self.call
-            if call is not None:
-                call.context.run(call.view.flush)
+    def flush(self) -> Any:
+        """The call's view's flush; returns when it wants to be called again (the widget's redraws)."""
+        call = self.call
+        return self._show(call, "flush") if call is not None else None
 
     def on_finish(self, launch: Any) -> None:
         call = self.call

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import os
 import pickle
-import signal
 import socket
 from collections.abc import Callable
 from multiprocessing.connection import Connection
@@ -29,6 +28,7 @@ from typing import Any
 
 from ..rank.capture import flush_output
 from ..wire import REPLY, dumps_for_kernel, error_report, rank_channel
+from .interrupts import CountedInterrupts
 from .source import run_source
 
 __all__ = ["serve"]
@@ -56,9 +56,8 @@ def serve(address: str, token: bytes) -> None:
 
 
 def _answer(call_id: int, kind: str, payload: Any, namespace: dict) -> dict:
-    interrupts = _Interrupts()
     try:
-        with interrupts:
+        with CountedInterrupts():
             value = _CALLS[kind](payload, namespace)
         return {"call": call_id, "value": dumps_for_kernel(value)}
     except BaseException as exc:  # the call's failure goes to the kernel; the worker lives on
@@ -101,19 +100,3 @@ def _shown(value: Any) -> str:
         return pretty(value)
     except ImportError:
         return repr(value)
-
-
-class _Interrupts:
-    """SIGINT raises KeyboardInterrupt in the call (once), and is ignored again after it."""
-
-    def __enter__(self) -> None:
-        self._raised = False
-        signal.signal(signal.SIGINT, self._on_sigint)
-
-    def _on_sigint(self, signum: int, frame: Any) -> None:
-        if not self._raised:
-            self._raised = True
-            raise KeyboardInterrupt
-
-    def __exit__(self, *exc: Any) -> None:
-        signal.signal(signal.SIGINT, signal.SIG_IGN)
