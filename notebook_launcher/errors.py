@@ -15,7 +15,15 @@ from __future__ import annotations
 
 import signal
 
-__all__ = ["LaunchError", "LaunchStalled", "LaunchTimeout", "WorkerError", "WorkerTraceback", "describe_exit"]
+__all__ = [
+    "LaunchError",
+    "LaunchStalled",
+    "LaunchTimeout",
+    "WorkerError",
+    "WorkerTraceback",
+    "describe_exit",
+    "lost_a_peer",
+]
 
 
 class LaunchError(RuntimeError):
@@ -123,3 +131,26 @@ class LaunchTimeout(LaunchError):
         super().__init__(message)
         self.ranks = list(ranks)
         self.stacks = stacks
+
+
+_PEER_LOST = (  # how gloo and NCCL say that another rank went away
+    "Connection reset by peer",
+    "Connection closed by peer",
+    "Connection refused",
+    "remote process exited",
+    "Socket Timeout",
+)
+
+
+def lost_a_peer(exception: BaseException) -> bool:
+    """Whether a rank's error only says that a collective lost another rank (gloo/NCCL wording), so
+    the other rank's own failure, if it comes, is the real cause.
+
+    Example:
+        >>> lost_a_peer(RuntimeError("[rank 0] Read error [127.0.0.1]:16790: Connection reset by peer"))
+        True
+        >>> lost_a_peer(ValueError("[rank 1] bad batch"))
+        False
+    """
+    text = str(exception)
+    return isinstance(exception, RuntimeError) and any(marker in text for marker in _PEER_LOST)

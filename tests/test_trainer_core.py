@@ -520,3 +520,29 @@ def test_trackers_write_what_the_notebook_view_shows_and_checkpoint_hooks_run(tm
     assert json.loads((tmp_path / "run" / "config.json").read_text()) == {"lr": 0.1}
     shown = [m["values"]["loss"] for m in job.metrics if m["rank"] == 0]
     assert shown == [line["values"]["loss"] for line in lines]  # the same log calls reached the launch's view
+
+
+def test_load_state_accepts_tied_aliases_and_names_a_missing_weight(tmp_path):
+    """A tied weight is saved once (safetensors refuses shared storage): its other names load through
+    it; a weight missing from the file for good is an error naming it."""
+    from safetensors.torch import load_file, save_file
+
+    class Tied(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.embed = nn.Embedding(5, 3)
+            self.out = nn.Linear(3, 5, bias=False)
+            self.out.weight = self.embed.weight
+
+    accelerator = Accelerator(cpu=True)
+    saved = accelerator.prepare(Tied())
+    accelerator.save_state(str(tmp_path / "ok"))
+    again = Accelerator(cpu=True)
+    fresh = again.prepare(Tied())
+    again.load_state(str(tmp_path / "ok"))
+    assert torch.equal(fresh.out.weight, saved.embed.weight) and fresh.out.weight is fresh.embed.weight
+    weights = load_file(str(tmp_path / "ok" / "model.safetensors"))
+    save_file({}, str(tmp_path / "ok" / "model.safetensors"))  # the tied weight is gone under every name
+    with pytest.raises(RuntimeError, match=r"model.safetensors does not match the model: missing \[.*embed.weight"):
+        again.load_state(str(tmp_path / "ok"))
+    assert weights  # the file did hold the weight once

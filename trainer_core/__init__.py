@@ -21,7 +21,7 @@ from .big_modeling import (
     load_checkpoint_and_dispatch,
     load_checkpoint_in_model,
 )
-from .data import DataLoaderConfiguration
+from .data_config import DataLoaderConfiguration
 from .seeding import set_seed
 from .state import DistributedState
 

@@ -40,7 +40,9 @@ from torch.utils.data import DataLoader
 from torch.utils.hooks import RemovableHandle
 
 from . import checkpoint, ops, project
-from .data import DataLoaderConfiguration, DataState, PreparedDataLoader
+from .data import DataState, PreparedDataLoader
+from .data_config import DataLoaderConfiguration
+from .handlers import handler_kwargs
 from .interop import share_state_with_accelerate
 from .metrics import MetricLog
 from .optim import PreparedOptimizer, PreparedScheduler
@@ -48,6 +50,7 @@ from .precision import select_precision
 from .prepared import PreparedObjects
 from .project import ProjectConfiguration
 from .state import DistributedState
+from .trackers import NoTracker, make_trackers
 
 __all__ = ["Accelerator"]
 
@@ -89,10 +92,11 @@ class Accelerator:
         log_with: Any = None,
     ) -> None:
         self._log_with = log_with
+        self._trigger = False
         self.trackers: list = []
         self._save_hooks: collections.OrderedDict = collections.OrderedDict()
         self._load_hooks: collections.OrderedDict = collections.OrderedDict()
-        self._ddp_kwargs, scaler_kwargs, pg_timeout = _handler_kwargs(kwargs_handlers)
+        self._ddp_kwargs, scaler_kwargs, pg_timeout = handler_kwargs(kwargs_handlers)
         self.rng_types = rng_types  # accepted: prepared loaders are seeded alike on every rank anyway
         if gradient_accumulation_plugin is not None:
             if gradient_accumulation_steps != 1:
@@ -402,28 +406,15 @@ class Accelerator:
 
     def on_main_process(self, function):
         """Decorator: run ``function`` on the main process only (None elsewhere)."""
-
-        @functools.wraps(function)
-        def wrapper(*args, **kwargs):
-            return function(*args, **kwargs) if self.is_main_process else None
-
-        return wrapper
+        return _run_where(function, self.is_main_process)
 
     def on_local_main_process(self, function):
-        @functools.wraps(function)
-        def wrapper(*args, **kwargs):
-            return function(*args, **kwargs) if self.is_local_main_process else None
-
-        return wrapper
+        """Decorator: run ``function`` on each node's local main process only (None elsewhere)."""
+        return _run_where(function, self.is_local_main_process)
 
     def on_last_process(self, function):
         """Decorator: run ``function`` on the last process only (None elsewhere)."""
-
-        @functools.wraps(function)
-        def wrapper(*args, **kwargs):
-            return function(*args, **kwargs) if self.state.is_last_process else None
-
-        return wrapper
+        return _run_where(function, self.state.is_last_process)
 
     def on_process(self, function=None, process_index=None):
         """Decorator: run ``function`` on process ``process_index`` only (None elsewhere).
@@ -435,23 +426,13 @@ class Accelerator:
         """
         if function is None:
             return functools.partial(self.on_process, process_index=process_index)
-
-        @functools.wraps(function)
-        def wrapper(*args, **kwargs):
-            return function(*args, **kwargs) if self.process_index == process_index else None
-
-        return wrapper
+        return _run_where(function, self.process_index == process_index)
 
     def on_local_process(self, function=None, local_process_index=None):
         """Decorator: run ``function`` on local process ``local_process_index`` of each node only."""
         if function is None:
             return functools.partial(self.on_local_process, local_process_index=local_process_index)
-
-        @functools.wraps(function)
-        def wrapper(*args, **kwargs):
-            return function(*args, **kwargs) if self.local_process_index == local_process_index else None
-
-        return wrapper
+        return _run_where(function, self.local_process_index == local_process_index)
 
     # -- a flag any process can raise, seen by all (stop early when one rank decides to) -----------
 
@@ -468,7 +449,7 @@ class Accelerator:
             >>> accelerator.set_trigger(); accelerator.check_trigger(), accelerator.check_trigger()
             (True, False)
         """
-        flag = torch.tensor(1.0 if getattr(self, "_trigger", False) else 0.0, device=self.device)
+        flag = torch.tensor(1.0 if self._trigger else 0.0, device=self.device)
         raised = ops.reduce(self.state, flag, "sum").item() > 0
         self._trigger = False
         return raised
@@ -508,8 +489,6 @@ class Accelerator:
             >>> accelerator.get_tracker("json").records
             [{'step': 0, 'values': {'loss': 0.5}}]
         """
-        from .trackers import make_trackers
-
         if self._log_with is None or not self.is_main_process:
             return
         logging_dir = self.project_configuration.logging_dir or "."
@@ -524,7 +503,7 @@ class Accelerator:
         for tracker in self.trackers:
             if tracker.name == name:
                 return tracker.tracker if unwrap else tracker
-        return _NoTracker(name)
+        return NoTracker(name)
 
     # -- hooks around checkpoints ------------------------------------------------------------------
 
@@ -689,39 +668,14 @@ class Accelerator:
         self.wait_for_everyone()
 
 
-class _NoTracker:
-    """What ``get_tracker`` gives where no such tracker runs: every call does nothing."""
+def _run_where(function, here):
+    """``function`` where ``here`` is true for this process; elsewhere a stand-in returning None."""
 
-    def __init__(self, name):
-        self.name = name
-        self.tracker = None
+    @functools.wraps(function)
+    def wrapper(*args, **kwargs):
+        return function(*args, **kwargs) if here else None
 
-    def __getattr__(self, attribute):
-        return lambda *args, **kwargs: None
-
-
-def _handler_kwargs(handlers):
-    """(DDP options, GradScaler options, process-group timeout) from Accelerate-style kwargs handlers, by class name, so
-    Accelerate's own ``DistributedDataParallelKwargs`` / ``GradScalerKwargs`` objects work; an
-    ``InitProcessGroupKwargs`` is applied when the process group is made here (its timeout)."""
-    ddp: dict = {}
-    scaler: dict = {}
-    timeout = None
-    for handler in handlers or []:
-        name = type(handler).__name__
-        values = handler.to_kwargs() if hasattr(handler, "to_kwargs") else dict(vars(handler))
-        if name == "DistributedDataParallelKwargs":
-            ddp.update(values)
-        elif name == "GradScalerKwargs":
-            scaler.update(values)
-        elif name == "InitProcessGroupKwargs":
-            timeout = values.get("timeout", timeout)
-        else:
-            raise ValueError(
-                f"kwargs handler {name} is not supported: use DistributedDataParallelKwargs, GradScalerKwargs"
-                " or InitProcessGroupKwargs"
-            )
-    return ddp, scaler, timeout
+    return wrapper
 
 
 def _autocast_forward(forward, precision):

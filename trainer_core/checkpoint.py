@@ -199,12 +199,13 @@ def _load_safetensors(model, path):
     one of its names; the others are its aliases, not missing."""
     from safetensors.torch import load_file
 
+    from .big_modeling.dispatch import tied_groups
+
     missing, unexpected = model.load_state_dict(load_file(path), strict=False)
-    names: dict[int, list[str]] = {}
-    for name, parameter in model.named_parameters(remove_duplicate=False):
-        names.setdefault(id(parameter), []).append(name)
-    tied = {name for group in names.values() if len(group) > 1 for name in group}
-    missing = [name for name in missing if name not in tied]
+    loaded_through_alias = {
+        name for group in tied_groups(model) if any(other not in missing for other in group) for name in group
+    }
+    missing = [name for name in missing if name not in loaded_through_alias]
     if missing or unexpected:
         raise RuntimeError(
             f"{os.path.basename(path)} does not match the model: missing {missing}, unexpected {unexpected}"

@@ -37,7 +37,7 @@ from collections.abc import Callable
 from multiprocessing.connection import wait
 from typing import Any, Protocol
 
-from ..errors import LaunchError, LaunchStalled, LaunchTimeout, WorkerError, describe_exit
+from ..errors import LaunchError, LaunchStalled, LaunchTimeout, WorkerError, describe_exit, lost_a_peer
 from ..rank.bootstrap import RankSpec
 from ..starters.base import Starter
 from ..wire import DISPLAY, ERROR, METRIC, OUTPUT, REPLY, RESULT, STACKS, STACKS_SIGNAL, STATUS, rebuild_exception
@@ -54,13 +54,6 @@ __all__ = ["Supervisor", "RankEvents", "Phase", "STACKS_WAIT"]
 
 _START_LOCK = threading.Lock()  # a fork must not copy another launch's half-made pipes
 COLLATERAL_WAIT = 3.0  # seconds a "lost its peer" error waits for the peer's own failure to arrive
-_PEER_LOST = (
-    "Connection reset by peer",
-    "Connection closed by peer",
-    "Connection refused",
-    "remote process exited",
-    "Socket Timeout",
-)
 _EXIT_AFTER_RESULT = 10.0  # seconds a rank that returned may take to exit before it is ended
 STACKS_WAIT = 1.0  # seconds to wait for the stacks of ranks about to be ended
 
@@ -580,17 +573,3 @@ def _sweep_once() -> None:
     if not _swept:
         _swept = True
         sweep_dead_kernels()
-
-
-def lost_a_peer(exception: BaseException) -> bool:
-    """Whether a rank's error only says that a collective lost another rank (gloo/NCCL wording), so
-    the other rank's own failure, if it comes, is the real cause.
-
-    Example:
-        >>> lost_a_peer(RuntimeError("[rank 0] Read error [127.0.0.1]:16790: Connection reset by peer"))
-        True
-        >>> lost_a_peer(ValueError("[rank 1] bad batch"))
-        False
-    """
-    text = str(exception)
-    return isinstance(exception, RuntimeError) and any(marker in text for marker in _PEER_LOST)

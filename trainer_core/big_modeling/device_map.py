@@ -26,7 +26,15 @@ import torch
 
 from .sizes import format_size, module_sizes, parse_size, tensor_bytes
 
-__all__ = ["infer_auto_device_map", "get_max_memory", "check_device_map", "gpu_count", "normalize_device"]
+__all__ = [
+    "infer_auto_device_map",
+    "get_max_memory",
+    "check_device_map",
+    "gpu_count",
+    "normalize_device",
+    "placement",
+    "as_dtype",
+]
 
 Device = int | str
 
@@ -110,7 +118,7 @@ def infer_auto_device_map(
         >>> infer_auto_device_map(torch.nn.Linear(4, 4), max_memory={"cpu": "1MB"})
         {'': 'cpu'}
     """
-    dtype = _dtype(dtype)
+    dtype = as_dtype(dtype)
     no_split = set(no_split_module_classes or [])
     sizes = module_sizes(model, dtype)
     memory = get_max_memory(max_memory)
@@ -123,7 +131,8 @@ def infer_auto_device_map(
     return _merge(model, device_map)
 
 
-def _dtype(dtype: torch.dtype | str | None) -> torch.dtype | None:
+def as_dtype(dtype: torch.dtype | str | None) -> torch.dtype | None:
+    """``dtype`` as a torch dtype ("float16", "torch.bfloat16" or a dtype; None stays None)."""
     if dtype is None or isinstance(dtype, torch.dtype):
         return dtype
     name = dtype.replace("torch.", "")
@@ -226,14 +235,14 @@ def check_device_map(model: torch.nn.Module, device_map: dict) -> dict[str, Devi
     gpus = gpu_count()
     checked = {name: normalize_device(device, gpus) for name, device in device_map.items()}
     names = [name for name, _ in [*model.named_parameters(), *model.named_buffers()]]
-    unplaced = [name for name in names if _placement(checked, name) is None]
+    unplaced = [name for name in names if placement(checked, name) is None]
     if unplaced:
         shown = ", ".join(unplaced[:10]) + (f" and {len(unplaced) - 10} more" if len(unplaced) > 10 else "")
         raise ValueError(f"the device map does not place {shown}")
     return checked
 
 
-def _placement(device_map: dict[str, Device], name: str) -> Device | None:
+def placement(device_map: dict[str, Device], name: str) -> Device | None:
     """The device of tensor or module ``name``: its longest prefix in the map."""
     while True:
         if name in device_map:

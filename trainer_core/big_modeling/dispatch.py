@@ -27,12 +27,13 @@ from typing import Any
 
 import torch
 
-from .device_map import _placement, check_device_map, gpu_count, infer_auto_device_map
+from .device_map import as_dtype, check_device_map, gpu_count, infer_auto_device_map, placement
 from .files import checkpoint_files, checkpoint_keys, iter_tensors
 from .hooks import PlacementHook, attach, set_tensor
 from .offload import OffloadFolder
 
 __all__ = [
+    "tied_groups",
     "dispatch_model",
     "load_checkpoint_and_dispatch",
     "load_checkpoint_in_model",
@@ -52,7 +53,8 @@ def _main_device(device_map: dict[str, Any]) -> int | str:
     return gpus[0] if gpus else "cpu"
 
 
-def _tied_groups(model: torch.nn.Module) -> list[list[str]]:
+def tied_groups(model: torch.nn.Module) -> list[list[str]]:
+    """The names under which each tied parameter appears, for parameters with more than one."""
     groups: dict[int, list[str]] = {}
     for name, param in model.named_parameters(remove_duplicate=False):
         groups.setdefault(id(param), []).append(name)
@@ -80,13 +82,11 @@ def load_checkpoint_in_model(
         ValueError: the checkpoint's keys do not match the model's (missing and unexpected listed),
             or the map offloads to disk without an ``offload_folder``.
     """
-    from .device_map import _dtype
-
-    dtype = _dtype(dtype)
+    dtype = as_dtype(dtype)
     _check_dtype(dtype, device_map)
     device_map = check_device_map(model, device_map if device_map is not None else {"": "cpu"})
     files = checkpoint_files(checkpoint)
-    tied = _tied_groups(model)
+    tied = tied_groups(model)
     aliases = {name for group in tied for name in group[1:]}
     expected = [name for name, _ in model.named_parameters()] + [
         name for name, _ in model.named_buffers() if _persistent(model, name)
@@ -109,7 +109,7 @@ def load_checkpoint_in_model(
             continue
         if dtype is not None and tensor.is_floating_point():
             tensor = tensor.to(dtype)
-        device = _placement(device_map, name)
+        device = placement(device_map, name)
         if device == "disk":
             assert folder is not None
             folder.write(name, tensor)
@@ -172,7 +172,7 @@ def dispatch_model(
     on ``main_device`` (default: the first GPU in the map, else the CPU).
     """
     device_map = check_device_map(model, device_map)
-    tied = _tied_groups(model)
+    tied = tied_groups(model)
     main = main_device if main_device is not None else _main_device(device_map)
     main_torch = _torch_device(main)
     folder = OffloadFolder(offload_dir) if offload_dir is not None else None
@@ -183,7 +183,7 @@ def dispatch_model(
         sources: dict[str, Any] = {}
         for attr, tensor in owned:
             name = f"{module_name}.{attr}" if module_name else attr
-            device = _placement(device_map, name)
+            device = placement(device_map, name)
             if device == "disk":
                 assert folder is not None
                 if name not in folder:

@@ -18,6 +18,6 @@ Example:
     [{'step': 0, 'values': {'loss': 0.5}}]
 """
 
-from .files import CSVTracker, JSONTracker, TensorBoardTracker, make_trackers
+from .files import CSVTracker, JSONTracker, NoTracker, TensorBoardTracker, make_trackers
 
-__all__ = ["CSVTracker", "JSONTracker", "TensorBoardTracker", "make_trackers"]
+__all__ = ["CSVTracker", "JSONTracker", "NoTracker", "TensorBoardTracker", "make_trackers"]

@@ -7,7 +7,7 @@ import json
 import os
 from typing import Any
 
-__all__ = ["JSONTracker", "CSVTracker", "TensorBoardTracker", "make_trackers"]
+__all__ = ["JSONTracker", "CSVTracker", "TensorBoardTracker", "NoTracker", "make_trackers"]
 
 
 class _FileTracker:
@@ -105,6 +105,17 @@ class TensorBoardTracker:
 
     def finish(self) -> None:
         self.writer.close()
+
+
+class NoTracker:
+    """What ``get_tracker`` gives where no such tracker runs: every call does nothing."""
+
+    def __init__(self, name):
+        self.name = name
+        self.tracker = None
+
+    def __getattr__(self, attribute):
+        return lambda *args, **kwargs: None
 
 
 _BUILT_IN = {"json": JSONTracker, "csv": CSVTracker, "tensorboard": TensorBoardTracker}
