@@ -7,7 +7,7 @@ import os
 import psutil
 import pytest
 from browser import CHROMIUM, CHROMIUM_ARGS, LabServer
-from kernel_session import KernelSession, is_start_server
+from kernel_session import KernelSession, is_kernel_helper
 
 
 def _has_cuda():
@@ -60,7 +60,7 @@ def no_stray_processes():
     before = {child.pid for child in psutil.Process(os.getpid()).children()}
     yield
     after = psutil.Process(os.getpid()).children()
-    stray = [child for child in after if child.pid not in before and _alive(child) and not is_start_server(child)]
+    stray = [child for child in after if child.pid not in before and _alive(child) and not is_kernel_helper(child)]
     for child in stray:
         child.kill()
     assert not stray, f"test left processes behind: {[(c.pid, c.name()) for c in stray]}"

@@ -208,12 +208,12 @@ class KernelSession:
         self.manager.interrupt_kernel()
 
     def children(self):
-        """The kernel's live descendant processes (zombies excluded), except its spawn start server:
-        that stays warm between launches on purpose (its ranks do count)."""
+        """The kernel's live descendant processes (zombies excluded), except its spawn start server and
+        its guardian: they stay between launches on purpose (the server's ranks do count)."""
         alive = []
         for child in self.process.children(recursive=True):
             try:
-                if child.status() != psutil.STATUS_ZOMBIE and not is_start_server(child):
+                if child.status() != psutil.STATUS_ZOMBIE and not is_kernel_helper(child):
                     alive.append(child)
             except psutil.NoSuchProcess:
                 pass
@@ -232,3 +232,16 @@ def is_start_server(process):
         return "notebook_launcher.rank.start_server" in process.cmdline()
     except psutil.Error:
         return False
+
+
+def is_guardian(process):
+    """Whether ``process`` is a kernel's guardian (``notebook_launcher.launching.guardian``)."""
+    try:
+        return "notebook-launcher-guardian" in process.cmdline()
+    except psutil.Error:
+        return False
+
+
+def is_kernel_helper(process):
+    """The processes a kernel keeps between launches: its start server and its guardian."""
+    return is_start_server(process) or is_guardian(process)

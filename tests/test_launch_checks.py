@@ -44,11 +44,30 @@ import pytest
             "args must be a tuple or list of positional arguments, got int (for one argument write args=(5,))",
         ),
         ("launch(f, args='ab')", "TypeError", "args must be a tuple or list"),
+        # non-finite and absurd times: NaN never fires a timer, inf is "None", huge overflows later
+        ("launch(f, stall_timeout=float('nan'))", "ValueError", "stall_timeout must be a number of seconds > 0"),
+        ("launch(f, timeout=float('inf'))", "ValueError", "or None for no limit, got inf"),
+        ("launch(f, grace_period=float('nan'))", "ValueError", "grace_period must be a number of seconds >= 0"),
+        ("launch(f, grace_period=float('inf'))", "ValueError", "grace_period must be"),
+        ("launch(f, timeout=1e300)", "ValueError", "at most 2592000 (30 days)"),
+        ("launch(f, rendezvous_timeout=1e300)", "ValueError", "rendezvous_timeout must be"),
+        ("launch(f, rdzv_conf={'join_timeout': -1})", "ValueError", "rdzv_conf['join_timeout'] must be"),
+        ("launch(f, master_addr='')", "ValueError", "master_addr must be a host name or IP address"),
+        ("launch(f, master_addr=None)", "ValueError", "master_addr must be a host name or IP address"),
+        ("launch(f, rdzv_endpoint='nohost')", "ValueError", "rdzv_endpoint must be 'host:port'"),
+        (
+            "launch(f, num_processes=10**6)",
+            "ValueError",
+            "num_processes=1000000 is more than 8 ranks on 2 CPUs",
+        ),
+        ("launch(gen)", "TypeError", "is a generator function: calling it on a rank would only create"),
+        ("launch(coro)", "TypeError", "is an async def function"),
     ],
 )
 def test_bad_arguments_are_refused_before_anything_starts(kernel, call, ename, words, tmp_path):
     marker = tmp_path / "ran"
     kernel.ok(f"def f(*a):\n    open({str(marker)!r}, 'w').close()")
+    kernel.ok("def gen():\n    yield 1\nasync def coro():\n    pass")
     result = kernel.run(call)
     assert result.error["ename"] == ename
     assert words in result.error["evalue"]
@@ -147,3 +166,19 @@ def test_importing_the_package_does_not_initialize_cuda_or_import_torch():
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.split() == ["False", "False", "1"]
+
+
+def test_mixed_precision_is_case_insensitive_as_in_accelerate(kernel):
+    kernel.ok("job = launch(lambda: os.environ['ACCELERATE_MIXED_PRECISION'], mixed_precision='BF16', display='none')")
+    assert kernel.eval("job.wait(timeout=60)") == "bf16"
+
+
+def test_a_bad_flush_interval_is_refused_in_the_kernel_not_in_every_rank(kernel):
+    kernel.ok("os.environ['NOTEBOOK_LAUNCHER_FLUSH_INTERVAL'] = 'abc'")
+    try:
+        result = kernel.run("launch(lambda: 0, num_processes=2)")
+    finally:
+        kernel.ok("del os.environ['NOTEBOOK_LAUNCHER_FLUSH_INTERVAL']")
+    assert result.error["ename"] == "ValueError"
+    assert "NOTEBOOK_LAUNCHER_FLUSH_INTERVAL must be a number of seconds in (0, 60], got 'abc'" in result.error["evalue"]
+    assert kernel.children() == []

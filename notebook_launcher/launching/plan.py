@@ -11,6 +11,7 @@ Example:
 
 from __future__ import annotations
 
+import math
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -140,10 +141,13 @@ def make_plan(
         LaunchError: ``start_method="fork"`` when the kernel cannot be forked.
     """
     check_function(function, args)
+    mixed_precision = mixed_precision.lower() if isinstance(mixed_precision, str) else mixed_precision
     check_choice("mixed_precision", mixed_precision, MIXED_PRECISIONS)
     check_choice("start_method", start_method, START_METHODS)
     check_choice("rdzv_backend", rdzv_backend, RDZV_BACKENDS)
     use_port = check_port_number(use_port)
+    check_address("master_addr", master_addr)
+    check_flush_interval()
     check_nodes(num_nodes, node_rank, use_port, rdzv_backend, rdzv_endpoint)
     faults = FaultPolicy(
         grace_period=check_seconds("grace_period", grace_period, zero_ok=True),
@@ -153,14 +157,18 @@ def make_plan(
         monitor_interval=check_seconds("monitor_interval", monitor_interval),
     )
     conf = check_rdzv_conf(rdzv_conf)
-    join_timeout = conf.pop("join_timeout", rendezvous_timeout)
+    join_timeout = (
+        check_seconds("rdzv_conf['join_timeout']", conf.pop("join_timeout"))
+        if "join_timeout" in conf
+        else check_seconds("rendezvous_timeout", rendezvous_timeout)
+    )
     meeting = RendezvousPlan(
         rdzv_backend,
         use_port,
-        str(rdzv_endpoint or ""),
+        check_endpoint(rdzv_endpoint),
         str(rdzv_id),
         conf,
-        check_seconds("rendezvous_timeout", join_timeout),
+        join_timeout,
     )
     check_prefix(log_line_prefix_template)
     if use_port is not None and node_rank == 0 and rdzv_backend == "static":
@@ -193,10 +201,67 @@ def make_plan(
 def check_function(function, args):
     if not callable(function):
         raise TypeError(f"function must be callable, got {type(function).__name__}: {function!r}")
+    kind = _lazy_kind(function)
+    if kind:
+        raise TypeError(
+            f"function {getattr(function, '__qualname__', function)!r} is {kind}: calling it on a rank would only"
+            " create that object, not run the body. Launch a plain function (e.g. one that runs it with"
+            " asyncio.run(...) or list(...))"
+        )
     if not isinstance(args, (tuple, list)):
         raise TypeError(
             f"args must be a tuple or list of positional arguments, got {type(args).__name__}"
             f" (for one argument write args=({args!r},))"
+        )
+
+
+def _lazy_kind(function):
+    """What calling ``function`` makes instead of running it ("a generator function", ...), or ""."""
+    import inspect
+
+    for test, kind in (
+        (inspect.isasyncgenfunction, "an async generator function"),
+        (inspect.iscoroutinefunction, "an async def function"),
+        (inspect.isgeneratorfunction, "a generator function"),
+    ):
+        if test(function):
+            return kind
+    return ""
+
+
+def check_address(name, address):
+    """A host name or IP address (not empty: an empty one would bind every interface)."""
+    if not isinstance(address, str) or not address.strip() or any(char.isspace() for char in address):
+        raise ValueError(f"{name} must be a host name or IP address such as '127.0.0.1', got {address!r}")
+
+
+def check_endpoint(endpoint):
+    """c10d's ``host:port`` (or "" for ``master_addr:use_port``)."""
+    if endpoint in (None, ""):
+        return ""
+    host, _, port = str(endpoint).rpartition(":") if isinstance(endpoint, str) else ("", "", "")
+    if not host or not port.isdigit() or not 0 < int(port) < 65536:
+        raise ValueError(f"rdzv_endpoint must be 'host:port' (or '' for master_addr:use_port), got {endpoint!r}")
+    check_address("rdzv_endpoint's host", host.strip("[]"))
+    return endpoint
+
+
+def check_flush_interval():
+    """``NOTEBOOK_LAUNCHER_FLUSH_INTERVAL`` (seconds between a rank's output flushes), read in the kernel
+    so a bad value is one clear error here rather than a failure of every rank."""
+    import os
+
+    value = os.environ.get("NOTEBOOK_LAUNCHER_FLUSH_INTERVAL")
+    if value is None:
+        return
+    try:
+        seconds = float(value)
+    except ValueError:
+        seconds = math.nan
+    if not (0 < seconds <= 60):
+        raise ValueError(
+            f"NOTEBOOK_LAUNCHER_FLUSH_INTERVAL must be a number of seconds in (0, 60], got {value!r};"
+            " unset it for the default (0.05)"
         )
 
 
@@ -221,12 +286,23 @@ def check_nodes(num_nodes, node_rank, use_port, backend="static", endpoint=""):
         raise ValueError("with num_nodes > 1 every node must agree on the port: pass use_port= (and master_addr=)")
 
 
+MAX_SECONDS = 30 * 24 * 3600.0  # the longest time any setting may name (30 days)
+
+
 def check_seconds(name, value, none_ok=False, zero_ok=False):
-    """A number of seconds (> 0, or >= 0 with ``zero_ok``), or None with ``none_ok``."""
+    """A finite number of seconds (> 0, or >= 0 with ``zero_ok``, at most ``MAX_SECONDS``), or None
+    with ``none_ok``. NaN and infinity are refused: NaN compares false with every deadline (a timer
+    that never fires), and "no limit" is None."""
     if value is None and none_ok:
         return None
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0 or (value == 0 and not zero_ok):
-        allowed = "a number of seconds " + (">= 0" if zero_ok else "> 0") + (", or None" if none_ok else "")
+    number = isinstance(value, (int, float)) and not isinstance(value, bool)
+    if not number or not math.isfinite(value) or value < 0 or (value == 0 and not zero_ok) or value > MAX_SECONDS:
+        allowed = (
+            "a number of seconds "
+            + (">= 0" if zero_ok else "> 0")
+            + f" and at most {MAX_SECONDS:.0f} (30 days)"
+            + (", or None for no limit" if none_ok else "")
+        )
         raise ValueError(f"{name} must be {allowed}, got {value!r}")
     return float(value)
 

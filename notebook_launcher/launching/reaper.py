@@ -12,6 +12,7 @@ Example:
 
 from __future__ import annotations
 
+import os
 import signal
 import time
 from collections.abc import Iterable
@@ -26,14 +27,18 @@ class Reaper:
         self.grace_period = grace_period
         self.kill_at: float | None = None  # time.monotonic() at which survivors get SIGKILL
         self._doomed: list[psutil.Process] = []
+        self._groups: set[int] = set()  # process groups led by signalled ranks (``rank.bootstrap``)
 
     def terminate(self, pids: Iterable[int]) -> None:
-        """SIGTERM every process tree rooted at ``pids``; SIGKILL is due after the grace period."""
+        """SIGTERM every process tree rooted at ``pids`` and the process group each leads; SIGKILL is
+        due after the grace period."""
         for pid in pids:
             tree = process_tree(pid)
             self._doomed.extend(tree)
+            self._groups.add(pid)
             for process in tree:
                 _signal(process, signal.SIGTERM)
+            _signal_group(pid, signal.SIGTERM)
         self.kill_after(self.grace_period)
 
     def kill_after(self, seconds: float) -> None:
@@ -48,8 +53,11 @@ class Reaper:
         """SIGKILL the trees rooted at ``pids`` and every process signalled before."""
         for pid in pids:
             self._doomed.extend(process_tree(pid))
+            self._groups.add(pid)
         for process in self._doomed:
             _signal(process, signal.SIGKILL)
+        for group in self._groups:
+            _signal_group(group, signal.SIGKILL)
         self.kill_at = None
 
     def end_stragglers(self) -> None:
@@ -60,6 +68,8 @@ class Reaper:
             for process in alive:
                 _signal(process, signal.SIGKILL)
             psutil.wait_procs(alive, timeout=5)
+        for group in self._groups:  # what joined a group after its rank was signalled
+            _signal_group(group, signal.SIGKILL)
 
 
 def process_tree(pid: int) -> list[psutil.Process]:
@@ -75,6 +85,13 @@ def _signal(process: psutil.Process, signum: int) -> None:
     try:
         process.send_signal(signum)
     except (psutil.NoSuchProcess, psutil.AccessDenied):
+        pass
+
+
+def _signal_group(pgid: int, signum: int) -> None:
+    try:
+        os.killpg(pgid, signum)
+    except OSError:  # the group has ended (or the rank never led one)
         pass
 
 

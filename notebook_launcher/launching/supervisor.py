@@ -40,8 +40,23 @@ from typing import Any, Protocol
 from ..errors import LaunchError, LaunchStalled, LaunchTimeout, WorkerError, describe_exit, lost_a_peer
 from ..rank.bootstrap import RankSpec
 from ..starters.base import Starter
-from ..wire import DISPLAY, ERROR, METRIC, OUTPUT, REPLY, RESULT, STACKS, STACKS_SIGNAL, STATUS, rebuild_exception
+from ..wire import (
+    DISPLAY,
+    ERROR,
+    EVENT_KINDS,
+    METRIC,
+    OUTPUT,
+    REPLY,
+    RESULT,
+    STACKS,
+    STACKS_SIGNAL,
+    STATUS,
+    BadFrame,
+    rebuild_exception,
+)
+from ..wire.shapes import check_payload
 from ..wire.shared_tensors import new_prefix, remove_leftovers, sweep_dead_kernels
+from .guardian import end_group, forget_group, watch_group
 from .plan import LaunchPlan
 from .reaper import Reaper
 from .record import LaunchRecord
@@ -56,6 +71,7 @@ _START_LOCK = threading.Lock()  # a fork must not copy another launch's half-mad
 COLLATERAL_WAIT = 3.0  # seconds a "lost its peer" error waits for the peer's own failure to arrive
 _EXIT_AFTER_RESULT = 10.0  # seconds a rank that returned may take to exit before it is ended
 STACKS_WAIT = 1.0  # seconds to wait for the stacks of ranks about to be ended
+_LONGEST_WAIT = 3600.0  # one wait of the loop, at most (poll() takes no longer timeouts)
 
 
 def _fresh_start_lock() -> None:
@@ -234,6 +250,7 @@ class Supervisor:
                     raise
                 finally:
                     close_pipes(theirs)
+            watch_group(process.pid)
             worker = Worker([spec.rank for spec in specs], process, ours)
             self._workers.append(worker)
             for kind, fd in worker.pipes.items():
@@ -259,7 +276,7 @@ class Supervisor:
                 )
                 if d is not None
             ]
-            timeout = max(0.0, min(deadlines) - time.monotonic()) if deadlines else None
+            timeout = min(_LONGEST_WAIT, max(0.0, min(deadlines) - time.monotonic())) if deadlines else None
             for fd in wait(list(self._watch), timeout):
                 if fd in self._watch:
                     self._handle(fd, *self._watch[fd])
@@ -389,8 +406,25 @@ class Supervisor:
 
     # -- what workers send (ReadSink) -----------------------------------------------------------
 
-    def on_event(self, worker: Worker, event: tuple) -> None:
-        kind, payload, when, rank = event
+    def on_event(self, worker: Worker, event: Any) -> None:
+        """One event from a worker. Whatever it holds, the supervisor goes on: an event it cannot
+        read or handle is that rank's failure (a ``WorkerError`` saying what it sent)."""
+        parts = _event_parts(event, worker)
+        if isinstance(parts, str):
+            self._reject(worker.first_rank, parts)
+            return
+        kind, payload, when, rank = parts
+        try:
+            self._dispatch(worker, kind, payload, when, rank)
+        except Exception as err:  # a payload of the wrong shape (a display without an id, ...)
+            self._reject(rank, f"a {kind!r} event the kernel could not handle: {type(err).__name__}: {err}")
+
+    def _reject(self, rank: int, what: str) -> None:
+        self._reported.add(rank)
+        self._fail(rank, WorkerError(rank, f"rank {rank} sent {what}"), time.time())
+
+    def _dispatch(self, worker: Worker, kind: str, payload: Any, when: float, rank: int) -> None:
+        check_payload(kind, payload)
         self._watchdog.activity(time.monotonic())
         if kind == REPLY:  # the rank flushed its output before replying: show all of it first
             for stream in ("stdout", "stderr"):
@@ -399,7 +433,7 @@ class Supervisor:
                     worker.read(stream, drain=True, sink=self)
                     if stream not in worker.pipes:  # the rank closed it
                         self._watch.pop(fd, None)
-        self._events[kind](worker.first_rank if rank is None else rank, payload, when)
+        self._events[kind](rank, payload, when)
 
     def on_text(self, rank: int, stream: str, text: str) -> None:
         self._watchdog.activity(time.monotonic())
@@ -430,7 +464,7 @@ class Supervisor:
         self._watchdog.result(time.monotonic())
         try:
             value = pickle.loads(payload)
-        except Exception as err:
+        except BaseException as err:  # SystemExit from a __reduce__ too: this thread must go on
             self._fail(
                 rank,
                 WorkerError(
@@ -449,8 +483,8 @@ class Supervisor:
         self._notify("on_reply", rank, payload)
 
     def _on_error(self, rank: int, report: Any, when: float) -> None:
-        self._reported.add(rank)
         exception = rebuild_exception(rank, report)
+        self._reported.add(rank)
         if self._collateral is None and self.phase is Phase.RUNNING and lost_a_peer(exception):
             self._collateral = (rank, exception, when, time.monotonic() + COLLATERAL_WAIT)
             return
@@ -466,6 +500,7 @@ class Supervisor:
     # -- endings --------------------------------------------------------------------------------
 
     def _on_exit(self, worker: Worker) -> None:
+        _end_what_it_left(worker)
         worker.exitcode = worker.process.wait()
         self._watch.pop(worker.process.sentinel, None)
         for fd in worker.pipes.values():
@@ -528,6 +563,8 @@ class Supervisor:
                 self._wait_for_exits()
             self._reaper.end_stragglers()
             for worker in self._workers:
+                _end_what_it_left(worker)
+                forget_group(worker.process.pid)
                 worker.drain_and_close(self)
                 worker.process.release()
         finally:
@@ -562,6 +599,29 @@ class Supervisor:
         except Exception:  # a broken view must not stop the supervision of the ranks
             traceback.print_exc(file=sys.__stderr__)
             return None
+
+
+def _end_what_it_left(worker: Worker) -> None:
+    """A rank has exited (perhaps killed, before it could end its own processes): what is left of its
+    process group ends now. Called before the rank is reaped, so its pid cannot name another group."""
+    end_group(worker.process.pid)
+
+
+def _event_parts(event: Any, worker: Worker) -> tuple[str, Any, float, int] | str:
+    """``(kind, payload, time, rank)`` of a well-formed event, or what is wrong with it."""
+    if isinstance(event, BadFrame):
+        return f"an event the kernel could not decode ({event.why})"
+    if not isinstance(event, tuple) or len(event) != 4:
+        return f"a malformed event ({type(event).__name__})"
+    kind, payload, when, rank = event
+    if kind not in EVENT_KINDS:
+        return f"an event of unknown kind {kind!r}"
+    rank = worker.first_rank if rank is None else rank
+    if rank not in worker.ranks:
+        return f"a {kind!r} event for rank {rank!r}, which it does not run"
+    if isinstance(when, bool) or not isinstance(when, (int, float)):
+        when = time.time()
+    return kind, payload, float(when), rank
 
 
 _swept = False

@@ -3,7 +3,8 @@
 ipykernel keeps one event pipe (an eventfd) for every thread that ever writes or flushes output,
 and never closes it; a fresh thread per launch would leak a descriptor per launch (multiprocessing
 flushes stdio before each fork, and the text view writes from the supervisor). Reusing threads
-bounds that to one per concurrently running launch. The threads never exit, so the Linux
+bounds that to one per concurrently running launch. A job that raises (even ``SystemExit``) is
+reported on the real stderr and the thread goes back to the pool alive. The threads never exit, so the Linux
 parent-death signal of the ranks they start fires only when the kernel itself dies.
 
 Example:
@@ -17,7 +18,9 @@ from __future__ import annotations
 
 import os
 import queue
+import sys
 import threading
+import traceback
 
 __all__ = ["run_in_thread"]
 
@@ -42,9 +45,10 @@ class _PoolThread:
             function = self.jobs.get()
             try:
                 function()
-            finally:
-                with _lock:
-                    _idle.append(self)
+            except BaseException:  # a job's failure must not end the thread: the pool would keep a dead one
+                traceback.print_exc(file=sys.__stderr__)
+            with _lock:
+                _idle.append(self)
 
 
 def _forget_threads_in_child():

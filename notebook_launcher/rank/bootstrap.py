@@ -1,8 +1,9 @@
 """What runs inside every rank, however it was started: set up, run the function, report.
 
 The bootstrap
-1. ignores SIGINT (the kernel's interrupt reaches the whole process group; the kernel stops the
-   ranks itself) and asks Linux to kill the rank if the kernel dies, so nothing is orphaned;
+1. leads a process group of its own (the kernel's interrupt no longer reaches it: the kernel stops
+   the ranks itself; the processes the rank starts join its group, which is ended with it) and asks
+   Linux to kill the rank if the kernel dies, so nothing is orphaned;
 2. makes the pipes from the kernel its file descriptors 1 and 2 and points ``sys.stdout`` /
    ``sys.stderr`` at them, batched without losing a line (``capture``), so Python and C-level output
    (gloo, NCCL) both arrive tagged with this rank;
@@ -83,7 +84,10 @@ def prepare_process(spec, pipes, channel_lock=None):
 
     ``channel_lock`` is for processes whose forks share the channel (torch_xla's rank processes).
     """
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    lead_own_group()
+    # The kernel's interrupt reaches the kernel's process group, which the rank has left; a SIGINT
+    # sent to the rank itself is a KeyboardInterrupt, as in a script (and the default of its children).
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     threading.current_thread().name = "MainThread"  # forked from a supervisor thread, it is this rank's main
     die_with_parent(spec.parent_pid)
     become_subreaper()
@@ -101,6 +105,7 @@ def prepare_process(spec, pipes, channel_lock=None):
 def run_rank(channel, rank, load_payload):
     """Run the function as ``rank`` and report its return value or exception; returns an exit code."""
     channel.send(STATUS, "running", rank=rank)
+    pid = os.getpid()
     try:
         function, args = load_payload()
         try:
@@ -109,10 +114,12 @@ def run_rank(channel, rank, load_payload):
             if exit_.code not in (None, 0):
                 raise
             value = None  # sys.exit() / sys.exit(0): a clean end, as under torchrun
+        _leave_if_forked(pid, rank)
         payload = _pickle_result(value)
     except BaseException as exc:  # the rank's failure, whatever it is, goes back to the kernel
+        _leave_if_forked(pid, rank)
         flush_output()
-        channel.send(ERROR, error_report(exc, skip_frame=run_rank.__code__), rank=rank)
+        channel.send(ERROR, _report(exc), rank=rank)
         code = 1
     else:
         flush_output()
@@ -123,6 +130,38 @@ def run_rank(channel, rank, load_payload):
     return code
 
 
+def _leave_if_forked(pid, rank):
+    """A process the function forked (``os.fork()``) that returns into the launcher is not the rank:
+    it must not report in the rank's name. It ends here, saying so, as its own exit."""
+    if os.getpid() != pid:
+        print(
+            f"notebook_launcher: a process forked by rank {rank} returned from the function; it exits"
+            " here (only the rank itself reports a result)",
+            file=sys.stderr,
+        )
+        flush_output()
+        os._exit(0)
+
+
+def _report(exc):
+    """The error report of ``exc``; a minimal one when the full one cannot be made."""
+    try:
+        return error_report(exc, skip_frame=run_rank.__code__)
+    except BaseException as err:  # an exception that breaks every formatting must still be reported
+        return {
+            "type": _safe(lambda: type(exc).__qualname__),
+            "message": _safe(lambda: str(exc)),
+            "text": f"(its traceback could not be formatted: {_safe(lambda: repr(err))})",
+        }
+
+
+def _safe(make):
+    try:
+        return str(make())
+    except BaseException:
+        return "?"
+
+
 def _pickle_result(value):
     try:
         return dumps_for_kernel(value)
@@ -131,6 +170,16 @@ def _pickle_result(value):
             f"the function's return value ({type(value).__qualname__}) cannot be sent back to"
             f" the kernel: {type(err).__name__}: {err}"
         ) from err
+
+
+def lead_own_group():
+    """Make this rank the leader of a process group of its own, which the processes it starts join:
+    the kernel (and, if the kernel dies, its guardian) ends the whole group, so nothing the rank
+    started is orphaned, whichever way the rank ends (``launching.guardian``)."""
+    try:
+        os.setpgid(0, 0)
+    except OSError:  # already a group or session leader: the group is its own anyway
+        pass
 
 
 def die_with_parent(parent_pid):

@@ -14,7 +14,9 @@ block-buffered: a line is one ``memcpy``, not one system call. Nothing is lost f
 
 The same thread answers the kernel's request for the rank's stacks (``STACKS_SIGNAL``, blocked in
 every thread as well): it sends every other thread's stack (``stacks.collect_stacks``) through the
-channel, so a rank blocked in a collective can still say where it is.
+channel, so a rank blocked in a collective can still say where it is. (A thread that unblocks it
+answers from the main thread instead of dying.) Processes the rank starts get the default signal
+state: nothing blocked, SIGINT a KeyboardInterrupt or its default.
 
 Only SIGKILL (the grace period ran out, or the out-of-memory killer) loses what was printed in
 the last ``FLUSH_INTERVAL``. C code writing to the descriptors (gloo, NCCL) is not buffered here.
@@ -74,8 +76,18 @@ class Capture:
         if not hasattr(signal, "sigtimedwait"):  # not Linux: flush on the timer only
             threading.Thread(target=self._flush_every_interval, daemon=True, name="rank-output").start()
             return
+        # a thread that unblocks the stacks signal must not die of it (its default action ends the process)
+        signal.signal(STACKS_SIGNAL, lambda *_: self._answer_stacks())
         signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM, STACKS_SIGNAL})
+        _start_children_with_default_signals()
         threading.Thread(target=self._flush_and_watch_signals, daemon=True, name="rank-output").start()
+
+    def _answer_stacks(self) -> None:
+        if self.on_stacks_request is not None:
+            try:
+                self.on_stacks_request()
+            except Exception:  # a rank must not die of being looked at
+                pass
 
     def _flush_every_interval(self) -> None:
         while not self._stopped.wait(self.interval):
@@ -86,11 +98,7 @@ class Capture:
             received = signal.sigtimedwait({signal.SIGTERM, STACKS_SIGNAL}, self.interval)
             flush_output()
             if received is not None and received.si_signo == STACKS_SIGNAL:
-                if self.on_stacks_request is not None:
-                    try:
-                        self.on_stacks_request()
-                    except Exception:  # a rank must not die of being looked at
-                        pass
+                self._answer_stacks()
                 continue
             if received is not None:
                 # SIGTERM keeps its default action: unblocked on this thread and sent to it, it ends
@@ -134,12 +142,50 @@ def _repoint_logging(old_streams: tuple) -> None:
             handler.setStream(new[id(handler.stream)])
 
 
-def _unblock_sigterm_in_child() -> None:
-    """A process forked from a rank (a DataLoader worker) has no flusher: SIGTERM ends it as usual
-    (the stacks signal stays blocked there: nobody asks those processes for their stacks)."""
-    if hasattr(signal, "pthread_sigmask"):
-        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGTERM})
+def _default_signals_in_child() -> None:
+    """A process forked from a rank (a DataLoader worker) has no flusher and is no rank: it gets the
+    default signal state, so SIGTERM and SIGINT end it as they would end any process."""
+    if _in_rank and hasattr(signal, "pthread_sigmask"):
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGTERM, STACKS_SIGNAL})
+        try:
+            signal.signal(STACKS_SIGNAL, signal.SIG_DFL)
+            signal.signal(signal.SIGINT, signal.default_int_handler)
+        except ValueError:  # not the main thread of the interpreter: the mask is what matters most
+            pass
+
+
+_in_rank = False
+
+
+def _start_children_with_default_signals() -> None:
+    """Programs a rank starts (``subprocess``, multiprocessing's spawn) inherit the calling thread's
+    signal mask through ``exec``, and the rank blocks SIGTERM: ``p.terminate()`` would do nothing
+    and the launcher's SIGTERM would not end them. So the rank's ``fork_exec`` unblocks SIGTERM in
+    the calling thread for the moment it starts a child (handlers are reset by ``exec`` anyway)."""
+    global _in_rank
+    _in_rank = True
+    try:
+        import _posixsubprocess
+    except ImportError:  # not POSIX
+        return
+    start = _posixsubprocess.fork_exec
+    if getattr(start, "_default_signals", False):
+        return
+
+    def fork_exec(*args: Any, **kwargs: Any) -> Any:
+        # the stacks signal has a handler in the rank, so unblocking it for this moment is harmless
+        previous = signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGTERM, STACKS_SIGNAL})
+        try:
+            return start(*args, **kwargs)
+        finally:
+            signal.pthread_sigmask(signal.SIG_SETMASK, previous)
+
+    fork_exec._default_signals = True  # type: ignore[attr-defined]
+    _posixsubprocess.fork_exec = fork_exec  # multiprocessing looks it up at each call
+    subprocess = sys.modules.get("subprocess")
+    if subprocess is not None and getattr(subprocess, "_fork_exec", None) is start:  # imported by name
+        subprocess._fork_exec = fork_exec
 
 
 if hasattr(os, "register_at_fork"):
-    os.register_at_fork(after_in_child=_unblock_sigterm_in_child)
+    os.register_at_fork(after_in_child=_default_signals_in_child)

@@ -33,6 +33,7 @@ import time
 from typing import Any
 
 __all__ = [
+    "BadFrame",
     "ChannelWriter",
     "FrameReader",
     "LineReader",
@@ -88,8 +89,19 @@ class ChannelWriter:
         os.close(self._fd)
 
 
+class BadFrame:
+    """What ``FrameReader`` returns for a frame that could not be decoded (``why`` says what failed)."""
+
+    def __init__(self, why: str) -> None:
+        self.why = why
+
+    def __repr__(self) -> str:
+        return f"BadFrame({self.why!r})"
+
+
 class FrameReader:
-    """Reassembles events from chunks read off the pipe."""
+    """Reassembles events from chunks read off the pipe; a frame that cannot be decoded becomes a
+    ``BadFrame`` in its place, so the reader keeps going with the next one."""
 
     def __init__(self) -> None:
         self._buffer = bytearray()
@@ -103,8 +115,12 @@ class FrameReader:
             end = _HEADER.size + size
             if len(self._buffer) < end:
                 break
-            events.append(pickle.loads(bytes(self._buffer[_HEADER.size : end])))
+            frame = bytes(self._buffer[_HEADER.size : end])
             del self._buffer[:end]
+            try:
+                events.append(pickle.loads(frame))
+            except BaseException as err:  # even SystemExit from a payload's reduce: the frame is bad, not the reader
+                events.append(BadFrame(f"{type(err).__name__}: {err}"))
         return events
 
 

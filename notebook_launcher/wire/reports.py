@@ -75,7 +75,7 @@ def _pickle_exception(exc: BaseException) -> bytes | None:
     try:
         data = dumps_for_kernel(exc, share_tensors=False)
         pickle.loads(data)
-    except Exception:
+    except BaseException:  # SystemExit from a __reduce__ too: the kernel rebuilds it from its parts
         return None
     return data
 
@@ -130,6 +130,8 @@ def _rebuild(rank: int, report: dict) -> BaseException:
     exc, why = _unpickle(report.get("pickled"))
     if exc is None:
         exc, why = _from_parts(report.get("parts"), why)
+    if exc is not None and not _printable(exc):
+        exc, why = None, "its str() raised in the kernel"
     if exc is None or isinstance(exc, _NOT_REBUILT):
         why = why or f"{report['type']} is not re-raised in the kernel"
         error = WorkerError(
@@ -152,12 +154,22 @@ def _rebuild(rank: int, report: dict) -> BaseException:
     return exc.with_traceback(tb)
 
 
+def _printable(exc: BaseException) -> bool:
+    """Whether the kernel can show ``exc``: its ``str`` and ``repr`` must work."""
+    try:
+        str(exc)
+        repr(exc)
+    except Exception:
+        return False
+    return True
+
+
 def _unpickle(data: bytes | None) -> tuple[BaseException | None, str | None]:
     if data is None:
         return None, "it could not be pickled in the rank"
     try:
         exc = pickle.loads(data)
-    except Exception as err:  # any failure here means "cannot rebuild"; the report still has the text
+    except BaseException as err:  # SystemExit from a __reduce__ too: "cannot rebuild"; the report has the text
         return None, f"it could not be unpickled in the kernel: {type(err).__name__}: {err}"
     if not isinstance(exc, BaseException):
         return None, "the report held no exception"
@@ -170,7 +182,7 @@ def _from_parts(parts: dict | None, why: str | None) -> tuple[BaseException | No
         return None, why
     try:
         cls = pickle.loads(parts["cls"])
-    except Exception as err:
+    except BaseException as err:
         return None, f"its class could not be loaded in the kernel: {type(err).__name__}: {err}"
     if not (isinstance(cls, type) and issubclass(cls, BaseException)):
         return None, "the report held no exception class"
@@ -180,9 +192,9 @@ def _from_parts(parts: dict | None, why: str | None) -> tuple[BaseException | No
         for name, data in parts["state"].items():
             try:
                 setattr(exc, name, pickle.loads(data))
-            except Exception:
+            except BaseException:
                 continue
-    except Exception as err:
+    except BaseException as err:
         return None, f"it could not be rebuilt in the kernel: {type(err).__name__}: {err}"
     return exc, None
 

@@ -1,0 +1,170 @@
+"""Nothing outlives a launch: whatever way a rank or the kernel ends, the processes the ranks started
+end too, and they start with the default signal state (``p.terminate()`` in user code works).
+
+Leftovers are counted by walking process trees and by the pids the ranks wrote down, never by sleeps:
+every wait is an upper bound on ``psutil.wait_procs``.
+"""
+
+from __future__ import annotations
+
+import signal
+from textwrap import dedent
+
+import psutil
+import pytest
+from kernel_session import KernelSession
+
+STARTS_A_CHILD = dedent("""
+    import subprocess, ctypes
+    def starts_a_child(ending):
+        child = subprocess.Popen(["sleep", "300"])
+        with open(os.environ["PIDS_FILE"] + os.environ["RANK"], "w") as file:
+            file.write(str(child.pid))
+        import torch.distributed as dist
+        dist.init_process_group("gloo")
+        dist.barrier()                         # both children are running
+        if os.environ["RANK"] != "0":
+            threading.Event().wait()           # ended by the kernel once rank 0 has gone
+        if ending == "os._exit":
+            os._exit(3)
+        if ending == "segfault":
+            ctypes.string_at(0)
+        if ending == "SIGKILL":
+            os.kill(os.getpid(), signal.SIGKILL)
+        threading.Event().wait()
+""")
+
+
+def _pids(tmp_path, ranks):
+    return [int((tmp_path / f"pids{rank}").read_text()) for rank in ranks]
+
+
+def _alive(pids):
+    alive = []
+    for pid in pids:
+        try:
+            if psutil.Process(pid).status() != psutil.STATUS_ZOMBIE:
+                alive.append(pid)
+        except psutil.NoSuchProcess:
+            pass
+    return alive
+
+
+def _wait_gone(pids, timeout):
+    processes = []
+    for pid in pids:
+        try:
+            processes.append(psutil.Process(pid))
+        except psutil.NoSuchProcess:
+            pass
+    psutil.wait_procs(processes, timeout=timeout)
+    return _alive(pids)
+
+
+@pytest.mark.parametrize("method", ["fork", "spawn"])
+@pytest.mark.parametrize("ending", ["os._exit", "segfault", "SIGKILL"])
+def test_a_rank_that_dies_takes_the_processes_it_started_along(kernel, tmp_path, method, ending):
+    kernel.ok(STARTS_A_CHILD)
+    kernel.ok(f"os.environ['PIDS_FILE'] = {str(tmp_path / 'pids')!r}")
+    result = kernel.run(
+        f"notebook_launcher(starts_a_child, ({ending!r},), num_processes=2, start_method={method!r}, display='none')"
+    )
+    kernel.ok("del os.environ['PIDS_FILE']")
+    assert result.error["ename"] == "WorkerError"
+    assert _wait_gone(_pids(tmp_path, [0, 1]), timeout=5) == []  # the SIGKILL is sent before the cell returns
+
+
+WAITS_WITH_A_CHILD = dedent("""
+    import subprocess
+    def waits_with_a_child():
+        child = subprocess.Popen(["sleep", "300"])
+        with open(os.environ["PIDS_FILE"] + os.environ["RANK"], "w") as file:
+            file.write(str(child.pid))
+        threading.Event().wait()
+""")
+
+
+def _start_and_wait_for_children(session, tmp_path, method):
+    session.ok("import os, threading\nfrom notebook_launcher import launch")
+    session.ok(WAITS_WITH_A_CHILD)
+    session.ok(f"os.environ['PIDS_FILE'] = {str(tmp_path / 'pids')!r}")
+    session.ok(f"job = launch(waits_with_a_child, num_processes=2, start_method={method!r}, display='none')")
+    session.ok(
+        "import time\n_t = time.monotonic()\n"
+        f"while not all(os.path.exists({str(tmp_path / 'pids')!r} + str(r)) for r in (0, 1)):\n"
+        "    assert time.monotonic() - _t < 60\n"
+        "    job._done.wait(0.05)\n"
+    )
+    family = [process.pid for process in session.process.children(recursive=True)]
+    return family + _pids(tmp_path, [0, 1])
+
+
+@pytest.mark.parametrize("method", ["fork", "spawn"])
+def test_a_killed_kernel_takes_every_rank_and_every_process_they_started(tmp_path, method):
+    """A kernel killed for memory (SIGKILL: nothing runs in it) leaves nothing behind."""
+    session = KernelSession()
+    try:
+        pids = _start_and_wait_for_children(session, tmp_path, method)
+        session.process.send_signal(signal.SIGKILL)
+        assert _wait_gone(pids, timeout=10) == []
+    finally:
+        session.shutdown()
+
+
+def test_a_kernel_restart_with_a_background_launch_leaves_nothing(tmp_path):
+    session = KernelSession()
+    try:
+        pids = _start_and_wait_for_children(session, tmp_path, "spawn")
+        session.manager.restart_kernel(now=True)
+        assert _wait_gone(pids, timeout=10) == []
+    finally:
+        session.shutdown()
+
+
+SIGNALS_OF_A_CHILD = dedent("""
+    import subprocess
+    def signals_of_a_child():
+        child = subprocess.Popen(["sleep", "300"])
+        status = dict(line.split(":\\t") for line in open(f"/proc/{child.pid}/status").read().splitlines() if "\\t" in line)
+        child.terminate()
+        code = child.wait(timeout=30)
+        return int(status["SigBlk"], 16), int(status["SigIgn"], 16), code
+""")
+
+
+@pytest.mark.parametrize("method", ["fork", "spawn"])
+def test_processes_a_rank_starts_have_the_default_signal_state(kernel, method):
+    kernel.ok(SIGNALS_OF_A_CHILD)
+    blocked, ignored, code = kernel.eval(
+        f"notebook_launcher(signals_of_a_child, num_processes=1, start_method={method!r}, display='none')"
+    )
+    assert (blocked, ignored) == (0, 0)
+    assert code == -signal.SIGTERM  # terminate() ended it
+
+
+FAILS_WITH_A_CHILD = dedent("""
+    import subprocess
+    def fails_with_a_child():
+        import torch.distributed as dist
+        subprocess.Popen(["sleep", "300"])
+        dist.init_process_group("gloo")
+        dist.barrier()
+        if dist.get_rank() == 1:
+            raise ValueError("failed with a child running")
+        dist.barrier()
+""")
+
+
+def test_a_failing_rank_with_a_child_reports_without_waiting_out_grace_periods(kernel):
+    kernel.ok(FAILS_WITH_A_CHILD)
+    kernel.ok("notebook_launcher(lambda: 0, num_processes=2, display='none')")  # warm
+    result = kernel.run(
+        "t0 = time.monotonic()\n"
+        "try:\n"
+        "    notebook_launcher(fails_with_a_child, num_processes=2, display='none')\n"
+        "finally:\n"
+        "    took = time.monotonic() - t0"
+    )
+    assert result.error["evalue"] == "[rank 1] failed with a child running"
+    # the siblings' children end on the first SIGTERM: no grace period (2 s) is waited out
+    assert kernel.eval("took") < 2.0
