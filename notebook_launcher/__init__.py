@@ -78,6 +78,9 @@ def _register_in_kernel():
 
         register_notices(ipython.get_ipython())
         warm_in_kernel()
+        from .scratch import sweep_dead_kernels
+
+        sweep_dead_kernels()  # what kernels killed before they could clean up left in /tmp
 
 
 _register_in_kernel()

@@ -30,7 +30,7 @@ import sysconfig
 from types import TracebackType
 from typing import Any
 
-__all__ = ["frames_of", "traceback_from", "library_dirs", "is_library"]
+__all__ = ["frames_of", "traceback_from", "repeats_note", "library_dirs", "is_library"]
 
 
 def library_dirs() -> tuple[str, ...]:
@@ -40,24 +40,58 @@ def library_dirs() -> tuple[str, ...]:
     return (*sorted(paths), package, os.path.join(os.path.dirname(package), "trainer_core"))
 
 
+REPEATS_KEPT = 3  # frames of a run of the same line kept, as Python's own tracebacks keep them
+
+
 def frames_of(tb: TracebackType | None) -> list[dict]:
-    """The frames of ``tb``, outermost first, as builtins."""
+    """The frames of ``tb``, outermost first, as builtins.
+
+    A run of frames at the same line (a recursion) keeps its first ``REPEATS_KEPT``; the last kept
+    one says how many more there were (``"repeated"``), as Python's "[Previous line repeated N more
+    times]" does, so a RecursionError's thousand frames travel and show as a handful.
+    """
     library = library_dirs()
-    frames = []
+    frames: list[dict] = []
+    run = 0
     while tb is not None:
         code = tb.tb_frame.f_code
         path = code.co_filename
+        lineno = tb.tb_lineno or code.co_firstlineno
+        tb = tb.tb_next
+        last = frames[-1] if frames else None
+        if last is not None and (last["filename"], last["name"], last["lineno"]) == (path, code.co_name, lineno):
+            run += 1
+            if run >= REPEATS_KEPT:
+                last["repeated"] = last.get("repeated", 0) + 1
+                continue
+        else:
+            run = 0
         frames.append(
             {
                 "filename": path,
                 "name": code.co_name,
                 "firstlineno": code.co_firstlineno,
-                "lineno": tb.tb_lineno or code.co_firstlineno,
+                "lineno": lineno,
                 "library": path.startswith("<frozen") or os.path.abspath(path).startswith(library),
             }
         )
-        tb = tb.tb_next
     return frames
+
+
+def repeats_note(frames: list[dict]) -> str | None:
+    """A line for the frames ``frames_of`` left out of a recursion, or None when none were.
+
+    Example:
+        >>> repeats_note([{"filename": "<cell>", "name": "f", "lineno": 2, "repeated": 994}])
+        "[the rank's frame f at <cell>:2 repeated 994 more times]"
+    """
+    notes = [
+        f"[the rank's frame {frame['name']} at {frame['filename']}:{frame['lineno']} repeated"
+        f" {frame['repeated']} more times]"
+        for frame in frames
+        if frame.get("repeated")
+    ]
+    return "\n".join(notes) or None
 
 
 def is_library(path: str) -> bool:

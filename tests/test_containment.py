@@ -125,7 +125,8 @@ SIGNALS_OF_A_CHILD = dedent("""
     import subprocess
     def signals_of_a_child():
         child = subprocess.Popen(["sleep", "300"])
-        status = dict(line.split(":\\t") for line in open(f"/proc/{child.pid}/status").read().splitlines() if "\\t" in line)
+        lines = open(f"/proc/{child.pid}/status").read().splitlines()
+        status = dict(line.split(":\\t") for line in lines if "\\t" in line)
         child.terminate()
         code = child.wait(timeout=30)
         return int(status["SigBlk"], 16), int(status["SigIgn"], 16), code

@@ -3,6 +3,7 @@ scenarios of Hugging Face Accelerate's own notebook-launcher tests run against o
 
 from __future__ import annotations
 
+import time
 from textwrap import dedent
 
 
@@ -164,3 +165,53 @@ def test_accelerate_scenario_monitoring(kernel):
     assert result.error["ename"] == "RuntimeError"
     assert "I'm an even process. I don't like to sleep." in result.error["evalue"]
     assert kernel.eval("time.monotonic() - t0") < 30
+
+
+def test_timeout_bounds_the_whole_launch_not_each_attempt(kernel):
+    """timeout=3 with endless restarts ends in about 3 s (each attempt used to get its own 3 s)."""
+    kernel.ok(
+        dedent("""
+        def fails_after_a_while():
+            time.sleep(1.2)       # each attempt lives a while before it fails
+            raise RuntimeError("again")
+    """)
+    )
+    result = kernel.run(
+        "t0 = time.monotonic()\n"
+        "try:\n"
+        "    notebook_launcher(fails_after_a_while, num_processes=1, max_restarts=10**9, timeout=3, display='none')\n"
+        "finally:\n"
+        "    took = time.monotonic() - t0",
+        timeout=60,
+    )
+    assert result.error["ename"] in ("LaunchTimeout", "RuntimeError")
+    assert kernel.eval("took") < 3 + 4  # the timeout, then the stacks wait and the grace period at most
+    assert kernel.eval("__import__('notebook_launcher').last_launch().attempt") <= 3
+    assert kernel.children() == []
+
+
+def test_an_interrupt_between_two_attempts_stops_the_launch(kernel, tmp_path):
+    """A rank that fails at once restarts back to back, so most of the time is spent between attempts:
+    the interrupt must end the launch wherever it lands, never leave it running in the background."""
+    starts = tmp_path / "starts"
+    kernel.ok(
+        "def fails_at_once():\n"
+        f"    with open({str(starts)!r}, 'a') as file:\n"
+        "        file.write('start\\n')\n"
+        "    raise RuntimeError('again')"
+    )
+    msg_id = kernel.submit("notebook_launcher(fails_at_once, num_processes=1, max_restarts=10**9, display='none')")
+    deadline = time.monotonic() + 60
+    while not starts.exists() or starts.read_text().count("start") < 5:  # a few restarts have happened
+        assert time.monotonic() < deadline, "the launch did not restart"
+        time.sleep(0.01)  # polling a file the ranks write, bounded by the deadline
+    kernel.interrupt()
+    result = kernel.collect(msg_id, timeout=30)
+    assert result.error["ename"] == "KeyboardInterrupt"
+    assert "every rank has ended" in result.error["evalue"]
+    assert "still running in the background" not in result.stderr
+    assert kernel.eval("__import__('notebook_launcher').last_launch().done") is True
+    count = starts.read_text().count("start")
+    assert kernel.eval("len(__import__('notebook_launcher').active_launches())") == 0
+    assert starts.read_text().count("start") == count  # nothing restarts afterwards
+    assert kernel.children() == []

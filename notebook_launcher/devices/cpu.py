@@ -7,7 +7,6 @@ import os
 from .base import fork_or_spawn
 from .probe import usable_cpus
 
-
 MAX_RANKS_PER_CPU = 4  # oversubscription refused beyond this many ranks per core, unless the variable allows it
 
 

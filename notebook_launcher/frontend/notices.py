@@ -32,6 +32,13 @@ def _after_cell(result: Any) -> None:
         return
     running = [launch for launch in active_launches() if not launch.waited_on]
     for launch in running:
+        if launch.stopping:
+            print(
+                f"notebook_launcher: launch {launch.id} is still ending: its ranks were told to stop and are"
+                f" killed within {launch.plan.grace_period:g} s",
+                file=sys.stderr,
+            )
+            continue
         print(
             f"notebook_launcher: launch {launch.id} is still running in the background: the interrupt stopped"
             f" this cell, not the launch. End it with .stop() on its handle, or the sidebar's Stop.",

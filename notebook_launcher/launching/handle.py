@@ -21,7 +21,7 @@ import uuid
 import weakref
 from collections.abc import Callable
 
-from ..errors import LaunchError
+from ..errors import LaunchError, LaunchTimeout
 from ..frontend.views.base import CompositeView, LaunchView
 from .record import LaunchRecord
 from .supervisor import Supervisor
@@ -134,10 +134,16 @@ class Launch:
         self._stopping = False
         self._ended = False
         self._done = threading.Event()
+        self._started_at = time.monotonic()  # ``timeout`` bounds the launch, restarts included
+        # a stop and the switch to the next attempt must not cross: a stop lost between two attempts
+        # would let the launch go on in the background
+        self._attempt_lock = threading.Lock()
         self._supervisor = self._new_attempt(starter, 0)
 
     def _new_attempt(self, starter, attempt):
-        return Supervisor(self.plan, starter, self._record, self._listener, self._attempt_done, attempt)
+        return Supervisor(
+            self.plan, starter, self._record, self._listener, self._attempt_done, attempt, self._started_at
+        )
 
     def start(self):
         """Start the ranks (in the background) and return self."""
@@ -167,17 +173,21 @@ class Launch:
         """An attempt ended (on its supervisor's thread): start the next one, or finish the launch."""
         record, attempt = self._record, self._supervisor.attempt
         failure = record.failure
-        if failure is not None and not self._stopping and attempt < self.plan.faults.max_restarts:
-            reason = f"rank {record.failed_rank} failed: {type(failure).__name__}: {failure}"
-            try:
-                starter = self._make_starter()
-                record.begin_attempt(attempt + 1, self.plan.faults.max_restarts, reason)
-                self._supervisor = self._new_attempt(starter, attempt + 1)
-                self._observed.changed()
-                self._supervisor.start()
-                return
-            except Exception as err:  # the restart itself failed: the launch ends with the failure it had
-                failure.add_note(f"the restart failed: {type(err).__name__}: {err}")
+        with self._attempt_lock:
+            restart = failure is not None and not self._stopping and self._may_restart(failure, attempt)
+            if restart:
+                reason = f"rank {record.failed_rank} failed: {type(failure).__name__}: {failure}"
+                try:
+                    starter = self._make_starter()
+                    record.begin_attempt(attempt + 1, self.plan.faults.max_restarts, reason)
+                    self._supervisor = self._new_attempt(starter, attempt + 1)
+                except Exception as err:  # the restart itself failed: the launch ends with the failure it had
+                    failure.add_note(f"the restart failed: {type(err).__name__}: {err}")
+                    restart = False
+        if restart:
+            self._observed.changed()
+            self._supervisor.start()
+            return
         if failure is not None and record.past_failures:
             failure.add_note(_attempts_note(record.past_failures, attempt, record.failed_rank, failure))
         record.finish()
@@ -186,6 +196,13 @@ class Launch:
             self._listener.on_finish(self)
         finally:
             self._done.set()
+
+    def _may_restart(self, failure, attempt):
+        """Restarts left, and time left: ``timeout`` ends the launch, not an attempt."""
+        if attempt >= self.plan.faults.max_restarts or isinstance(failure, LaunchTimeout):
+            return False
+        timeout = self.plan.faults.timeout
+        return timeout is None or time.monotonic() < self._started_at + timeout
 
     def __repr__(self):
         return (
@@ -320,19 +337,30 @@ class Launch:
     def request_stop(self):
         """Ask every rank to end (after taking the stacks of those still running) and return at once;
         ``stop()`` also waits until they have."""
-        self._stopping = True
-        self._supervisor.request_stop(with_stacks=True)
+        with self._attempt_lock:
+            self._stopping = True
+            supervisor = self._supervisor
+        supervisor.request_stop(with_stacks=True)
+
+    @property
+    def stopping(self):
+        """True once a stop was asked for (the ranks are being ended, or have been)."""
+        return self._stopping
 
     def stop(self, timeout=None):
         """End every rank (SIGTERM, then SIGKILL after the grace period) and wait until they are gone.
 
         The stacks of the ranks still running are taken first (``last_stacks``; a second at most).
-        Returns True when everything has ended within ``timeout`` seconds (default: no limit).
+        Returns True when everything has ended within ``timeout`` seconds (default: no limit). A kernel
+        interrupt while it waits ends the ranks at once (SIGKILL, no grace period).
         """
         self.request_stop()
         try:
             return self._done.wait(timeout)
-        except KeyboardInterrupt:  # a second interrupt while stopping: keep ending the ranks
+        except KeyboardInterrupt:  # a second interrupt while stopping: no grace period, SIGKILL now
+            with self._attempt_lock:
+                supervisor = self._supervisor
+            supervisor.request_kill()
             return self._done.wait(timeout)
 
     def stacks(self, timeout=5.0):

@@ -120,6 +120,7 @@ class Supervisor:
         listener: RankEvents,
         on_done: Callable[[], None],
         attempt: int = 0,
+        launch_started: float | None = None,
     ) -> None:
         self._plan = plan
         self._starter = starter
@@ -132,7 +133,7 @@ class Supervisor:
         self._reported: set[int] = set()  # ranks that sent a result or an error
         self._watch: dict[int, tuple[Worker | None, str]] = {}
         self._reaper = Reaper(plan.grace_period)
-        self._watchdog = Watchdog(plan.faults.stall_timeout, plan.faults.timeout, time.monotonic())
+        self._watchdog = Watchdog(plan.faults.stall_timeout, plan.faults.timeout, time.monotonic(), launch_started)
         self._meeting = Rendezvous(
             plan.master_addr,
             plan.rendezvous.port,
@@ -178,6 +179,12 @@ class Supervisor:
         self._stop_with_stacks = self._stop_with_stacks or with_stacks
         self._stop_requested = True
         self._wake(b"x")
+
+    def request_kill(self) -> None:
+        """End every rank now with SIGKILL, without waiting out the grace period; returns at once."""
+        if not self._done.is_set():
+            self._stop_requested = True
+            self._wake(b"k")
 
     def request_stacks(self) -> None:
         """Ask every live rank for its stacks; they arrive in the record (``LaunchRecord.stacks``)."""
@@ -291,6 +298,10 @@ class Supervisor:
             for byte in os.read(fd, 64):
                 if byte == ord("s"):
                     self._ask_for_stacks()
+                elif byte == ord("k"):
+                    self._record.mark_stopped()
+                    self._end_ranks()
+                    self._kill_remaining()
                 else:
                     self._on_stop_request()
         elif kind == "exit":

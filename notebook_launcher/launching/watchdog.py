@@ -18,10 +18,12 @@ __all__ = ["Watchdog"]
 
 
 class Watchdog:
-    def __init__(self, stall_timeout: float | None, timeout: float | None, now: float) -> None:
+    def __init__(
+        self, stall_timeout: float | None, timeout: float | None, now: float, launch_started: float | None = None
+    ) -> None:
         self.stall_timeout = stall_timeout
         self.timeout = timeout
-        self.started = now
+        self.started = now if launch_started is None else launch_started  # ``timeout`` bounds the launch
         self.last_activity = now
         self.first_result: float | None = None
 

@@ -97,7 +97,7 @@ def prepare_process(spec, pipes, channel_lock=None):
     channel = ChannelWriter(pipes.events, rank=spec.rank, lock=channel_lock)
     set_rank_channel(channel)
     set_tensor_prefix(spec.tensor_prefix)
-    capture.on_stacks_request = lambda: channel.send(STACKS, collect_stacks(threading.get_ident()))
+    capture.on_stacks_request = lambda: channel.send(STACKS, collect_stacks(capture.thread_ident))
     make_safe(channel)
     return channel
 
@@ -148,16 +148,17 @@ def _report(exc):
     try:
         return error_report(exc, skip_frame=run_rank.__code__)
     except BaseException as err:  # an exception that breaks every formatting must still be reported
+        failure = _safe(repr, err)
         return {
             "type": _safe(lambda: type(exc).__qualname__),
-            "message": _safe(lambda: str(exc)),
-            "text": f"(its traceback could not be formatted: {_safe(lambda: repr(err))})",
+            "message": _safe(str, exc),
+            "text": f"(its traceback could not be formatted: {failure})",
         }
 
 
-def _safe(make):
+def _safe(make, *args):
     try:
-        return str(make())
+        return str(make(*args))
     except BaseException:
         return "?"
 

@@ -50,6 +50,7 @@ class Capture:
     def __init__(self) -> None:
         self._stopped = threading.Event()
         self.on_stacks_request: Any = None  # set by the bootstrap once the channel exists
+        self.thread_ident: int | None = None  # the output thread's (left out of the stacks)
         self.interval = float(os.environ.get("NOTEBOOK_LAUNCHER_FLUSH_INTERVAL", FLUSH_INTERVAL))
 
     @classmethod
@@ -94,6 +95,7 @@ class Capture:
             flush_output()
 
     def _flush_and_watch_signals(self) -> None:
+        self.thread_ident = threading.get_ident()
         while True:
             received = signal.sigtimedwait({signal.SIGTERM, STACKS_SIGNAL}, self.interval)
             flush_output()
@@ -184,7 +186,7 @@ def _start_children_with_default_signals() -> None:
     _posixsubprocess.fork_exec = fork_exec  # multiprocessing looks it up at each call
     subprocess = sys.modules.get("subprocess")
     if subprocess is not None and getattr(subprocess, "_fork_exec", None) is start:  # imported by name
-        subprocess._fork_exec = fork_exec
+        subprocess._fork_exec = fork_exec  # type: ignore[attr-defined]
 
 
 if hasattr(os, "register_at_fork"):

@@ -13,9 +13,12 @@ could hold ports or files the next launch needs. So a rank
 A rank that is ended by the kernel has its whole tree signalled by the kernel's reaper.
 
 Example:
-    >>> become_subreaper()
+    >>> import subprocess
+    >>> child = subprocess.Popen(["sleep", "30"])
     >>> has_descendants()
-    False
+    True
+    >>> child.kill(); child.wait()
+    -9
 """
 
 from __future__ import annotations

@@ -2,7 +2,8 @@
 
 Taken by the rank's output thread (``capture``) when the kernel asks (``Launch.stacks()``): the
 main thread may be blocked in a collective, but it released the GIL there, so its frames can be
-read. The output thread leaves itself out.
+read. The output thread leaves itself out; a thread that answers from a signal handler (it had
+unblocked the signal) leaves out the frames of the answer.
 
 Example:
     >>> threads = collect_stacks()["threads"]
@@ -19,7 +20,9 @@ import traceback
 
 __all__ = ["collect_stacks"]
 
-_BOOTSTRAP = os.path.join(os.path.dirname(os.path.abspath(__file__)), "bootstrap.py")
+_HERE = os.path.dirname(os.path.abspath(__file__))
+_BOOTSTRAP = os.path.join(_HERE, "bootstrap.py")
+_CAPTURE = os.path.join(_HERE, "capture.py")  # its _answer_stacks tops a thread that answers from a handler
 
 
 def collect_stacks(skip_ident: int | None = None) -> dict:
@@ -35,6 +38,10 @@ def collect_stacks(skip_ident: int | None = None) -> dict:
         ]
         start = next((i + 1 for i, entry in enumerate(frames) if entry[2] == "run_rank" and entry[0] == _BOOTSTRAP), 0)
         frames = frames[start:]  # the rank's own frames: the launcher's start-up above them is left out
+        answer = next(
+            (i for i, entry in enumerate(frames) if entry[2] == "_answer_stacks" and entry[0] == _CAPTURE), None
+        )
+        frames = frames[:answer]
         threads.append(
             {
                 "name": names.get(ident, f"thread {ident}"),

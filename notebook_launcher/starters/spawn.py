@@ -15,11 +15,11 @@ import os
 import pickle
 import subprocess
 import sys
-import tempfile
 
 import cloudpickle
 
 from ..errors import LaunchError
+from ..scratch import scratch_file
 from .base import WorkerProcess
 
 
@@ -31,8 +31,8 @@ class SpawnStarter:
 
     def prepare(self, plan):
         payload = pickle_payload(plan.function, plan.args)
-        fd, self._payload_path = tempfile.mkstemp(prefix="notebook-launcher-", suffix=".pkl")
-        with os.fdopen(fd, "wb") as file:
+        self._payload_path = scratch_file(".pkl")
+        with open(self._payload_path, "wb") as file:
             pickle.dump(list(sys.path), file)
             file.write(payload)
 

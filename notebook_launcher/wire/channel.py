@@ -60,6 +60,7 @@ EVENT_KINDS = (STATUS, RESULT, ERROR, METRIC, DISPLAY, OUTPUT, STACKS, REPLY)
 STACKS_SIGNAL = signal.SIGRTMIN + 4 if hasattr(signal, "SIGRTMIN") else signal.SIGUSR2
 
 _HEADER = struct.Struct("<Q")
+LIVE_LIMIT = 4096  # characters of a line still being written that the live preview shows (its end)
 
 
 class ChannelWriter:
@@ -143,26 +144,44 @@ class LineReader:
 
     def __init__(self) -> None:
         self._decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
-        self._partial = ""
+        self._partial: list[str] = []  # the line being written, in the pieces it came in
 
     def feed(self, chunk: bytes) -> str:
-        """Add bytes; return the lines they completed ("" when none)."""
-        text = self._partial + self._decoder.decode(chunk)
-        cut = text.rfind("\n") + 1
-        complete, self._partial = text[:cut], text[cut:]
+        """Add bytes; return the lines they completed ("" when none).
+
+        Each byte is looked at once: a long line without a newline (megabytes of it) is kept in
+        pieces and joined once, when its newline comes.
+        """
+        new = self._decoder.decode(chunk)
+        cut = new.rfind("\n") + 1
+        if not cut:
+            if new:
+                self._partial.append(new)
+            return ""
+        complete = "".join(self._partial) + new[:cut] if self._partial else new[:cut]
+        self._partial = [new[cut:]] if cut < len(new) else []
         if "\r" in complete:
             complete = "".join(last_frame(line) + "\n" for line in complete.split("\n")[:-1])
         return complete
 
     @property
     def live(self) -> str:
-        """The last frame of the line being written (no newline yet), or ""."""
-        return last_frame(self._partial)
+        """The last frame of the line being written (no newline yet), or "": its last ``LIVE_LIMIT``
+        characters, found from the end, so a preview costs the same however long the line is."""
+        parts: list[str] = []
+        size = 0
+        for piece in reversed(self._partial):
+            parts.append(piece)
+            size += len(piece)
+            body = piece[:-1] if len(parts) == 1 and piece.endswith("\r") else piece
+            if "\r" in body or size >= LIVE_LIMIT:
+                break
+        return last_frame("".join(reversed(parts)))[-LIVE_LIMIT:]
 
     def finish(self) -> str:
         """What is left after the stream ended, as a last line ("" when nothing is)."""
-        rest = last_frame(self._partial + self._decoder.decode(b"", final=True))
-        self._partial = ""
+        rest = last_frame("".join(self._partial) + self._decoder.decode(b"", final=True))
+        self._partial = []
         return rest + "\n" if rest else ""
 
 

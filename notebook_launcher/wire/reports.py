@@ -17,7 +17,7 @@ import pickle
 from typing import Any
 
 from ..errors import WorkerError, WorkerTraceback
-from ..tracebacks import frames_of, traceback_from
+from ..tracebacks import frames_of, repeats_note, traceback_from
 from .values import dumps_for_kernel
 
 __all__ = ["error_report", "rebuild_exception"]
@@ -151,6 +151,9 @@ def _rebuild(rank: int, report: dict) -> BaseException:
     elif tb is None and report.get("text"):
         exc.__cause__ = WorkerTraceback(report["text"])  # no frames: show the rank's traceback as text
     exc.__suppress_context__ = report.get("chain_kind") == "cause" or exc.__cause__ is not None
+    note = repeats_note(report.get("frames") or [])
+    if note and hasattr(exc, "add_note"):
+        exc.add_note(note)
     return exc.with_traceback(tb)
 
 

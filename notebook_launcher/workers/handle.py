@@ -33,7 +33,6 @@ import shutil
 import signal
 import socket
 import sys
-import tempfile
 import threading
 import time
 from multiprocessing.connection import Connection
@@ -41,6 +40,7 @@ from typing import Any
 
 from ..choices import check_choice
 from ..errors import LaunchError
+from ..scratch import scratch_dir
 from ..wire import rebuild_exception
 from .call_record import CallLaunch
 from .interrupts import CountedInterrupts
@@ -90,7 +90,7 @@ def start_workers(
     for name in ("max_restarts", "function", "args"):
         if name in launch_options:
             raise TypeError(f"start_workers() does not take {name!r}")
-    directory = tempfile.mkdtemp(prefix="notebook-launcher-workers-")  # mode 0700: only this user
+    directory = scratch_dir()  # mode 0700: only this user
     address = os.path.join(directory, "socket")
     token = secrets.token_bytes(16)
     server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)

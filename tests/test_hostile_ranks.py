@@ -1,0 +1,184 @@
+"""Whatever a rank sends or raises, the kernel's supervisor survives it, reports it as that rank's
+failure, and the next launch in the same kernel works.
+
+Each case is followed by an ordinary launch in the same kernel: before the fix, a supervisor thread
+that died was put back in the pool and every later launch hung in "starting".
+"""
+
+from __future__ import annotations
+
+from textwrap import dedent
+
+import pytest
+
+HOSTILE = dedent("""
+    import pickle, struct
+    from notebook_launcher.wire import rank_channel
+
+    class BrokenStr(Exception):
+        def __str__(self):
+            raise RuntimeError("no str for you")
+
+    class ExitsWhenLoaded:
+        def __reduce__(self):
+            return (sys.exit, ("unpickled",))
+
+    def broken_str():
+        raise BrokenStr("hidden")
+
+    def exits_when_loaded():
+        return ExitsWhenLoaded()
+
+    def unknown_kind():
+        rank_channel().send("bogus", 1)
+        threading.Event().wait()
+
+    def display_without_id():
+        rank_channel().send("display", {"data": {"text/plain": "x"}})
+        threading.Event().wait()
+
+    def undecodable_event():
+        rank_channel().send("metric", ExitsWhenLoaded())
+        threading.Event().wait()
+
+    def event_for_another_rank():
+        rank_channel().send("status", "running", rank=7)
+        threading.Event().wait()
+
+    def ok():
+        return "fine"
+""")
+
+
+@pytest.fixture(scope="module")
+def hostile(kernel):
+    kernel.ok(HOSTILE)
+    return kernel
+
+
+def _next_launch_works(kernel):
+    assert kernel.eval("notebook_launcher(ok, num_processes=2, display='none', timeout=60)", timeout=90) == "fine"
+    assert kernel.children() == []
+
+
+@pytest.mark.parametrize("method", ["fork", "spawn"])
+def test_an_exception_whose_str_raises_comes_back_as_a_worker_error(hostile, method):
+    result = hostile.run(f"notebook_launcher(broken_str, num_processes=1, start_method={method!r}, display='none')")
+    assert result.error["ename"] == "WorkerError"
+    assert (
+        "rank 0 raised BrokenStr: <str() failed: RuntimeError> (its str() raised in the kernel)"
+        in (result.error["evalue"])
+    )
+    assert "the launcher failed" not in result.error["evalue"]
+    _next_launch_works(hostile)
+
+
+@pytest.mark.parametrize("method", ["fork", "spawn"])
+def test_a_return_value_whose_unpickling_exits_is_that_ranks_failure(hostile, method):
+    result = hostile.run(
+        f"notebook_launcher(exits_when_loaded, num_processes=1, start_method={method!r}, display='none')"
+    )
+    assert result.error["ename"] == "WorkerError"
+    assert (
+        "rank 0's return value could not be unpickled in the kernel: SystemExit: unpickled" in (result.error["evalue"])
+    )
+    _next_launch_works(hostile)
+
+
+@pytest.mark.parametrize(
+    "function, words",
+    [
+        ("unknown_kind", "rank 0 sent an event of unknown kind 'bogus'"),
+        ("display_without_id", "rank 0 sent a 'display' event the kernel could not handle: ValueError: a display"),
+        ("undecodable_event", "rank 0 sent an event the kernel could not decode (SystemExit: unpickled)"),
+        ("event_for_another_rank", "rank 0 sent a 'status' event for rank 7, which it does not run"),
+    ],
+)
+def test_a_malformed_event_fails_the_rank_that_sent_it(hostile, function, words):
+    result = hostile.run(f"notebook_launcher({function}, num_processes=2, display='none')")
+    assert result.error["ename"] == "WorkerError"
+    assert words in result.error["evalue"]
+    _next_launch_works(hostile)
+
+
+def test_a_process_forked_by_a_rank_does_not_replace_its_result(kernel):
+    kernel.ok(
+        dedent("""
+        def forks_and_returns():
+            child = os.fork()
+            if child == 0:
+                return "from the forked child"   # returns into the launcher, as the rank would
+            os.waitpid(child, 0)
+            return "from the rank"
+    """)
+    )
+    result = kernel.run("print(notebook_launcher(forks_and_returns, num_processes=1, display='none'))")
+    assert result.stdout.strip().splitlines()[-1] == "from the rank"
+
+
+def test_stacks_of_a_rank_that_unblocked_its_signals_do_not_kill_it(kernel, tmp_path):
+    kernel.ok(
+        dedent("""
+        def unblocks_everything():
+            signal.pthread_sigmask(signal.SIG_SETMASK, set())   # as some libraries do
+            print("unblocked", flush=True)
+            threading.Event().wait()
+    """)
+    )
+    kernel.ok("job = launch(unblocks_everything, num_processes=1, display='none')")
+    kernel.ok(
+        "t0 = time.monotonic()\n"
+        "while 'unblocked' not in job.logs(0):\n"
+        "    assert time.monotonic() - t0 < 60\n"
+        "    job._done.wait(0.05)"
+    )
+    assert "in unblocks_everything" in kernel.eval("job.stacks().summary()")
+    assert kernel.eval("job.status") == "running"
+    assert kernel.eval("job.stop()") is True
+
+
+def test_a_40_mib_line_without_a_newline_arrives_whole_in_seconds(kernel):
+    kernel.ok(
+        dedent("""
+        def one_long_line():
+            sys.stdout.write("x" * (40 << 20))
+            sys.stdout.flush()
+        t0 = time.monotonic()
+        job = launch(one_long_line, num_processes=1, display='none')
+        job.wait(timeout=120)
+        took = time.monotonic() - t0
+    """),
+        timeout=180,
+    )
+    assert kernel.eval("len(job.logs(0))") == (40 << 20) + 1  # the line, ended when the stream closed
+    assert kernel.eval("took") < 8  # 12 s when each read re-scanned the whole partial line
+
+
+def test_a_recursion_error_comes_back_in_seconds_with_the_repeats_folded(kernel):
+    kernel.ok(
+        dedent("""
+        def recurse(n):
+            return recurse(n + 1)
+        def deep():
+            recurse(0)
+    """)
+    )
+    result = kernel.run("t0 = time.monotonic()\nnotebook_launcher(deep, num_processes=1)", timeout=120)
+    assert result.error["ename"] == "RecursionError"
+    assert result.traceback.count("return recurse(n + 1)") <= 4
+    assert "repeated" in result.traceback and "more times" in result.traceback
+    assert kernel.eval("time.monotonic() - t0") < 15
+
+
+def test_interrupting_a_rank_that_holds_the_gil_ends_it_and_says_only_what_is_true(kernel):
+    """sum(range(...)) runs in C holding the GIL: the rank can neither answer for its stacks nor take
+    SIGTERM, so it is killed after the grace period; the cell says the launch ended, nothing else."""
+    kernel.ok("def holds_the_gil():\n    print('looping', flush=True)\n    sum(range(10**15))")
+    msg_id = kernel.submit("notebook_launcher(holds_the_gil, num_processes=2)")
+    kernel.collect(msg_id, until=lambda result: "looping" in result.stdout, timeout=60)
+    kernel.interrupt()
+    result = kernel.collect(msg_id, timeout=30)
+    assert result.error["ename"] == "KeyboardInterrupt"
+    assert "every rank has ended" in result.error["evalue"]
+    assert "still running in the background" not in result.stderr
+    assert kernel.children() == []
