@@ -7,6 +7,7 @@ every wait is an upper bound on ``psutil.wait_procs``.
 
 from __future__ import annotations
 
+import os
 import signal
 from textwrap import dedent
 
@@ -169,3 +170,30 @@ def test_a_failing_rank_with_a_child_reports_without_waiting_out_grace_periods(k
     assert result.error["evalue"] == "[rank 1] failed with a child running"
     # the siblings' children end on the first SIGTERM: no grace period (2 s) is waited out
     assert kernel.eval("took") < 2.0
+
+
+def test_what_a_killed_kernel_left_in_tmp_is_removed_by_the_next_import(tmp_path):
+    """The spawn payload and the workers' directory of a kernel killed mid-launch are named after its
+    pid; the next kernel that imports the package removes them."""
+    import glob
+    import tempfile
+
+    session = KernelSession()
+    try:
+        _start_and_wait_for_children(session, tmp_path, "spawn")
+        session.ok("from notebook_launcher import start_workers\nworkers = start_workers(1, display='none')")
+        pid = session.process.pid
+        left = glob.glob(f"{tempfile.gettempdir()}/notebook-launcher-*{pid}-*")
+        assert any(path.endswith(".pkl") for path in left) and any("workers" in path for path in left)
+        family = session.process.children(recursive=True)
+        session.process.send_signal(signal.SIGKILL)
+        psutil.wait_procs(family, timeout=10)
+    finally:
+        session.shutdown()
+    assert all(os.path.exists(path) for path in left)  # nobody was there to remove them
+    fresh = KernelSession()
+    try:
+        fresh.ok("import notebook_launcher")
+        assert [path for path in left if os.path.exists(path)] == []
+    finally:
+        fresh.shutdown()
