@@ -40,6 +40,7 @@ def launch(
     stall_timeout: float | None = None,
     timeout: float | None = None,
     rendezvous_timeout: float = 300.0,
+    secret: str | None = None,
 ) -> Launch:
     """Start ``function(*args)`` on ``num_processes`` ranks and return a ``Launch`` handle at once.
 
@@ -81,6 +82,9 @@ def launch(
             after another returned; None (the default) never.
         timeout: end the launch with ``LaunchTimeout`` (and the stacks) after this many seconds.
         rendezvous_timeout: seconds to wait for every node (and, on other nodes, for node 0's store).
+        secret: with several nodes, a key every node's cell shares (or ``NOTEBOOK_LAUNCHER_SECRET``):
+            the nodes sign their messages on the rendezvous store with it, so another process that
+            reaches the store's port cannot forge a node's join or failure. Not needed on one node.
 
     Returns:
         The running ``Launch``: ``.wait()``, ``.stop()``, ``.stacks()``, ``.status``, ``.results``, ``.logs(rank)``.
@@ -119,6 +123,7 @@ def launch(
         stall_timeout=stall_timeout,
         timeout=timeout,
         rendezvous_timeout=rendezvous_timeout,
+        secret=secret,
     )
     return start_launch(plan, notices, select_view(display, line_prefix=plan.log_line_prefix))
 

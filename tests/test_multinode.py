@@ -29,6 +29,9 @@ TRAIN = dedent("""
 """)
 
 
+SECRET = "secret='a-secret-both-cells-share'"
+
+
 @pytest.fixture()
 def node1():
     session = KernelSession()
@@ -46,7 +49,7 @@ def _port(kernel):
 def test_two_nodes_train_together(kernel, node1, backend):
     kernel.ok(TRAIN)
     port = _port(kernel)
-    options = f"num_processes=2, num_nodes=2, use_port={port}, rdzv_backend={backend!r}, display='none'"
+    options = f"num_processes=2, num_nodes=2, use_port={port}, rdzv_backend={backend!r}, {SECRET}, display='none'"
     kernel.ok(f"job = launch(short, node_rank=0, {options})")
     node1.ok(f"job = launch(short, node_rank=1, {options})")
     first, second = kernel.eval("job.wait(timeout=120)"), node1.eval("job.wait(timeout=120)")
@@ -75,7 +78,7 @@ def test_node_0_keeps_the_store_up_until_a_slower_node_is_done(kernel, node1, tm
     for session in (kernel, node1):
         session.ok(LATE)
     port = _port(kernel)
-    options = f"args=({release!r},), num_processes=2, num_nodes=2, use_port={port}, display='none'"
+    options = f"args=({release!r},), num_processes=2, num_nodes=2, use_port={port}, {SECRET}, display='none'"
     kernel.ok(f"job = launch(late, node_rank=0, {options})")
     node1.ok(f"job = launch(late, node_rank=1, {options})")
     kernel.ok("while 'keeping the store up' not in job._record.waiting: job._done.wait(0.02)", timeout=60)
@@ -90,7 +93,7 @@ def test_node_0_keeps_the_store_up_until_a_slower_node_is_done(kernel, node1, tm
 def test_a_failure_on_one_node_ends_the_other_with_its_reason(kernel, node1):
     kernel.ok(TRAIN)
     port = _port(kernel)
-    options = f"num_processes=2, num_nodes=2, use_port={port}, display='none'"
+    options = f"num_processes=2, num_nodes=2, use_port={port}, {SECRET}, display='none'"
     kernel.ok(f"job = launch(all_reduce, node_rank=0, {options})")
     node1.ok(f"job = launch(all_reduce, args=(3,), node_rank=1, {options})")
     failed = node1.run("job.wait(timeout=120)")
@@ -107,7 +110,7 @@ def test_a_node_that_never_comes_is_a_clear_error_after_the_rendezvous_timeout(k
     port = _port(kernel)
     result = kernel.run(
         f"job = launch(short, num_processes=1, num_nodes=2, node_rank=0, use_port={port},"
-        f" rendezvous_timeout=1.5, display='none'); job.wait()"
+        f" rendezvous_timeout=1.5, {SECRET}, display='none'); job.wait()"
     )
     assert result.error["ename"] == "LaunchError"
     assert (
@@ -125,7 +128,7 @@ def test_an_interrupt_ends_the_wait_for_a_node(kernel):
         f"notebook_launcher = __import__('notebook_launcher').notebook_launcher\n"
         f"print('waiting', flush=True)\n"
         f"notebook_launcher(short, num_processes=1, num_nodes=2, node_rank=1, use_port={port},"
-        f" display='text')"
+        f" {SECRET}, display='text')"
     )
     kernel.collect(msg_id, timeout=30, until=lambda r: "waiting" in r.stdout)
     kernel.interrupt()

@@ -36,6 +36,7 @@ class RendezvousPlan:
     run_id: str = "none"
     conf: dict = field(default_factory=dict)
     timeout: float = 300.0  # seconds to wait for every node
+    secret: bytes = field(default=b"", repr=False)  # signs the nodes' messages (``signed_store``)
 
 
 @dataclass(frozen=True)
@@ -128,6 +129,7 @@ def make_plan(
     stall_timeout=None,
     timeout=None,
     log_line_prefix_template=None,
+    secret=None,
 ):
     """Check the arguments and resolve the defaults.
 
@@ -169,6 +171,7 @@ def make_plan(
         str(rdzv_id),
         conf,
         join_timeout,
+        check_secret(secret, num_nodes),
     )
     check_prefix(log_line_prefix_template)
     if use_port is not None and node_rank == 0 and rdzv_backend == "static":
@@ -313,12 +316,58 @@ def check_count(name, value):
     return value
 
 
+# torch elastic's own tuning of its dynamic rendezvous: accepted (torchrun and Accelerate pass them),
+# nothing to tune in ours
+_TORCH_RDZV_KNOBS = (
+    "last_call_timeout",
+    "close_timeout",
+    "read_timeout",
+    "keep_alive_interval",
+    "keep_alive_max_attempt",
+    "timeout",
+    "is_host",
+    "use_libuv",
+)
+
+
 def check_rdzv_conf(conf):
     if conf is None:
         return {}
     if not isinstance(conf, dict):
         raise ValueError(f"rdzv_conf must be a dict of rendezvous settings or None, got {type(conf).__name__}")
-    return dict(conf)
+    unknown = sorted(str(key) for key in conf if key not in ("join_timeout", *_TORCH_RDZV_KNOBS))
+    if unknown:
+        raise ValueError(
+            f"rdzv_conf has settings notebook_launcher does not know: {', '.join(unknown)}; it takes"
+            " join_timeout (torch elastic's own tuning settings are accepted and have no effect)"
+        )
+    return {key: value for key, value in conf.items() if key == "join_timeout"}
+
+
+SECRET_VARIABLE = "NOTEBOOK_LAUNCHER_SECRET"
+
+
+def check_secret(secret, num_nodes):
+    """The key that signs the nodes' messages: ``secret`` or ``NOTEBOOK_LAUNCHER_SECRET``, the same on
+    every node (required with several nodes); a random one a single node keeps to itself."""
+    import os
+    import secrets
+
+    if secret is None:
+        secret = os.environ.get(SECRET_VARIABLE)
+    if secret is None:
+        if num_nodes > 1:
+            raise ValueError(
+                "with num_nodes > 1 the nodes must share a secret that signs their messages (the rendezvous"
+                f" store itself has no authentication): pass the same secret= on every node, or set {SECRET_VARIABLE};"
+                " e.g. secrets.token_hex(16), sent to the other machines as you would a password"
+            )
+        return secrets.token_bytes(16)
+    if isinstance(secret, str):
+        secret = secret.encode()
+    if not isinstance(secret, bytes) or len(secret) < 8:
+        raise ValueError(f"secret must be a str or bytes of at least 8 characters (got {type(secret).__name__})")
+    return secret
 
 
 def check_prefix(template):

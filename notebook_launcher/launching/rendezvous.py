@@ -8,18 +8,27 @@ works unchanged. Binding first also removes the race between picking a free port
 
 With several nodes, what must be reachable from every node is ``master_addr:port`` (the store) and
 whatever ports the ranks' backend opens between machines (gloo/NCCL pick them; see their
-``*_SOCKET_IFNAME`` settings). The nodes meet before any rank starts:
+``*_SOCKET_IFNAME`` settings). A TCPStore has no authentication, so every message between the
+nodes' kernels is signed with the launch's ``secret`` (``signed_store``): a process that is not
+one of the nodes can disturb a launch (it can reach the port) but cannot forge a node's join, its
+failure or node 0's address, and nothing read from a store is unpickled. The nodes meet before
+any rank starts:
 
 * ``rdzv_backend="static"`` (as torchrun's static rendezvous): node 0 hosts the store at
-  ``master_addr:use_port``; every node adds itself to a counter and waits until all
-  ``num_nodes`` have, polling so that a stop (an interrupt) is seen at once;
-* ``rdzv_backend="c10d"``: torch's own dynamic rendezvous (``torch.distributed.elastic``) admits
-  the nodes and numbers them; the node it numbers 0 then hosts the ranks' store, as above, and
-  publishes its address on the rendezvous store.
+  ``master_addr:use_port``; every node signs its join and waits until all ``num_nodes`` have,
+  polling so that a stop (an interrupt) is seen at once;
+* ``rdzv_backend="c10d"`` (as torchrun's dynamic rendezvous, without its pickled state): the nodes
+  meet at ``rdzv_endpoint`` (the first node to bind it hosts it) and are numbered in the order
+  they arrive; the node numbered 0 then hosts the ranks' store, as above, and signs its address
+  on the meeting store.
+
+Every attempt of a launch (``max_restarts``) meets under keys of its own, and a node checks that
+the store it reached is the one of its attempt (node 0 signs an attempt marker when it hosts),
+so a node that restarts faster than node 0 never joins node 0's previous store.
 
 A node that does not come within ``rendezvous_timeout`` is a ``LaunchError`` naming what was
 waited for. While the ranks run, every node watches one key of the store: a node whose launch
-fails sets it, and the others end their ranks with that node's reason.
+fails signs it, and the others end their ranks with that node's reason.
 
 Example:
     >>> meeting = Rendezvous(master_addr="127.0.0.1", port=None, node_rank=0, num_nodes=1)
@@ -32,20 +41,20 @@ Example:
 from __future__ import annotations
 
 import datetime
+import errno
 import socket
 import time
 from collections.abc import Callable
 from typing import Any
 
 from ..errors import LaunchError
+from .signed_store import SignedStore
 
 __all__ = ["Rendezvous"]
 
-_JOINED = "notebook_launcher/joined"
-_FAILED = "notebook_launcher/failed"
-_MASTER = "notebook_launcher/master"
-_LEFT = "notebook_launcher/left"
 _POLL = 0.1  # seconds between looks at the store while waiting
+_ATTEMPT = "attempt"  # the marker node 0 (or the meeting's host) signs when it hosts a store
+_CANNOT_BIND = (errno.EADDRINUSE, errno.EADDRNOTAVAIL)
 
 
 class Rendezvous:
@@ -61,7 +70,8 @@ class Rendezvous:
         backend: str = "static",
         endpoint: str = "",
         run_id: str = "none",
-        conf: dict | None = None,
+        secret: bytes = b"",
+        attempt: int = 0,
     ) -> None:
         self.master_addr = master_addr
         self.port = port
@@ -71,9 +81,11 @@ class Rendezvous:
         self.backend = backend
         self.endpoint = endpoint
         self.run_id = run_id
-        self.conf = dict(conf or {})
+        self.attempt = attempt
+        self._secret = secret
         self.store: Any = None  # the ranks' store (server on node 0, a client elsewhere)
-        self._handler: Any = None
+        self._signed: SignedStore | None = None  # node-to-node messages on it
+        self._meeting: SignedStore | None = None  # c10d: the store the nodes meet at
 
     # -- opening --------------------------------------------------------------------------------
 
@@ -83,41 +95,41 @@ class Rendezvous:
         Raises:
             LaunchError: a node did not come within the timeout, or the port cannot be used.
         """
-        if self.backend == "c10d" and self.num_nodes > 1:
-            self._join_c10d(waiting)
+        deadline = time.monotonic() + self.timeout
+        c10d = self.backend == "c10d" and self.num_nodes > 1
+        if c10d:
+            self._number_nodes(deadline, stop_requested, waiting)
         if self.node_rank == 0:
-            self._host()
-            if self.backend == "c10d" and self.num_nodes > 1:
-                self._handler_store().set(_MASTER, f"{self.master_addr}:{self.port}")
+            self.store = self._host(self.master_addr, None if c10d else self.port, self.num_nodes)
+            self.port = self.store.port
+            self._signed = self._sign(self.store)
+            if self.num_nodes > 1:
+                self._signed.set(_ATTEMPT, "hosted")
+            if self._meeting is not None:
+                self._meeting.set("master", f"{self.master_addr}:{self.port}")
         else:
-            if self.backend == "c10d":
-                self._read_master(stop_requested, waiting)
-            self._connect(stop_requested, waiting)
+            if self._meeting is not None:
+                self._read_master(deadline, stop_requested, waiting)
+            self.store = self._connect(self.master_addr, int(self.port or 0), deadline, stop_requested, waiting)
+            self._signed = self._sign(self.store)
         if self.num_nodes > 1:
-            self._wait_for_nodes(stop_requested, waiting)
+            self._wait_for_nodes(deadline, stop_requested, waiting)
         assert self.port is not None
         return self.port
 
-    def _host(self) -> None:
+    def _sign(self, store: Any) -> SignedStore:
+        return SignedStore(store, self._secret, self.run_id, self.attempt)
+
+    def _host(self, address: str, port: int | None, workers: int) -> Any:
+        """A TCPStore server bound to ``address`` only (``port`` None: a free one)."""
         import torch.distributed as dist
 
-        listener = socket.socket(socket.AF_INET6 if ":" in self.master_addr else socket.AF_INET, socket.SOCK_STREAM)
-        listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        try:
-            listener.bind((self.master_addr, self.port or 0))
-            listener.listen(1024)
-        except OSError as err:
-            listener.close()
-            taken = f"port {self.port} is already in use on {self.master_addr}" if self.port else str(err)
-            raise LaunchError(
-                f"cannot host the rendezvous store: {taken}; pass another use_port, or use_port=None to pick a free one"
-            ) from None
-        self.port = listener.getsockname()[1]
+        listener = _bind(address, port)
         # the store takes the socket over (and closes it when it is deleted)
-        self.store = dist.TCPStore(
-            self.master_addr,
-            self.port,
-            max(1, self.num_nodes),
+        return dist.TCPStore(
+            address,
+            listener.getsockname()[1],
+            max(1, workers),
             True,
             timeout=datetime.timedelta(seconds=self.timeout),
             wait_for_workers=False,
@@ -125,34 +137,55 @@ class Rendezvous:
             use_libuv=True,
         )
 
-    def _connect(self, stop_requested: Callable[[], bool], waiting: Callable[[str], None]) -> None:
+    def _connect(
+        self,
+        address: str,
+        port: int,
+        deadline: float,
+        stop_requested: Callable[[], bool],
+        waiting: Callable[[str], None],
+        whose: str = "node 0's store",
+    ) -> Any:
+        """A client of the store at ``address:port`` once it is this attempt's (its host signed the
+        attempt marker); an earlier attempt's store, or none yet, is waited out."""
         import torch.distributed as dist
 
-        deadline = time.monotonic() + self.timeout
-        target = f"{self.master_addr}:{self.port}"
+        target = f"{address}:{port}"
+        forged = 0
         while True:
             if stop_requested():
-                raise LaunchError(f"stopped while waiting for node 0's store at {target}")
+                raise LaunchError(f"stopped while waiting for {whose} at {target}")
             try:
-                self.store = dist.TCPStore(
-                    self.master_addr, int(self.port or 0), self.num_nodes, False, timeout=datetime.timedelta(seconds=1)
-                )
-                self.store.set_timeout(datetime.timedelta(seconds=self.timeout))
-                return
+                store = dist.TCPStore(address, port, self.num_nodes, False, timeout=datetime.timedelta(seconds=1))
+                signed = self._sign(store)
+                if signed.get(_ATTEMPT) is not None:
+                    store.set_timeout(datetime.timedelta(seconds=self.timeout))
+                    return store
+                forged += signed.forged
+                del store  # an earlier attempt's store, or one not signed with this launch's secret
             except Exception:  # not up yet: node 0 may start later
-                if time.monotonic() > deadline:
-                    raise LaunchError(
-                        f"node {self.node_rank} could not reach node 0's rendezvous store at {target}"
-                        f" within rendezvous_timeout={self.timeout:g} s: is node 0 launching, and is"
-                        f" {target} reachable from this machine?"
-                    ) from None
-                waiting(f"waiting for node 0's store at {target}")
+                pass
+            if time.monotonic() > deadline:
+                mismatch = (
+                    "; the store there was not signed with this node's secret: give every node the same secret="
+                    if forged
+                    else f": is node 0 launching, and is {target} reachable from this machine?"
+                )
+                raise LaunchError(
+                    f"node {self.node_rank} could not reach {whose} (attempt {self.attempt}) at {target}"
+                    f" within rendezvous_timeout={self.timeout:g} s{mismatch}"
+                )
+            waiting(f"waiting for {whose} at {target}")
+            time.sleep(_POLL)  # a poll for a store on another machine, bounded by the deadline
 
-    def _wait_for_nodes(self, stop_requested: Callable[[], bool], waiting: Callable[[str], None]) -> None:
-        self.store.add(_JOINED, 1)
-        deadline = time.monotonic() + self.timeout
+    def _wait_for_nodes(
+        self, deadline: float, stop_requested: Callable[[], bool], waiting: Callable[[str], None]
+    ) -> None:
+        signed = self._signed
+        assert signed is not None
+        signed.set(f"joined/{self.node_rank}", "joined")
         while True:
-            joined = self.store.add(_JOINED, 0)
+            joined = sum(signed.get(f"joined/{node}") is not None for node in range(self.num_nodes))
             if joined >= self.num_nodes:
                 return
             if stop_requested():
@@ -160,7 +193,7 @@ class Rendezvous:
             if time.monotonic() > deadline:
                 raise LaunchError(
                     f"only {joined} of {self.num_nodes} nodes joined the rendezvous at"
-                    f" {self.master_addr}:{self.port} within rendezvous_timeout={self.timeout:g} s"
+                    f" {self.master_addr}:{self.port} within rendezvous_timeout={self.timeout:g} s" + _forgeries(signed)
                 )
             waiting(
                 f"waiting for {self.num_nodes - joined} more node(s) to join at {self.master_addr}:{self.port}"
@@ -168,38 +201,45 @@ class Rendezvous:
             )
             time.sleep(_POLL)  # a poll of the store while waiting for other machines, bounded by the deadline
 
-    # -- c10d: torch's dynamic rendezvous numbers the nodes ----------------------------------------
+    # -- c10d: the nodes are numbered in the order they arrive -------------------------------------
 
-    def _join_c10d(self, waiting: Callable[[str], None]) -> None:
-        from torch.distributed.elastic.rendezvous import RendezvousParameters
-        from torch.distributed.elastic.rendezvous.registry import get_rendezvous_handler
-
-        endpoint = self.endpoint or f"{self.master_addr}:{self.port}"
-        waiting(f"joining the c10d rendezvous at {endpoint} (run id {self.run_id!r})")
-        conf = {"join_timeout": self.timeout, **self.conf}
-        params = RendezvousParameters(
-            backend="c10d",
-            endpoint=endpoint,
-            run_id=self.run_id,
-            min_nodes=self.num_nodes,
-            max_nodes=self.num_nodes,
-            **conf,
-        )
-        self._handler = get_rendezvous_handler(params)
+    def _number_nodes(
+        self, deadline: float, stop_requested: Callable[[], bool], waiting: Callable[[str], None]
+    ) -> None:
+        host, _, port = (self.endpoint or f"{self.master_addr}:{self.port}").rpartition(":")
+        host = host.strip("[]")
+        waiting(f"joining the c10d rendezvous at {host}:{port} (run id {self.run_id!r})")
         try:
-            info = self._handler.next_rendezvous()
-        except Exception as err:
-            raise LaunchError(f"the c10d rendezvous at {endpoint} failed: {type(err).__name__}: {err}") from err
-        self.node_rank = info.rank
-        self._c10d_store = info.store
+            store = self._host(host, int(port), self.num_nodes)
+            self._meeting = self._sign(store)
+            self._meeting.set(_ATTEMPT, "hosted")
+        except LaunchError as err:
+            if not isinstance(err.__cause__, OSError) or err.__cause__.errno not in _CANNOT_BIND:
+                raise
+            store = self._connect(host, int(port), deadline, stop_requested, waiting, "the c10d rendezvous store")
+            self._meeting = self._sign(store)
+        arrival = self._meeting.count("arrivals")
+        if arrival > self.num_nodes:
+            raise LaunchError(
+                f"more than num_nodes={self.num_nodes} nodes joined the c10d rendezvous at {host}:{port}"
+                f" (run id {self.run_id!r}); this node arrived as number {arrival}"
+            )
+        self.node_rank = arrival - 1
         self.port = None  # the ranks' store gets a port of its own
 
-    def _handler_store(self) -> Any:
-        return self._c10d_store
-
-    def _read_master(self, stop_requested: Callable[[], bool], waiting: Callable[[str], None]) -> None:
-        self._c10d_store.wait([_MASTER], datetime.timedelta(seconds=self.timeout))
-        address = self._c10d_store.get(_MASTER).decode()
+    def _read_master(self, deadline: float, stop_requested: Callable[[], bool], waiting: Callable[[str], None]) -> None:
+        meeting = self._meeting
+        assert meeting is not None
+        while (address := meeting.get("master")) is None:
+            if stop_requested():
+                raise LaunchError("stopped while waiting for node 0's address")
+            if time.monotonic() > deadline:
+                raise LaunchError(
+                    f"node 0 did not publish its store's address on the c10d rendezvous within"
+                    f" rendezvous_timeout={self.timeout:g} s" + _forgeries(meeting)
+                )
+            waiting("waiting for node 0's store address")
+            time.sleep(_POLL)  # a poll of the meeting store, bounded by the deadline
         self.master_addr, port = address.rsplit(":", 1)
         self.port = int(port)
 
@@ -207,23 +247,23 @@ class Rendezvous:
 
     def report_failure(self, reason: str) -> None:
         """Tell the other nodes that this node's launch failed (they end their ranks)."""
-        if self.store is not None and self.num_nodes > 1:
+        if self._signed is not None and self.num_nodes > 1:
             try:
-                self.store.set(_FAILED, f"node {self.node_rank}: {reason}")
+                self._signed.set("failed", f"node {self.node_rank}: {reason}")
             except Exception:  # the store may be gone with node 0: the ranks' own errors still tell
                 pass
 
     def failure_elsewhere(self) -> str | None:
-        """Another node's failure, if one was reported."""
-        if self.store is None or self.num_nodes == 1:
+        """Another node's failure, if one was reported (and signed by a node of this launch)."""
+        if self._signed is None or self.num_nodes == 1:
             return None
         try:
-            if self.store.check([_FAILED]):
-                reason = self.store.get(_FAILED).decode()
-                return None if reason.startswith(f"node {self.node_rank}:") else reason
+            reason = self._signed.get("failed")
         except Exception:  # node 0's store is gone: its ranks are ending, ours will see it in the collective
             return "node 0's rendezvous store is gone"
-        return None
+        if reason is None or reason.startswith(f"node {self.node_rank}:"):
+            return None
+        return reason
 
     def leave(self, stop_requested: Callable[[], bool], waiting: Callable[[str], None]) -> None:
         """Tell the other nodes that this node's ranks have all returned.
@@ -233,26 +273,49 @@ class Rendezvous:
         barrier for the same reason): a node whose ranks are still sending their results would
         otherwise take the vanished store for node 0's failure.
         """
-        if self.store is None or self.num_nodes == 1:
+        signed = self._signed
+        if signed is None or self.num_nodes == 1:
             return
         try:
-            left = self.store.add(_LEFT, 1)
+            signed.set(f"left/{self.node_rank}", "left")
             deadline = time.monotonic() + self.timeout
-            while self.node_rank == 0 and left < self.num_nodes:
-                if stop_requested() or time.monotonic() > deadline or self.store.check([_FAILED]):
+            while self.node_rank == 0:
+                left = sum(signed.get(f"left/{node}") is not None for node in range(self.num_nodes))
+                if left >= self.num_nodes or stop_requested() or time.monotonic() > deadline:
+                    return
+                if signed.get("failed") is not None:
                     return
                 waiting(f"this node's ranks are done; keeping the store up for {self.num_nodes - left} more node(s)")
                 time.sleep(_POLL)  # a poll of the store, bounded by the deadline
-                left = self.store.add(_LEFT, 0)
         except Exception:  # another node's store is gone: nothing left to tell it
             pass
 
     def close(self) -> None:
-        """Stop hosting (or leave) the store; the port is free again afterwards."""
+        """Stop hosting (or leave) the stores; their ports are free again afterwards."""
         self.store = None
-        if self._handler is not None:
-            try:
-                self._handler.shutdown()
-            except Exception:
-                pass
-            self._handler = None
+        self._signed = None
+        self._meeting = None
+
+
+def _bind(address: str, port: int | None) -> socket.socket:
+    listener = socket.socket(socket.AF_INET6 if ":" in address else socket.AF_INET, socket.SOCK_STREAM)
+    listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        listener.bind((address, port or 0))
+        listener.listen(1024)
+    except OSError as err:
+        listener.close()
+        taken = f"port {port} is already in use on {address}" if port else str(err)
+        raise LaunchError(
+            f"cannot host the rendezvous store: {taken}; pass another use_port, or use_port=None to pick a free one"
+        ) from err
+    return listener
+
+
+def _forgeries(signed: SignedStore) -> str:
+    if not signed.forged:
+        return ""
+    return (
+        f"; {signed.forged} value(s) on the store were not signed with this launch's secret: give every"
+        " node the same secret= (or another process wrote to the store)"
+    )

@@ -143,7 +143,8 @@ class Supervisor:
             plan.rendezvous.backend,
             plan.rendezvous.endpoint,
             plan.run_id,
-            plan.rendezvous.conf,
+            plan.rendezvous.secret,
+            attempt,
         )
         self.master_port: int | None = None
         self._tensor_prefix = new_prefix()

@@ -1,0 +1,154 @@
+"""What a multi-node launch exposes, and what it does not trust: every store listens on
+``master_addr`` only, nothing read from a store is unpickled, the nodes' messages are signed with
+a secret their cells share (a forged failure is ignored), and restarts meet on their own attempt's
+store.
+
+The "attacker" is this test process: a local user who can reach the store's port on 127.0.0.1.
+"""
+
+from __future__ import annotations
+
+import base64
+import datetime
+import pickle
+from textwrap import dedent
+
+import psutil
+import pytest
+from gates import gate_code, open_gates
+from kernel_session import KernelSession
+
+SECRET = "secret='a-secret-both-cells-share'"
+
+TRAIN = dedent("""
+    import os, time, threading
+    import torch, torch.distributed as dist
+    from notebook_launcher import launch
+    def short(fail_first_attempt=False):
+        dist.init_process_group("gloo")
+        total = torch.tensor([float(dist.get_rank())])
+        dist.all_reduce(total)
+        attempt = int(os.environ["TORCHELASTIC_RESTART_COUNT"])
+        if fail_first_attempt and attempt == 0 and dist.get_rank() == 3:
+            raise RuntimeError("transient")
+        dist.barrier()
+        return dist.get_rank(), dist.get_world_size(), total.item(), attempt
+""")
+
+
+@pytest.fixture()
+def node1():
+    session = KernelSession()
+    session.ok(TRAIN)
+    yield session
+    session.shutdown()
+
+
+def _port(kernel):
+    kernel.ok("from notebook_launcher.launching.ports import free_port\nport = free_port('127.0.0.1')")
+    return kernel.eval("port")
+
+
+def test_several_nodes_need_a_shared_secret(kernel):
+    kernel.ok(TRAIN)
+    result = kernel.run("launch(short, num_processes=1, num_nodes=2, use_port=29999)")
+    assert result.error["ename"] == "ValueError"
+    assert (
+        "the nodes must share a secret" in result.error["evalue"]
+        and "NOTEBOOK_LAUNCHER_SECRET" in (result.error["evalue"])
+    )
+
+
+class _Evil:
+    """Writes a file when unpickled: a kernel that unpickled what a store holds would run it."""
+
+    def __init__(self, path):
+        self.path = path
+
+    def __reduce__(self):
+        return (open, (self.path, "w"))
+
+
+def _listening(session):
+    """(ip, port) of every TCP socket the kernel listens on."""
+    return {
+        (conn.laddr.ip, conn.laddr.port)
+        for conn in session.process.net_connections(kind="tcp")
+        if conn.status == psutil.CONN_LISTEN
+    }
+
+
+def test_c10d_binds_master_addr_only_and_never_unpickles_the_store(kernel, node1, tmp_path):
+    import torch.distributed as dist
+
+    kernel.ok(TRAIN)
+    port = _port(kernel)
+    planted = tmp_path / "ran-in-a-kernel"
+    options = f"num_processes=2, num_nodes=2, use_port={port}, rdzv_backend='c10d', {SECRET}, display='none'"
+    kernel.ok(f"job = launch(short, node_rank=0, {options})")
+    kernel.ok("while not job.waiting: job._done.wait(0.02)", timeout=60)  # waiting for node 1
+    # the state torch's dynamic rendezvous keeps (and unpickles every few seconds), planted
+    attacker = dist.TCPStore("127.0.0.1", port, 2, False, timeout=datetime.timedelta(seconds=10))
+    payload = base64.b64encode(pickle.dumps(_Evil(str(planted))))
+    for key in ("torch.rendezvous.none", "/torch.rendezvous.none", "torch.rendezvous.none.state"):
+        attacker.set(key, payload)
+    listening = _listening(kernel)
+    node1.ok(f"job = launch(short, node_rank=1, {options})")
+    assert sorted(kernel.eval("job.wait(timeout=120)")[:3]) == [0, 4, 6.0]
+    assert node1.eval("job.wait(timeout=120)")[:2] == (2, 4)
+    assert not planted.exists()
+    assert listening and all(ip == "127.0.0.1" for ip, _ in listening)
+    del attacker
+
+
+def test_a_forged_failure_on_the_store_does_not_end_the_launch(kernel, node1, tmp_path):
+    import torch.distributed as dist
+
+    for session in (kernel, node1):
+        session.ok(TRAIN)
+        session.ok(gate_code(tmp_path) if session is kernel else "pass")
+    kernel.ok("def gated():\n    wait_at_gate()\n    return short()")
+    node1.ok(
+        f"GATE_DIR = {str(tmp_path)!r}\n"
+        + gate_code(tmp_path).split("for _r")[0]
+        + "def gated():\n    wait_at_gate()\n    return short()"
+    )
+    port = _port(kernel)
+    options = f"num_processes=2, num_nodes=2, use_port={port}, {SECRET}, display='none'"
+    kernel.ok(f"job = launch(gated, node_rank=0, {options})")
+    node1.ok(f"job = launch(gated, node_rank=1, {options})")
+    attacker = dist.TCPStore("127.0.0.1", port, 2, False, timeout=datetime.timedelta(seconds=10))
+    for run in ("none",):
+        attacker.set(f"notebook_launcher/{run}/0/failed", "0" * 64 + ":node 1: rank 3 failed: forged")
+    open_gates(tmp_path, [0, 1, 2, 3])  # the ranks go on only once the forgery is on the store
+    assert kernel.eval("job.wait(timeout=120)")[:2] == (0, 4)
+    assert node1.eval("job.wait(timeout=120)")[:2] == (2, 4)
+    del attacker
+
+
+def test_nodes_given_different_secrets_are_told_so(kernel, node1):
+    kernel.ok(TRAIN)
+    port = _port(kernel)
+    options = f"num_processes=1, num_nodes=2, use_port={port}, rendezvous_timeout=3, display='none'"
+    kernel.ok(f"job = launch(short, node_rank=0, secret='one-secret-here', {options})")
+    result = node1.run(f"launch(short, node_rank=1, secret='another-secret', {options}).wait()")
+    assert result.error["ename"] == "LaunchError"
+    assert "was not signed with this node's secret: give every node the same secret=" in result.error["evalue"]
+    assert kernel.run("job.wait(timeout=60)").error["ename"] == "LaunchError"
+
+
+@pytest.mark.parametrize("backend", ["static", "c10d"])
+def test_two_nodes_restart_together_on_a_fresh_attempt(kernel, node1, backend):
+    """Node 1 restarting faster than node 0 must not join node 0's previous store (3 of 3 failed)."""
+    kernel.ok(TRAIN)
+    port = _port(kernel)
+    options = (
+        f"args=(True,), num_processes=2, num_nodes=2, use_port={port}, rdzv_backend={backend!r},"
+        f" max_restarts=1, rendezvous_timeout=60, {SECRET}, display='none'"
+    )
+    kernel.ok(f"job = launch(short, node_rank=0, {options})")
+    node1.ok(f"job = launch(short, node_rank=1, {options})")
+    first, second = kernel.eval("job.wait(timeout=120)", timeout=150), node1.eval("job.wait(timeout=120)", timeout=150)
+    assert first[3] == 1 and second[3] == 1  # both finished on the second attempt
+    assert {first[0], second[0]} == {0, 2} and first[1] == second[1] == 4
+    assert kernel.children() == [] and node1.children() == []
