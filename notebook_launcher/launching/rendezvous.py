@@ -35,6 +35,7 @@ Example:
     >>> port = meeting.open(stop_requested=lambda: False, waiting=print)
     >>> 1024 <= port <= 65535
     True
+    >>> meeting.serve()   # once the ranks are started
     >>> meeting.close()
 """
 
@@ -86,6 +87,7 @@ class Rendezvous:
         self.store: Any = None  # the ranks' store (server on node 0, a client elsewhere)
         self._signed: SignedStore | None = None  # node-to-node messages on it
         self._meeting: SignedStore | None = None  # c10d: the store the nodes meet at
+        self._listener: socket.socket | None = None  # bound, not served yet (one node)
 
     # -- opening --------------------------------------------------------------------------------
 
@@ -99,6 +101,11 @@ class Rendezvous:
         c10d = self.backend == "c10d" and self.num_nodes > 1
         if c10d:
             self._number_nodes(deadline, stop_requested, waiting)
+        if self.node_rank == 0 and self.num_nodes == 1:
+            # one node: bound now (the port is the ranks'), served once they are started (``serve``)
+            self._listener = _bind(self.master_addr, self.port)
+            self.port = self._listener.getsockname()[1]
+            return self.port
         if self.node_rank == 0:
             self.store = self._host(self.master_addr, None if c10d else self.port, self.num_nodes)
             self.port = self.store.port
@@ -117,14 +124,22 @@ class Rendezvous:
         assert self.port is not None
         return self.port
 
+    def serve(self) -> None:
+        """Start serving the bound store (one node). Ranks that connect before are held in the
+        socket's backlog, so the store's start-up is off the ranks' start path."""
+        listener, self._listener = self._listener, None
+        if listener is not None:
+            self.store = self._host(self.master_addr, None, self.num_nodes, listener)
+
     def _sign(self, store: Any) -> SignedStore:
         return SignedStore(store, self._secret, self.run_id, self.attempt)
 
-    def _host(self, address: str, port: int | None, workers: int) -> Any:
-        """A TCPStore server bound to ``address`` only (``port`` None: a free one)."""
+    def _host(self, address: str, port: int | None, workers: int, listener: socket.socket | None = None) -> Any:
+        """A TCPStore server bound to ``address`` only (``port`` None: a free one), on ``listener``
+        when it is already bound."""
         import torch.distributed as dist
 
-        listener = _bind(address, port)
+        listener = listener or _bind(address, port)
         # the store takes the socket over (and closes it when it is deleted)
         return dist.TCPStore(
             address,
@@ -295,6 +310,9 @@ class Rendezvous:
         self.store = None
         self._signed = None
         self._meeting = None
+        if self._listener is not None:  # never served: the launch ended before its ranks started
+            self._listener.close()
+            self._listener = None
 
 
 def _bind(address: str, port: int | None) -> socket.socket:

@@ -211,6 +211,7 @@ class Supervisor:
         try:
             self._meet()
             self._start_workers()
+            self._meeting.serve()
             self._loop()
             self._release_collateral()
         except LaunchError as refused:  # the rendezvous or a start refused: nothing (more) runs
