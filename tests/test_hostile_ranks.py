@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from textwrap import dedent
 
+import psutil
 import pytest
 
 HOSTILE = dedent("""
@@ -182,3 +183,90 @@ def test_interrupting_a_rank_that_holds_the_gil_ends_it_and_says_only_what_is_tr
     assert "every rank has ended" in result.error["evalue"]
     assert "still running in the background" not in result.stderr
     assert kernel.children() == []
+
+
+SOAK = dedent("""
+    import glob, psutil, subprocess
+    me = psutil.Process()
+    CHILDREN = []
+
+    def killed_with_a_child():
+        child = subprocess.Popen(["sleep", "300"])
+        with open(os.environ["SOAK_PIDS"], "a") as file:
+            file.write(f"{child.pid}\\n")
+        os.kill(os.getpid(), signal.SIGKILL)
+
+    def exits_with_a_child():
+        child = subprocess.Popen(["sleep", "300"])
+        with open(os.environ["SOAK_PIDS"], "a") as file:
+            file.write(f"{child.pid}\\n")
+        os._exit(3)
+
+    def hangs():
+        threading.Event().wait()
+
+    def big_result():
+        import torch
+        return torch.ones(1 << 19)          # 2 MiB: travels through /dev/shm
+
+    ROUNDS = [
+        ("ok", lambda: launch(ok, num_processes=2, display="none")),
+        ("broken_str", lambda: launch(broken_str, num_processes=1, display="none")),
+        ("exits_when_loaded", lambda: launch(exits_when_loaded, num_processes=1, display="none")),
+        ("unknown_kind", lambda: launch(unknown_kind, num_processes=2, display="none")),
+        ("undecodable", lambda: launch(undecodable_event, num_processes=1, display="none")),
+        ("killed", lambda: launch(killed_with_a_child, num_processes=2, display="none")),
+        ("exits", lambda: launch(exits_with_a_child, num_processes=1, display="none", start_method="spawn")),
+        ("stopped", lambda: launch(hangs, num_processes=2, display="none")),
+        ("big", lambda: launch(big_result, num_processes=2, display="none")),
+        ("ok spawn", lambda: launch(ok, num_processes=1, display="none", start_method="spawn")),
+    ]
+
+    def soak_round(i):
+        name, start = ROUNDS[i % len(ROUNDS)]
+        job = start()
+        if name == "stopped":
+            job.stop()
+        else:
+            try:
+                job.wait(timeout=60)
+            except Exception:
+                pass
+        return job.status
+
+    def shm():
+        return sorted(glob.glob(f"/dev/shm/*{os.getpid()}*"))
+
+    def helpers(process):
+        line = " ".join(process.cmdline())
+        return "notebook_launcher.rank.start_server" in line or "notebook-launcher-guardian" in line
+""")
+
+
+def test_a_hundred_launches_with_faults_leave_the_kernel_as_they_found_it(hostile, tmp_path):
+    """100 launches in one kernel, every tenth an ordinary one and the rest hostile (a rank killed with
+    a child running, bad events, unloadable results, stops, large results through /dev/shm): the
+    kernel ends with the process count, descriptors, threads and /dev/shm files it started with, no
+    rank's child is left anywhere, and the last launch works."""
+    hostile.ok(SOAK)
+    hostile.ok(f"os.environ['SOAK_PIDS'] = {str(tmp_path / 'pids')!r}")
+    hostile.ok(
+        dedent("""
+        for i in range(len(ROUNDS)): soak_round(i)        # warm up lazily opened descriptors and threads
+        before = (me.num_fds(), me.num_threads(), shm(), [c.pid for c in me.children(recursive=True)])
+        statuses = [soak_round(i) for i in range(100)]
+        after = (me.num_fds(), me.num_threads(), shm(), [c.pid for c in me.children(recursive=True)])
+        left = [c for c in me.children(recursive=True) if not helpers(c)]
+    """),
+        timeout=900,
+    )
+    assert hostile.eval("(after[0] - before[0], after[1] - before[1])") == (0, 0)
+    assert hostile.eval("after[2] == before[2] == []") is True
+    assert hostile.eval("sorted(after[3]) == sorted(before[3])") is True  # the helpers only, the same ones
+    assert hostile.eval("left") == []
+    assert hostile.eval("sorted(set(statuses))") == ["failed", "stopped", "succeeded"]
+    pids = [int(pid) for pid in (tmp_path / "pids").read_text().split()]
+    assert len(pids) >= 20  # a child from every killed and exiting round (a sibling may be ended first)
+    alive = [pid for pid in pids if psutil.pid_exists(pid) and psutil.Process(pid).status() != psutil.STATUS_ZOMBIE]
+    assert alive == []
+    _next_launch_works(hostile)
