@@ -116,7 +116,17 @@ def test_the_live_widget_keeps_the_reader_then_the_notebook_keeps_the_launch(lab
     _release(gates, "c")
     page.locator(".nl-static .nl-summary", has_text="succeeded in").first.wait_for(timeout=60_000)
     assert page.locator(".nl-logbox").count() == 0
-    assert page.locator(".nl-static details.nl-rank").count() == 2
+    assert page.locator(".nl-static details.nl-ranklog").count() == 2
+    # what a person sees of the finished launch in the light theme: dark text, not white on white
+    # (the sidebar's stylesheet once restyled the static form's rank logs)
+    seen = page.evaluate("""() => {
+        const log = document.querySelector('.nl-static details.nl-ranklog');
+        const colour = el => getComputedStyle(el).color;
+        return {summary: colour(log.querySelector('summary')), line: colour(log.querySelector('.nl-lines')),
+                text: log.innerText};
+    }""")
+    assert _brightness(seen["summary"]) < 100 and _brightness(seen["line"]) < 100, seen
+    assert "rank 0: step 699" in seen["text"]  # visible text, not only in the DOM
 
     # the dark theme: text and chart labels take the theme's colours
     page.locator(".lm-MenuBar-itemLabel", has_text="Settings").first.click()

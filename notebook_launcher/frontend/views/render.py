@@ -40,36 +40,36 @@ RANK_COLORS = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b",
 
 CSS = """
 .nl-root { color: var(--jp-ui-font-color1, inherit); font-size: 12px; }
-.nl-head { margin: 2px 0 4px; }
-.nl-chip { display: inline-block; margin: 0 4px 2px 0; padding: 1px 8px; border-radius: 10px; color: #fff;
+.nl-root .nl-head { margin: 2px 0 4px; }
+.nl-root .nl-chip { display: inline-block; margin: 0 4px 2px 0; padding: 1px 8px; border-radius: 10px; color: #fff;
   font-size: 11px; }
 .nl-root pre.nl-log { font-family: var(--jp-code-font-family, monospace); font-size: 12px; line-height: 1.35;
   white-space: pre-wrap; word-break: break-word; margin: 0 !important; padding: 0 !important;
   background: none !important; border: none !important; color: inherit; }
-.nl-stderr { color: var(--jp-ui-font-color2, #666); }
-.nl-prefix { font-weight: 600; }
-.nl-hint { color: var(--jp-ui-font-color2, #888); font-style: italic; }
-.nl-display { margin: 2px 0; }
-.nl-display img { max-width: 100%; }
-.nl-logbox { height: 280px; overflow: auto !important; border: 1px solid var(--jp-border-color2, #cfcfcf);
+.nl-root .nl-stderr { color: var(--jp-ui-font-color2, #666); }
+.nl-root .nl-prefix { font-weight: 600; }
+.nl-root .nl-hint { color: var(--jp-ui-font-color2, #888); font-style: italic; }
+.nl-root .nl-display { margin: 2px 0; }
+.nl-root .nl-display img { max-width: 100%; }
+.nl-root .nl-logbox { height: 280px; overflow: auto !important; border: 1px solid var(--jp-border-color2, #cfcfcf);
   padding: 4px 6px; display: flex !important; flex-direction: column-reverse !important; }
-.nl-loglines { flex: none !important; display: block !important; }
-.nl-loglines > * { display: block; }
-.nl-live { color: var(--jp-ui-font-color2, #666); }
-.nl-static-log { max-height: 420px; overflow: auto; border: 1px solid var(--jp-border-color2, #cfcfcf);
+.nl-root .nl-loglines { flex: none !important; display: block !important; }
+.nl-root .nl-loglines > * { display: block; }
+.nl-root .nl-live { color: var(--jp-ui-font-color2, #666); }
+.nl-root .nl-static-log { max-height: 420px; overflow: auto; border: 1px solid var(--jp-border-color2, #cfcfcf);
   padding: 4px 6px; display: flex; flex-direction: column-reverse; }
-.nl-static-log > .nl-lines { flex: none; }
-.nl-error { color: var(--jp-error-color1, #c62828); }
-.nl-traceback { font-family: var(--jp-code-font-family, monospace); font-size: 12px; white-space: pre-wrap;
+.nl-root .nl-static-log > .nl-lines { flex: none; }
+.nl-root .nl-error { color: var(--jp-error-color1, #c62828); }
+.nl-root .nl-traceback { font-family: var(--jp-code-font-family, monospace); font-size: 12px; white-space: pre-wrap;
   border-left: 3px solid var(--jp-error-color1, #c62828); padding: 4px 8px; margin: 4px 0;
   background: var(--jp-layout-color2, transparent); }
-.nl-metrics { display: flex; flex-wrap: wrap; gap: 10px; margin: 4px 0; }
-.nl-chart svg { overflow: visible; }
-.nl-legend span { margin-right: 10px; white-space: nowrap; }
-.nl-summary { margin: 4px 0; font-weight: 600; }
-.nl-root details.nl-rank { display: block; width: auto; margin: 4px 0; padding: 0; border: none;
+.nl-root .nl-metrics { display: flex; flex-wrap: wrap; gap: 10px; margin: 4px 0; }
+.nl-root .nl-chart svg { overflow: visible; }
+.nl-root .nl-legend span { margin-right: 10px; white-space: nowrap; }
+.nl-root .nl-summary { margin: 4px 0; font-weight: 600; }
+.nl-root details.nl-ranklog { display: block; width: auto; margin: 4px 0; padding: 0; border: none;
   background: none; }
-.nl-root details.nl-rank > summary { cursor: pointer; margin: 4px 0 2px; display: list-item; }
+.nl-root details.nl-ranklog > summary { cursor: pointer; margin: 4px 0 2px; display: list-item; }
 """
 
 

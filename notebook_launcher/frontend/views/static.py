@@ -157,7 +157,7 @@ def _html(launch: Any, counts: dict, entries: list, failure: str, max_lines: int
         )
         plural = "s" if counts[rank] != 1 else ""
         parts.append(
-            f'<details class="nl-rank" open><summary>rank {rank} · {statuses[rank]} · {counts[rank]}'
+            f'<details class="nl-ranklog" open><summary>rank {rank} · {statuses[rank]} · {counts[rank]}'
             f' line{plural}</summary><div class="nl-static-log"><div class="nl-lines">{body}</div></div></details>'
         )
     parts.append(metrics_html(series_by_key(launch.metrics)))
