@@ -161,3 +161,23 @@ def test_a_dist_cell_shows_as_a_launch_and_the_saved_notebook_keeps_every_rank(k
     assert "[rank 1] about to fail" in shown and "ZeroDivisionError" in shown
     kernel.ok("%dist stop")
     assert kernel.children() == []
+
+
+def test_dist_start_initialises_the_default_process_group_unless_told_not_to(kernel):
+    kernel.ok("%dist start 2 --display text")
+    try:
+        reduced = kernel.run(
+            "%%dist\nimport torch, torch.distributed as dist\nt = torch.ones(1)\ndist.all_reduce(t)\nt.item()"
+        )
+        assert reduced.error is None, reduced.traceback
+        assert "[rank 0] 2.0" in reduced.stdout and "[rank 1] 2.0" in reduced.stdout
+        assert "gloo" in kernel.run("%%dist\ndist.get_backend()").stdout
+    finally:
+        kernel.ok("%dist stop")
+    kernel.ok("%dist start 2 --backend none --display text")
+    try:
+        left = kernel.run("%%dist\nimport torch.distributed as dist\ndist.is_initialized()")
+        assert "[rank 0] False" in left.stdout and "[rank 1] False" in left.stdout
+    finally:
+        kernel.ok("%dist stop")
+    assert kernel.children() == []

@@ -64,15 +64,16 @@ def current_workers() -> Workers | None:
 
 
 def start_workers(
-    num_processes: int | None = None, backend: str | None = None, display: str = "auto", **launch_options: Any
+    num_processes: int | None = None, backend: str | None = "auto", display: str = "auto", **launch_options: Any
 ) -> Workers:
     """Start ``num_processes`` long-lived ranks and return their ``Workers`` handle.
 
     Args:
         num_processes: as for ``launch`` (None: the kernel's choice).
-        backend: initialise the default process group with this backend ("gloo", "nccl") on every
-            rank before returning; None leaves it to you (``dist.init_process_group()`` in a cell
-            works, the torchrun environment is set).
+        backend: the default process group every rank initialises before this returns: "auto" (the
+            device's: gloo on CPUs, NCCL on GPUs; none on TPUs, where torch_xla sets up its own),
+            "gloo", "nccl", or None / "none" to leave it to you (``dist.init_process_group()`` in a
+            cell works, the torchrun environment is set).
         display: how each call shows what the ranks print, in the calling cell, as a launch does:
             "auto" (the live widget and the static form the notebook keeps, one tab per rank, in a
             Jupyter kernel; text elsewhere), "widget", "text" (``[rank N]`` lines) or "none" (kept in
@@ -113,6 +114,7 @@ def start_workers(
         server.close()
     workers = Workers(launch, router, connections, pids, directory, display)
     _current[:] = [workers]
+    backend = _resolve_backend(backend, plan.device)
     if backend is not None:
         try:
             workers.run(_init_process_group, backend)
@@ -120,6 +122,17 @@ def start_workers(
             workers.stop()
             raise
     return workers
+
+
+def _resolve_backend(backend, device):
+    """The process-group backend ``start_workers`` initialises, or None for none."""
+    if backend in (None, "none"):
+        return None
+    if backend == "auto":
+        return device.backend if device.backend in ("gloo", "nccl") else None
+    if not isinstance(backend, str):
+        raise TypeError(f"backend must be a str or None, got {type(backend).__name__}")
+    return backend
 
 
 def _init_process_group(backend):

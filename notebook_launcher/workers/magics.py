@@ -1,6 +1,6 @@
 """``%dist`` and ``%%dist``: persistent workers from notebook cells (``%load_ext notebook_launcher``).
 
-    %dist start 2 [--spawn] [--backend gloo] [--display text]
+    %dist start 2 [--spawn] [--backend gloo|nccl|none] [--display text]
                                                start 2 workers (fork by default)
     %%dist [--ranks 0,1]                       run this cell on every worker (or those ranks)
     %dist status                               the workers and their ranks
@@ -31,7 +31,7 @@ from .handle import current_workers, start_workers
 __all__ = ["register", "parse_start", "parse_ranks"]
 
 USAGE = (
-    "usage: %dist start N [--spawn] [--backend gloo] [--display auto|widget|text|none] | %dist status"
+    "usage: %dist start N [--spawn] [--backend auto|gloo|nccl|none] [--display auto|widget|text|none] | %dist status"
     " | %dist stop | %%dist [--ranks 0,1]"
 )
 
