@@ -1,6 +1,6 @@
 """notebook-launcher: run multi-process PyTorch training from a live Jupyter kernel.
 
-Example:
+Examples:
     >>> from notebook_launcher import notebook_launcher
     >>> def train(epochs, lr):
     ...     return {"epochs": epochs, "lr": lr}

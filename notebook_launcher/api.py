@@ -94,7 +94,7 @@ def launch(
         ValueError: a bad argument value (the valid ones are listed), before anything starts.
         LaunchError: the kernel cannot fork, or an argument cannot be pickled for spawn.
 
-    Example:
+    Examples:
         >>> def train(epochs, lr):
         ...     return epochs * lr
         >>> job = launch(train, args=(3, 0.5), num_processes=2, display="none")   # returns at once
@@ -134,7 +134,7 @@ def plan_launch(function, args, num_processes, *, mixed_precision=None, start_me
     ``options`` are ``launch``'s other keyword arguments, except ``display``. For code that starts
     ranks its own way (``workers``); raises as ``launch`` does.
 
-    Example:
+    Examples:
         >>> plan, notices = plan_launch(print, (), 2, device="cpu")
         >>> plan.num_processes, plan.device.name
         (2, 'cpu')
@@ -174,7 +174,7 @@ def notebook_launcher(
     (message prefixed with the rank, the rank's traceback as the cause) and the other ranks are ended.
     Interrupting the kernel ends every rank. Calling it again afterwards just works.
 
-    Example:
+    Examples:
         >>> def train(epochs):
         ...     import torch.distributed as dist
         ...     dist.init_process_group("gloo")

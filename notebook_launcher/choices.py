@@ -3,7 +3,7 @@ and a launch go through, and the one check (with one wording) that every argumen
 
 The sidebar receives the same lists through the comm protocol, so the front end never keeps a copy.
 
-Example:
+Examples:
     >>> check_choice("start_method", "fork", START_METHODS)
     >>> check_choice("start_method", "thread", START_METHODS)
     Traceback (most recent call last):

@@ -29,7 +29,7 @@ __all__ = [
 class LaunchError(RuntimeError):
     """The launcher could not start the workers; nothing ran.
 
-    Example:
+    Examples:
         >>> try:
         ...     raise LaunchError("fork is unsafe: CUDA was initialized by Cell In[3], line 2")
         ... except LaunchError as err:
@@ -47,7 +47,7 @@ class WorkerError(RuntimeError):
         exc_type: the name of the worker's exception type, when it raised one.
         remote_traceback: the worker's formatted traceback, when there is one.
 
-    Example:
+    Examples:
         >>> err = WorkerError(1, "rank 1 was killed by SIGKILL", exitcode=-9)
         >>> err.rank, err.exitcode
         (1, -9)
@@ -71,7 +71,7 @@ def _make_worker_error(rank, message, exitcode, exc_type, remote_traceback):
 class WorkerTraceback(Exception):
     """The traceback of an exception raised in a worker, shown as the cause of the re-raised one.
 
-    Example:
+    Examples:
         >>> print(WorkerTraceback("Traceback (most recent call last):\\n  ...\\nValueError: boom\\n"))
         <BLANKLINE>
         Traceback (most recent call last):
@@ -91,7 +91,7 @@ class WorkerTraceback(Exception):
 def describe_exit(rank, exitcode):
     """Say in words how a rank's process ended.
 
-    Example:
+    Examples:
         >>> describe_exit(1, -9)
         'rank 1 was killed by signal SIGKILL (it may have run out of memory)'
         >>> describe_exit(0, 3)
@@ -112,7 +112,7 @@ class LaunchStalled(LaunchError):
     did not within it): the launch was ended. ``ranks`` never finished; ``stacks`` shows where
     every live rank was.
 
-    Example:
+    Examples:
         >>> err = LaunchStalled("ranks 1 never finished", ranks=[1], stacks=None)
         >>> isinstance(err, LaunchError), err.ranks
         (True, [1])
@@ -146,7 +146,7 @@ def lost_a_peer(exception: BaseException) -> bool:
     """Whether a rank's error only says that a collective lost another rank (gloo/NCCL wording), so
     the other rank's own failure, if it comes, is the real cause.
 
-    Example:
+    Examples:
         >>> lost_a_peer(RuntimeError("[rank 0] Read error [127.0.0.1]:16790: Connection reset by peer"))
         True
         >>> lost_a_peer(ValueError("[rank 1] bad batch"))

@@ -4,7 +4,7 @@ Used to record where CUDA gets initialized (as soon as ``torch`` is imported) an
 to turn tqdm's notebook bars into text bars whenever the rank imports them. The module itself is
 found and loaded by the usual finders; only its loader is wrapped.
 
-Example:
+Examples:
     >>> import sys
     >>> seen = []
     >>> after_import("colorsys", lambda module: seen.append(module.__name__))

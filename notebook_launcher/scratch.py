@@ -5,7 +5,7 @@ A spawn launch writes its payload to ``notebook-launcher-<pid>-*.pkl``; persiste
 ``notebook-launcher-workers-<pid>-*/``. A kernel removes its own when it is done with them; the next
 kernel to import the package removes those of dead kernels (``sweep_dead_kernels``).
 
-Example:
+Examples:
     >>> path = scratch_file(".pkl")
     >>> os.path.basename(path).startswith(f"notebook-launcher-{os.getpid()}-")
     True

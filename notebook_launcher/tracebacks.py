@@ -9,7 +9,7 @@ local ones — "Cell In[3], line 7" with the source lines around it, since the k
 cell's source, for forked and spawned ranks alike — and folds library frames, which are marked
 ``__tracebackhide__``, into "[... skipping hidden N frame]".
 
-Example:
+Examples:
     >>> def fails():
     ...     raise ValueError("boom")
     >>> try:
@@ -81,7 +81,7 @@ def frames_of(tb: TracebackType | None) -> list[dict]:
 def repeats_note(frames: list[dict]) -> str | None:
     """A line for the frames ``frames_of`` left out of a recursion, or None when none were.
 
-    Example:
+    Examples:
         >>> repeats_note([{"filename": "<cell>", "name": "f", "lineno": 2, "repeated": 994}])
         "[the rank's frame f at <cell>:2 repeated 994 more times]"
     """

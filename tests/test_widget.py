@@ -48,7 +48,7 @@ def test_a_quick_launch_shows_its_static_form_and_never_builds_a_widget(kernel):
         assert f"step 4 on rank {rank}" in page
     assert "careful &lt;now&gt;" in page and '<span class="nl-stderr">' in page
     assert 'data-key="loss"' in page and 'data-key="lr"' in page and "<svg" in page
-    assert "succeeded in" in plain.splitlines()[0] and "rank 0 returned dict" in plain
+    assert "succeeded in" in plain.splitlines()[0] and "rank 0 returned dict" in plain.splitlines()[-1]
     assert kernel.eval("job._view.built") is False
 
 
@@ -101,9 +101,28 @@ def test_a_failed_launch_keeps_what_ran_and_the_rank_traceback(kernel):
     )
     plain, page = kernel.eval("final['text/plain']"), kernel.eval("final['text/html']")
     assert "[rank 1] before the failure on rank 1" in plain and "[rank 0] before the failure on rank 0" in plain
+    assert "rank 1: failed" in page and "rank 0: stopped" in page
+    assert "failed after" in page and "rank 1 raised KeyError" in page
+    # the cell raised the failure, with its traceback: the static form does not show it a second time
+    assert "label_column" not in plain and "label_column" not in page and 'class="nl-traceback"' not in page
+
+
+def test_a_background_launch_that_fails_keeps_the_rank_traceback(kernel):
+    kernel.ok(
+        dedent("""
+        def fails_alone():
+            raise KeyError("label_column")
+        job = launch(fails_alone, num_processes=1, display="widget")
+        deadline = time.monotonic() + 60
+        while "raised KeyError" not in job._view.static["text/plain"] and time.monotonic() < deadline:
+            time.sleep(0.02)   # nobody waits: it ends in the background, and the view's last form says so
+        final = job._view.static
+    """)
+    )
+    plain, page = kernel.eval("final['text/plain']"), kernel.eval("final['text/html']")
     assert "Cell In[" in plain and 'raise KeyError("label_column")' in plain
-    assert 'class="nl-traceback"' in page and "KeyError" in page and "rank 1: failed" in page
-    assert "rank 0: stopped" in page and "failed after" in page
+    assert 'class="nl-traceback"' in page and "rank 0 raised KeyError" in page
+    assert plain.count("label_column") == 2  # the line that raised, and the message: once
 
 
 def test_an_interrupted_launch_keeps_what_ran(kernel):

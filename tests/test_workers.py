@@ -181,3 +181,23 @@ def test_dist_start_initialises_the_default_process_group_unless_told_not_to(ker
     finally:
         kernel.ok("%dist stop")
     assert kernel.children() == []
+
+
+def test_small_cells_get_a_compact_form(kernel):
+    """Starting workers shows no launch frame of its set-up call, and a cell that prints nothing shows
+    one line, not a box per rank; its summary does not call a value of 5 a str."""
+    started = kernel.run("%dist start 2 --display widget")
+    try:
+        assert started.error is None
+        shown = [out["display"] for out in started.outputs if "display" in out]
+        assert shown == []  # the process group's set-up is not a cell's call
+        five = kernel.run("%%dist\n5")
+        final = [out["display"] for out in five.outputs if "display" in out][-1]
+        assert (
+            "no rank printed anything" in final["text/html"] and '<details class="nl-ranklog"' not in final["text/html"]
+        )
+        assert "returned" not in final["text/plain"]
+        assert "[rank 0] 5" in five.stdout and "[rank 1] 5" in five.stdout
+    finally:
+        kernel.ok("%dist stop")
+    assert kernel.children() == []

@@ -1,6 +1,6 @@
 """trainer_core: an Accelerator that runs the same training code on 1 CPU, N CPUs and N GPUs.
 
-Example:
+Examples:
     >>> from trainer_core import Accelerator, set_seed
     >>> set_seed(0)
     >>> accelerator = Accelerator()

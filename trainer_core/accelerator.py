@@ -183,7 +183,7 @@ class Accelerator:
     def prepare(self, *objects):
         """Prepare models, optimizers, data loaders and schedulers; return them in the same order.
 
-        Example:
+        Examples:
             >>> accelerator = Accelerator(cpu=True)
             >>> model = torch.nn.Linear(2, 1)
             >>> optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
@@ -266,7 +266,7 @@ class Accelerator:
         out shadow the others' collectives (``torch.distributed.algorithms.Join``), on GPUs and CPUs.
         ``even_batches`` overrides the prepared loaders' setting inside the context.
 
-        Example:
+        Examples:
             >>> accelerator = Accelerator(cpu=True)
             >>> with accelerator.join_uneven_inputs([]):
             ...     pass
@@ -419,7 +419,7 @@ class Accelerator:
     def on_process(self, function=None, process_index=None):
         """Decorator: run ``function`` on process ``process_index`` only (None elsewhere).
 
-        Example:
+        Examples:
             >>> accelerator = Accelerator(cpu=True)
             >>> accelerator.on_process(lambda: "here", process_index=0)()
             'here'
@@ -444,7 +444,7 @@ class Accelerator:
         """True on every process when any process called ``set_trigger()`` since the last check
         (a collective: every process must call it); the triggers are reset.
 
-        Example:
+        Examples:
             >>> accelerator = Accelerator(cpu=True)
             >>> accelerator.set_trigger(); accelerator.check_trigger(), accelerator.check_trigger()
             (True, False)
@@ -481,7 +481,7 @@ class Accelerator:
         """Start the ``log_with`` trackers (main process) under ``<logging_dir>/<project_name>``, storing
         ``config`` (the run's hyperparameters).
 
-        Example:
+        Examples:
             >>> import tempfile
             >>> accelerator = Accelerator(cpu=True, log_with="json", project_dir=tempfile.mkdtemp())
             >>> accelerator.init_trackers("run", config={"lr": 0.1})
@@ -551,7 +551,7 @@ class Accelerator:
         Load them with ``trainer_core.big_modeling.load_checkpoint_and_dispatch`` (or Accelerate's,
         or Transformers' ``from_pretrained``).
 
-        Example:
+        Examples:
             >>> import os, tempfile
             >>> folder = tempfile.mkdtemp()
             >>> Accelerator(cpu=True).save_model(torch.nn.Linear(2, 2), folder)
@@ -572,7 +572,7 @@ class Accelerator:
         With no ``output_dir``, the next numbered checkpoint of the project (``project_dir``), keeping
         the last ``total_limit``.
 
-        Example:
+        Examples:
             >>> import tempfile
             >>> accelerator = Accelerator(cpu=True, project_dir=tempfile.mkdtemp())
             >>> model = accelerator.prepare(torch.nn.Linear(2, 2))

@@ -7,7 +7,7 @@ then published with renames: ``<dir>`` → ``<dir>.prev``, ``<dir>.tmp`` → ``<
 deletes the only complete copy: when ``<dir>`` is missing (a crash between the renames left
 ``<dir>.prev``), ``<dir>.tmp`` is renamed in first and only then is ``<dir>.prev`` removed.
 
-Example:
+Examples:
     >>> import os, tempfile
     >>> root = tempfile.mkdtemp()
     >>> tmp = begin(os.path.join(root, "ckpt"))

@@ -193,7 +193,7 @@ class PreparedDataLoader:
     def state_dict(self):
         """Where this loader is: its epoch and the batches it has handed out in it.
 
-        Example:
+        Examples:
             >>> loader.state_dict()   # doctest: +SKIP
             {'epoch': 2, 'yielded': 3}
         """

@@ -1,6 +1,6 @@
 """``DataLoaderConfiguration``: how ``prepare`` shards data loaders (``trainer_core.data`` does it).
 
-Example:
+Examples:
     >>> DataLoaderConfiguration.from_any(None).split_batches
     False
 """

@@ -14,7 +14,7 @@ __all__ = ["handler_kwargs"]
 def handler_kwargs(handlers):
     """(DDP options, GradScaler options, process-group timeout) from the handlers.
 
-    Example:
+    Examples:
         >>> class DistributedDataParallelKwargs:
         ...     def to_kwargs(self): return {"find_unused_parameters": True}
         >>> handler_kwargs([DistributedDataParallelKwargs()])

@@ -7,7 +7,7 @@ Those raise unless an Accelerate ``Accelerator`` has initialized them. When such
 group and mixed precision — so the rest of the code keeps working. Only when the process has
 imported accelerate already: trainer_core never imports it for its own use.
 
-Example:
+Examples:
     >>> share_state_with_accelerate("no", cpu=True)   # nothing to do unless accelerate is imported
 """
 

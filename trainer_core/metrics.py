@@ -3,7 +3,7 @@
 Under notebook_launcher each record also goes through the worker's channel as a "metric" event,
 which the launch keeps (``Launch.metrics``) and its view draws. Outside a launch it is only kept.
 
-Example:
+Examples:
     >>> log = MetricLog()
     >>> log.log({"loss": 0.5})
     {'step': 0, 'values': {'loss': 0.5}}

@@ -4,7 +4,7 @@ Each gives an ``autocast()`` context, scales the loss, unscales gradients and st
 only fp16 has a gradient scaler, and it keeps its own bookkeeping (which optimizers are unscaled in
 this step). Nothing else in the Accelerator branches on the precision.
 
-Example:
+Examples:
     >>> from trainer_core.backends import CpuBackend
     >>> p = select_precision("bf16", CpuBackend())
     >>> with p.autocast():

@@ -3,7 +3,7 @@
 Models moved to some devices (XLA) get new parameter objects; ``moved`` maps the old ones to the
 new ones so optimizers built before the move are pointed at the parameters the device holds.
 
-Example:
+Examples:
     >>> import torch
     >>> prepared = PreparedObjects()
     >>> prepared.models.append(torch.nn.Linear(2, 2))

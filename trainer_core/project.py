@@ -5,7 +5,7 @@ With ``automatic_checkpoint_naming=True``, ``Accelerator.save_state()`` with no 
 ``load_state()`` with no directory loads the newest complete one (a run restarted after a crash
 resumes from it) and does nothing when there is none yet.
 
-Example:
+Examples:
     >>> import tempfile
     >>> config = ProjectConfiguration(tempfile.mkdtemp(), automatic_checkpoint_naming=True, total_limit=2)
     >>> os.path.basename(next_checkpoint(config))

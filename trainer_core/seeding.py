@@ -17,7 +17,7 @@ def set_seed(seed: int, device_specific: bool = False) -> None:
         seed: the seed.
         device_specific: add the process index, so every rank draws different numbers.
 
-    Example:
+    Examples:
         >>> set_seed(42); a = torch.rand(1); set_seed(42); bool(a == torch.rand(1))
         True
     """

@@ -5,7 +5,7 @@ The launcher (or torchrun) sets ``RANK``, ``WORLD_SIZE``, ``LOCAL_RANK``, ``LOCA
 is who). With more than one process the default process group is created here if the user's code
 has not made one yet, and reused if it has — so a second Accelerator in the same process just works.
 
-Example:
+Examples:
     >>> state = DistributedState.from_environment(use_cpu=True)
     >>> state.process_index, state.num_processes, state.device
     (0, 1, device(type='cpu'))

@@ -4,7 +4,7 @@ A device knows how many ranks it can hold, how they start and which ``torch.dist
 they use, and it finds that out without initializing CUDA in the kernel (the kernel must stay
 fork-safe). ``probe`` reads the host; ``inventory`` describes it for the front ends.
 
-Example:
+Examples:
     >>> select_device("cpu").name, select_device("cpu").backend
     ('cpu', 'gloo')
 """

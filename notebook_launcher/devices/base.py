@@ -1,6 +1,6 @@
 """The device interface every launch target implements, and the start rule CPUs and GPUs share.
 
-Example:
+Examples:
     >>> fork_or_spawn("auto", hazards=[])
     ('fork', None)
     >>> fork_or_spawn("auto", hazards=["CUDA was initialized in this kernel"])[0]

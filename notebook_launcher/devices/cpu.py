@@ -32,7 +32,7 @@ class CpuDevice:
     torchrun and Accelerate allow (people test 3- or 4-rank logic on a 2-vCPU Colab), up to
     ``MAX_RANKS_PER_CPU`` per core: a million ranks is a typo, not a plan.
 
-    Example:
+    Examples:
         >>> CpuDevice().rank_environment({"RANK": "0"})["ACCELERATE_USE_CPU"]
         'true'
     """

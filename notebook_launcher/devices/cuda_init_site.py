@@ -5,7 +5,7 @@ through (``torch.cuda._lazy_init`` looks it up at call time, and tensors created
 call ``_lazy_init``). The wrapper records the first call's stack as "Cell In[3], line 2: <code>"
 and then initializes CUDA as before. On a CPU-only build there is nothing to wrap.
 
-Example:
+Examples:
     >>> record = recording(lambda: None)   # what install() puts around torch._C._cuda_init
     >>> record()
     >>> first_site() is not None

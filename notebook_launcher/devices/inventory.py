@@ -3,7 +3,7 @@
 Found without initializing CUDA or the XLA runtime (the kernel must stay fork-safe): GPU names and
 memory from ``nvidia-smi``, the count that launches use from NVML, TPU cores from the host (``probe``).
 
-Example:
+Examples:
     >>> inventory = device_inventory()
     >>> inventory["cpu"]["count"] >= 1 and inventory["device"] in ("cpu", "cuda", "xla")
     True

@@ -4,7 +4,7 @@ Dependency-free (no torch import unless torch is already loaded, no CUDA or XLA 
 launcher, the sidebar's inventory and trainer_core all ask the same questions the same way: one TPU
 detector, one GPU counter.
 
-Example:
+Examples:
     >>> parse_nvidia_smi("0, Tesla T4, 15360\\n1, Tesla T4, 15360\\n")[1]
     {'index': 1, 'name': 'Tesla T4', 'memory_mib': 15360}
     >>> xla_platform({"PJRT_DEVICE": "CPU"}, accel_glob="/nonexistent*")
@@ -93,7 +93,7 @@ def cuda_gpus() -> list[dict]:
 def tpu_cores(environ: Mapping[str, str] | None = None, accel_glob: str = _ACCEL) -> tuple[int, str | None]:
     """TPU cores on this host: from ``TPU_ACCELERATOR_TYPE`` (e.g. "v2-8" → 8) or /dev/accel devices.
 
-    Example:
+    Examples:
         >>> tpu_cores({"TPU_ACCELERATOR_TYPE": "v3-8"})
         (8, 'v3-8')
     """
@@ -111,7 +111,7 @@ def xla_platform(environ: Mapping[str, str] | None = None, accel_glob: str = _AC
 
     Looks at the host only; the XLA runtime is not touched.
 
-    Example:
+    Examples:
         >>> xla_platform({"TPU_ACCELERATOR_TYPE": "v3-8"}, accel_glob="/nonexistent*")
         'TPU'
         >>> xla_platform({}, accel_glob="/nonexistent*") is None
@@ -127,7 +127,7 @@ def xla_platform(environ: Mapping[str, str] | None = None, accel_glob: str = _AC
 def is_tpu_host(environ: Mapping[str, str] | None = None, accel_glob: str = _ACCEL) -> bool:
     """A TPU VM (Colab, Kaggle, Cloud): PJRT_DEVICE=TPU, a TPU variable, or TPU chips in /dev.
 
-    Example:
+    Examples:
         >>> is_tpu_host({"PJRT_DEVICE": "CPU"}, accel_glob="/nonexistent*")
         False
         >>> is_tpu_host({"TPU_ACCELERATOR_TYPE": "v3-8"}, accel_glob="/nonexistent*")
@@ -142,7 +142,7 @@ def is_tpu_host(environ: Mapping[str, str] | None = None, accel_glob: str = _ACC
 def xla_device_count(environ: Mapping[str, str] | None = None, accel_glob: str = _ACCEL) -> int:
     """XLA devices torch_xla would see: ``CPU_NUM_DEVICES`` on its CPU device, else the TPU cores (≥ 1).
 
-    Example:
+    Examples:
         >>> xla_device_count({"PJRT_DEVICE": "CPU", "CPU_NUM_DEVICES": "4"})
         4
     """

@@ -29,7 +29,7 @@ _RUNTIME_OWNED = (
 class XlaDevice:
     """torch_xla's devices; its ranks learn who they are from the XLA runtime.
 
-    Example:
+    Examples:
         >>> XlaDevice().rank_environment({"RANK": "3", "WORLD_SIZE": "8"})
         {'WORLD_SIZE': '8'}
     """

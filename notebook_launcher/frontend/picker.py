@@ -1,6 +1,6 @@
 """An in-cell device picker for front ends without the JupyterLab sidebar (Colab, Kaggle, VS Code).
 
-Example:
+Examples:
     >>> from notebook_launcher import device_picker
     >>> device_picker()   # doctest: +SKIP
 

@@ -3,7 +3,7 @@
 ``launch(num_processes=None, start_method=None, mixed_precision=None)`` takes these. Changes are
 checked as a whole and applied all-or-nothing, so a bad message changes nothing.
 
-Example:
+Examples:
     >>> settings = LauncherSettings()
     >>> settings.update({"start_method": "spawn"}, max_processes=2)
     >>> settings.as_dict()
@@ -86,7 +86,7 @@ def set_defaults(**changes):
 
     For Colab, Kaggle and VS Code, which have no sidebar (``device_picker()`` is the same as a widget).
 
-    Example:
+    Examples:
         >>> set_defaults(num_processes=2, mixed_precision="bf16")   # doctest: +SKIP
         {'num_processes': 2, 'start_method': 'auto', 'mixed_precision': 'bf16'}
 

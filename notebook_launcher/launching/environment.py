@@ -1,6 +1,6 @@
 """The one function that writes a rank's environment: the torchrun variables and our own.
 
-Example:
+Examples:
     >>> from notebook_launcher.devices import CpuDevice
     >>> env = rank_environment(local_rank=1, num_processes=2, node_rank=0, num_nodes=1,
     ...                        master_addr="127.0.0.1", master_port=29500, mixed_precision="no",
@@ -21,7 +21,7 @@ __all__ = ["rank_environment", "threads_per_rank"]
 def threads_per_rank(usable_cpus: int, local_ranks: int) -> int:
     """Intra-op threads each rank gets so the ranks do not fight over cores (at least 1).
 
-    Example:
+    Examples:
         >>> threads_per_rank(16, 3), threads_per_rank(2, 4)
         (5, 1)
     """

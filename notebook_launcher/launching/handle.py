@@ -1,6 +1,6 @@
 """The ``Launch`` handle: a running or finished launch, returned at once by ``launch()``.
 
-Example:
+Examples:
     >>> from notebook_launcher import launch
     >>> def train(epochs):
     ...     print("trained", epochs, "epochs")
@@ -43,7 +43,7 @@ def last_launch():
 
     ``notebook_launcher()`` returns rank 0's value; this reaches everything else it kept.
 
-    Example:
+    Examples:
         >>> from notebook_launcher import notebook_launcher, last_launch
         >>> notebook_launcher(lambda: print("hi"), num_processes=1, display="none")
         >>> last_launch().logs(0)
@@ -284,7 +284,7 @@ class Launch:
     def logs(self, rank, stream=None):
         """Rank ``rank``'s whole output as text; ``stream`` "stdout" or "stderr" keeps only that one.
 
-        Example:
+        Examples:
             >>> from notebook_launcher import launch
             >>> job = launch(lambda: print("epoch 0: loss 0.31"), num_processes=1, display="none")
             >>> job.wait(); job.logs(0)
@@ -370,7 +370,7 @@ class Launch:
         answer within ``timeout`` seconds are listed as missing. After the launch, the stacks taken
         when it was stopped or stalled, if any.
 
-        Example:
+        Examples:
             >>> import threading
             >>> from notebook_launcher import launch
             >>> def waits():

@@ -3,7 +3,7 @@
 Every check is a small function whose message says what was wrong and what to do. Nothing here
 starts a process or touches a device; the start method is resolved last, from the fork preflight.
 
-Example:
+Examples:
     >>> plan, notices = make_plan(print, ("hi",), 1, start_method="spawn")
     >>> plan.num_processes, plan.start_method, plan.world_size, notices
     (1, 'spawn', 1, [])
@@ -261,9 +261,9 @@ def check_flush_interval():
         seconds = float(value)
     except ValueError:
         seconds = math.nan
-    if not (0 < seconds <= 60):
+    if not (0 < seconds <= 86400):
         raise ValueError(
-            f"NOTEBOOK_LAUNCHER_FLUSH_INTERVAL must be a number of seconds in (0, 60], got {value!r};"
+            f"NOTEBOOK_LAUNCHER_FLUSH_INTERVAL must be a number of seconds in (0, 86400], got {value!r};"
             " unset it for the default (0.05)"
         )
 

@@ -1,6 +1,6 @@
 """Rendezvous ports: a fresh free one per launch, or a check that the user's fixed one is free.
 
-Example:
+Examples:
     >>> 1024 <= free_port("127.0.0.1") <= 65535
     True
 """

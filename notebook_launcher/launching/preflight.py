@@ -3,7 +3,7 @@
 Each check looks at the *parent* (the kernel). ``torch.cuda._is_in_bad_fork()`` is only ever true in
 a child, so it is not one of them; ``torch.cuda.is_initialized()`` is.
 
-Example:
+Examples:
     >>> fork_hazards()   # in a fresh kernel
     []
 """

@@ -9,7 +9,7 @@ A rank's ``display()`` is an entry of its own, which a later update by its displ
 Every line gets a sequence number, unique across the ranks of a launch (``Sequence``), so the
 logs of all ranks can be merged in the order they arrived.
 
-Example:
+Examples:
     >>> log = RankLog(rank=0)
     >>> log.add_text("stdout", "a\\nb\\n", seq=0, when=0.0)
     2
@@ -126,7 +126,7 @@ def display_text(data: dict) -> str:
     text is used instead (Hugging Face Trainer's progress table reads as its numbers, not as
     ``<IPython.core.display.HTML object>``).
 
-    Example:
+    Examples:
         >>> display_text({"text/plain": "{'answer': 42}", "image/png": "..."})
         "{'answer': 42}\\n"
         >>> display_text({"text/plain": "<IPython.core.display.HTML object>",

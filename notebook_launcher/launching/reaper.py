@@ -4,7 +4,7 @@ A rank may have started processes of its own (DataLoader workers, a compiler, a 
 ended with it. The reaper remembers every process it signalled, so none outlives the launch even
 when its rank exits first.
 
-Example:
+Examples:
     >>> reaper = Reaper(grace_period=2.0)
     >>> reaper.kill_at is None
     True

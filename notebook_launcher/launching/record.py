@@ -3,7 +3,7 @@
 Pure state, filled by the supervisor thread and read by the ``Launch`` handle and the views; no
 processes here, so it is tested alone.
 
-Example:
+Examples:
     >>> record = LaunchRecord(2)
     >>> _ = record.add_output(0, "stdout", "hello\\n")
     >>> record.add_result(0, 42); record.add_result(1, 43)

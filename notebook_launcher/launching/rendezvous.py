@@ -30,7 +30,7 @@ A node that does not come within ``rendezvous_timeout`` is a ``LaunchError`` nam
 waited for. While the ranks run, every node watches one key of the store: a node whose launch
 fails signs it, and the others end their ranks with that node's reason.
 
-Example:
+Examples:
     >>> meeting = Rendezvous(master_addr="127.0.0.1", port=None, node_rank=0, num_nodes=1)
     >>> port = meeting.open(stop_requested=lambda: False, waiting=print)
     >>> 1024 <= port <= 65535

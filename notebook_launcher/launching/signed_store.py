@@ -7,7 +7,7 @@ run id, the attempt, the key and the text. A value that fails the check is ignor
 absent (a forged "node 1 failed" cannot end a launch) and counted, so a wait that times out can say
 that someone wrote to the store. Values are text: nothing read from a store is ever unpickled.
 
-Example:
+Examples:
     >>> import datetime, torch.distributed as dist
     >>> store = dist.HashStore()
     >>> signed = SignedStore(store, b"secret", run_id="run", attempt=0)

@@ -3,7 +3,7 @@
 ``Launch.stacks()`` returns a ``Stacks``: for each rank that answered, its threads and their frames
 (outermost first), with notebook cells named as IPython names them ("Cell In[3], line 7").
 
-Example:
+Examples:
     >>> stacks = Stacks({1: {"pid": 42, "threads": [{"name": "MainThread", "main": True,
     ...     "frames": [["train.py", 7, "train", "dist.barrier()"]]}]}}, missing=[0])
     >>> print(stacks)

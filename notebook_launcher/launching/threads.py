@@ -7,7 +7,7 @@ bounds that to one per concurrently running launch. A job that raises (even ``Sy
 reported on the real stderr and the thread goes back to the pool alive. The threads never exit, so the Linux
 parent-death signal of the ranks they start fires only when the kernel itself dies.
 
-Example:
+Examples:
     >>> done = threading.Event()
     >>> run_in_thread(done.set)
     >>> done.wait(5)

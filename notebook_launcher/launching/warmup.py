@@ -9,7 +9,7 @@ A fork must never copy the kernel while that thread holds an import lock (the ch
 it for ever): every fork of the kernel — our launches and anyone else's — first waits for the
 warm-up to end (``os.register_at_fork``), at most ``FORK_WAIT`` seconds.
 
-Example:
+Examples:
     >>> start_warmup(modules=("json",))
     >>> wait_for_warmup(30)
     True

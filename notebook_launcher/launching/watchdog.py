@@ -4,7 +4,7 @@ busy ``stall_timeout`` seconds after another returned, or the whole launch over 
 Pure bookkeeping of times (the supervisor tells it what happened and asks what is due), so it is
 tested without processes.
 
-Example:
+Examples:
     >>> dog = Watchdog(stall_timeout=60, timeout=None, now=0.0)
     >>> dog.activity(10.0); dog.expired(50.0, unfinished=[1]) is None
     True

@@ -12,7 +12,7 @@ could hold ports or files the next launch needs. So a rank
 
 A rank that is ended by the kernel has its whole tree signalled by the kernel's reaper.
 
-Example:
+Examples:
     >>> import subprocess
     >>> child = subprocess.Popen(["sleep", "30"])
     >>> has_descendants()

@@ -5,7 +5,7 @@ main thread may be blocked in a collective, but it released the GIL there, so it
 read. The output thread leaves itself out; a thread that answers from a signal handler (it had
 unblocked the signal) leaves out the frames of the answer.
 
-Example:
+Examples:
     >>> threads = collect_stacks()["threads"]
     >>> any(frame[2] == "collect_stacks" for thread in threads for frame in thread["frames"])
     True

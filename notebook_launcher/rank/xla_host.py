@@ -70,7 +70,7 @@ class RankOutput:
     return rewriting the line as on a terminal); text from unbound threads goes to the process's own
     streams.
 
-    Example:
+    Examples:
         >>> from notebook_launcher.wire import ChannelWriter, FrameReader
         >>> r, w = os.pipe()
         >>> out = RankOutput(ChannelWriter(w), sys.stdout, sys.stderr)

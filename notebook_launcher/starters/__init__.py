@@ -4,7 +4,7 @@ in ``rank/``.
 
 Everything after the start — reading output, errors, stopping — is the same for all starters.
 
-Example:
+Examples:
     >>> select_starter("fork").name
     'fork'
 """

@@ -12,7 +12,7 @@ The server is restarted when a variable read at import time changes in the kerne
 ``NOTEBOOK_LAUNCHER_START_SERVER=off`` makes spawn start fresh interpreters again.
 ``start_server_info()`` describes it (the sidebar shows it).
 
-Example:
+Examples:
     >>> start_server_info()["state"] in ("not started", "starting", "warm", "failed", "off")
     True
 """
@@ -250,7 +250,7 @@ _registry = _Registry()
 def start_server_info() -> dict:
     """The kernel's start server as the sidebar shows it: state, pid, what it preloaded, ranks started.
 
-    Example:
+    Examples:
         >>> start_server_info()["enabled"] in (True, False)
         True
     """

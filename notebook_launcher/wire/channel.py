@@ -12,7 +12,7 @@ only builtins (result values and exceptions travel as pickled bytes inside them)
 never imports user code. The rank side writes with ``ChannelWriter``; the kernel side reads with
 ``FrameReader``/``LineReader``.
 
-Example:
+Examples:
     >>> import os
     >>> r, w = os.pipe()
     >>> ChannelWriter(w, rank=0).send(STATUS, "running")
@@ -134,7 +134,7 @@ class LineReader:
     A carriage return rewrites the current line, as on a terminal: progress bars (tqdm) that redraw
     with ``\\r`` become one line holding their last frame, and ``live`` shows the frame being drawn.
 
-    Example:
+    Examples:
         >>> lines = LineReader()
         >>> lines.feed(b"a\\nb"), lines.feed(b"c\\nd\\n"), lines.finish()
         ('a\\n', 'bc\\nd\\n', '')
@@ -188,7 +188,7 @@ class LineReader:
 def last_frame(line: str) -> str:
     """What a terminal shows of ``line``: the text after its last carriage return.
 
-    Example:
+    Examples:
         >>> last_frame(" 10%\\r 50%\\r")
         ' 50%'
     """
@@ -212,7 +212,7 @@ def rank_channel() -> ChannelWriter | None:
 
     Libraries use it to send events the kernel shows, such as metrics:
 
-    Example:
+    Examples:
         >>> channel = rank_channel()
         >>> if channel is not None:
         ...     channel.send(METRIC, {"values": {"loss": 0.5}, "step": 3})

@@ -5,7 +5,7 @@ text and as frames, the pickled exception and its parts (for classes whose ``__i
 take their ``args``). The kernel turns the report back into an exception with ``rebuild_exception``:
 the rank's own type wherever its class can be loaded, raised with the rank's frames.
 
-Example:
+Examples:
     >>> rebuilt = rebuild_exception(1, error_report(ValueError("boom")))
     >>> type(rebuilt).__name__, str(rebuilt)
     ('ValueError', '[rank 1] boom')
@@ -32,7 +32,7 @@ def error_report(exc: BaseException, skip_frame: Any = None, depth: int = 0) -> 
     take their ``args``) and, up to three levels, the exception it was raised from.
     ``skip_frame`` is a code object whose frame is left out (the bootstrap's own).
 
-    Example:
+    Examples:
         >>> report = error_report(ValueError("boom"))
         >>> report["type"], report["message"]
         ('ValueError', 'boom')
@@ -114,7 +114,7 @@ def rebuild_exception(rank: int, report: dict) -> BaseException:
         rank: the global rank that raised.
         report: the dict a rank sends (``error_report``).
 
-    Example:
+    Examples:
         >>> report = error_report(ValueError("boom"))
         >>> exc = rebuild_exception(1, report)
         >>> type(exc).__name__, str(exc)

@@ -6,7 +6,7 @@ raises ``ValueError`` saying what is wrong, and the supervisor turns that into t
 failure instead of a fault of the launcher. Values that travel pickled (results, replies) are
 checked where they are unpickled.
 
-Example:
+Examples:
     >>> check_payload("metric", {"step": 3, "values": {"loss": 0.5}})
     >>> check_payload("display", {"data": {"text/plain": "hi"}})
     Traceback (most recent call last):

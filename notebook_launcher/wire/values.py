@@ -1,7 +1,7 @@
 """A rank's return value, pickled so that the kernel gets its own classes back and large tensors
 travel through shared memory.
 
-Example:
+Examples:
     >>> pickle.loads(dumps_for_kernel({"loss": 0.5}))
     {'loss': 0.5}
 """
@@ -35,7 +35,7 @@ def dumps_for_kernel(value: Any, share_tensors: bool = True) -> bytes:
     shared memory (``shared_tensors``) unless ``share_tensors`` is False (bytes the rank itself
     loads back, such as an exception it checks).
 
-    Example:
+    Examples:
         >>> pickle.loads(dumps_for_kernel({"loss": 0.5}))
         {'loss': 0.5}
     """

@@ -5,7 +5,7 @@ shows itself through the same views with this stand-in, whose record holds only 
 ranks wrote during the call. So a ``%%dist`` cell gets the widget while it runs and a static form
 (every rank's lines, the traceback of a failing rank) that the saved notebook keeps.
 
-Example:
+Examples:
     >>> class Workers:   # what a call reads of the workers' launch
     ...     id, ranks, plan, attempt = "abc", [0, 1], None, 0
     ...     def stacks(self, timeout=5.0): return {}
@@ -28,6 +28,8 @@ class CallLaunch:
     """What a launch view reads, for one call to some ranks of the workers."""
 
     kind = "call"
+    waited_on = True  # the calling cell raises the call's failure: the view need not show its traceback
+    reports_return_type = False  # a cell's values are shown after it, as IPython would show them
 
     def __init__(self, workers_launch: Any, call_id: int, ranks: list[int]) -> None:
         self._launch = workers_launch

@@ -5,7 +5,7 @@ capture, notebook safety, stacks, the sidebar's Stop and cleanup are the launch'
 connection per rank on a Unix socket in a private directory: calls go to the ranks over it, replies
 come back on the ranks' event channels after their output (``serve``).
 
-Example:
+Examples:
     >>> workers = start_workers(num_processes=2, display="none")
     >>> workers.exec("import os\\nrank = int(os.environ['RANK'])")
     [None, None]
@@ -116,8 +116,10 @@ def start_workers(
     _current[:] = [workers]
     backend = _resolve_backend(backend, plan.device)
     if backend is not None:
-        try:
-            workers.run(_init_process_group, backend)
+        import cloudpickle
+
+        try:  # set-up, not a cell's call: nothing to show for it
+            workers._call("run", cloudpickle.dumps((_init_process_group, (backend,))), None, display="none")
         except BaseException:
             workers.stop()
             raise
@@ -222,7 +224,7 @@ class Workers:
     def run(self, function, *args, ranks=None) -> list:
         """Run ``function(*args)`` on every rank (or ``ranks``); returns their return values.
 
-        Example:
+        Examples:
             >>> workers.run(lambda: int(os.environ["RANK"]))   # doctest: +SKIP
             [0, 1]
         """
@@ -237,7 +239,7 @@ class Workers:
         ``filename``/``first_line`` name the cell the code comes from, for tracebacks; ``show``
         returns the values as the text IPython would show for them.
 
-        Example:
+        Examples:
             >>> workers.exec("x = 2\\nx * 21")   # doctest: +SKIP
             [42, 42]
         """
@@ -248,7 +250,7 @@ class Workers:
     def pull(self, name: str, ranks=None) -> list:
         """The value of ``name`` in each rank's namespace (large tensors come through shared memory).
 
-        Example:
+        Examples:
             >>> workers.pull("x")   # doctest: +SKIP
             [2, 2]
         """
@@ -257,7 +259,7 @@ class Workers:
     def push(self, ranks=None, **values) -> None:
         """Set names in each rank's namespace.
 
-        Example:
+        Examples:
             >>> workers.push(lr=1e-3)   # doctest: +SKIP
         """
         import cloudpickle
@@ -294,14 +296,14 @@ class Workers:
 
     # -- one call ---------------------------------------------------------------------------------
 
-    def _call(self, kind: str, payload: Any, ranks) -> list:
+    def _call(self, kind: str, payload: Any, ranks, display: str | None = None) -> list:
         ranks = self._ranks_of(ranks)
         if not self._lock.acquire(blocking=False):
             raise RuntimeError("the workers are running another call (from another thread)")
         try:
             self._check_running()
             call_id = next(self._ids)
-            view = call_view(self._display, self.launch.plan.log_line_prefix)
+            view = call_view(display or self._display, self.launch.plan.log_line_prefix)
             call = Call(call_id, ranks, view, CallLaunch(self.launch, call_id, ranks))
             self._busy = True
             self._router.begin(call)

@@ -6,7 +6,7 @@ kernel). In the kernel (``Workers``) the first interrupt raises in the waiting c
 counted even while the first is being handled, stops the workers. Outside the ``with`` block the
 previous handler is back (SIG_IGN in a rank).
 
-Example:
+Examples:
     >>> import os, signal
     >>> with CountedInterrupts() as interrupts:
     ...     try:

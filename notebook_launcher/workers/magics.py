@@ -11,7 +11,7 @@ while it runs, then the static form the notebook keeps; ``--display text`` for `
 lines), then each rank's value of the cell's last expression; a rank's exception is raised with
 the cell's own line numbers.
 
-Example:
+Examples:
     >>> parse_start("2 --spawn --backend gloo")
     {'num_processes': 2, 'start_method': 'spawn', 'backend': 'gloo'}
     >>> parse_ranks("--ranks 0,1")

@@ -9,7 +9,7 @@ inside a copy of the calling cell's context, which is how
 the kernel knows the lines belong to that cell. What ranks write between calls (a background
 thread) is kept on the launch (``logs``) but shown nowhere.
 
-Example:
+Examples:
     >>> router = CallRouter()
     >>> router.on_output(0, "stdout", "between calls\\n")   # no call running: kept, not shown
 """

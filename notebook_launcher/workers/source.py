@@ -4,7 +4,7 @@ The code is compiled under the notebook cell's own file name, with its line numb
 is put in ``linecache``, so a traceback from a rank names "Cell In[N], line K" of the cell the user
 wrote and shows its lines.
 
-Example:
+Examples:
     >>> namespace = {}
     >>> run_source("x = 20\\nx + 1", namespace, "<cell>")
     21

@@ -4,7 +4,7 @@ A backend names the ``torch.device`` of a local rank, the ``torch.distributed`` 
 told about the device, and how memory is released. CPU (gloo) and CUDA (NCCL) live here; XLA joins
 the same interface.
 
-Example:
+Examples:
     >>> select_backend(use_cpu=True).dist_backend
     'gloo'
 """

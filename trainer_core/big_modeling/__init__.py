@@ -6,7 +6,7 @@ run a model spread over GPUs, the CPU and the disk.
 ``dispatch`` (``load_checkpoint_and_dispatch``, ``dispatch_model``, ``cpu_offload``,
 ``disk_offload``).
 
-Example:
+Examples:
     >>> import torch
     >>> with init_empty_weights():
     ...     model = torch.nn.Linear(50_000, 50_000)    # 10 GB of float32, built in no memory

@@ -9,7 +9,7 @@ device once anything is offloaded, since offloaded layers run there.
 GPUs are counted and measured without initializing CUDA (``nvidia-smi``, as the launcher's
 inventory does), so a kernel that maps a model can still fork ranks.
 
-Example:
+Examples:
     >>> import torch
     >>> model = torch.nn.Sequential(*[torch.nn.Linear(100, 100) for _ in range(4)])   # 40,400 B each
     >>> infer_auto_device_map(model, max_memory={"cpu": 100_000})
@@ -114,7 +114,7 @@ def infer_auto_device_map(
         dtype: the dtype the weights will be loaded in (sizes floating tensors accordingly).
         balanced: spread the model evenly over the GPUs instead of filling the first ones.
 
-    Example:
+    Examples:
         >>> infer_auto_device_map(torch.nn.Linear(4, 4), max_memory={"cpu": "1MB"})
         {'': 'cpu'}
     """

@@ -5,7 +5,7 @@
 map says (a GPU, the CPU, or a file in the offload folder), so peak host memory is what stays on
 the CPU plus one tensor, and attaches the hooks (``hooks``) so ``model(x)`` just works.
 
-Example:
+Examples:
     >>> import tempfile, torch
     >>> from trainer_core.big_modeling import init_empty_weights, save_sharded
     >>> folder = tempfile.mkdtemp()

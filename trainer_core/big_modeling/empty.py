@@ -7,7 +7,7 @@ Initialisers that run after registration (``reset_parameters``) see meta tensors
 With ``include_buffers=True`` every tensor is made on the device by torch's own device context,
 which also builds single layers too large to allocate even untouched.
 
-Example:
+Examples:
     >>> import torch
     >>> with init_empty_weights():
     ...     model = torch.nn.Sequential(torch.nn.Linear(10_000, 10_000), torch.nn.BatchNorm1d(10_000))
@@ -31,7 +31,7 @@ def init_empty_weights(include_buffers: bool = False) -> Iterator[None]:
     meta device: shapes and dtypes only, no memory. Load weights later with
     ``load_checkpoint_and_dispatch`` (or ``module.to_empty(device=...)`` and your own init).
 
-    Example:
+    Examples:
         >>> with init_empty_weights():
         ...     layer = torch.nn.Linear(4, 2)
         >>> layer.weight.is_meta
@@ -45,7 +45,7 @@ def init_empty_weights(include_buffers: bool = False) -> Iterator[None]:
 def init_on_device(device: torch.device | str, include_buffers: bool = False) -> Iterator[None]:
     """Modules created inside get their parameters (and buffers with ``include_buffers``) on ``device``.
 
-    Example:
+    Examples:
         >>> with init_on_device("cpu"):
         ...     layer = torch.nn.Linear(4, 2)
         >>> layer.weight.device

@@ -8,7 +8,7 @@ Transformers, Accelerate and this package read each other's files.
 Read: a file, an index, or a folder holding either; tensors come one at a time (safetensors maps the
 file and copies out only the tensor asked for), so loading never holds a whole shard.
 
-Example:
+Examples:
     >>> import tempfile, torch
     >>> folder = tempfile.mkdtemp()
     >>> state = {"a": torch.zeros(1000), "b": torch.ones(1000)}

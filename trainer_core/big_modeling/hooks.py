@@ -6,7 +6,7 @@ module runs it moves the inputs to the module's execution device and, for weight
 weights are dropped again (back to the meta device), so only one offloaded layer is in memory at
 a time. The model's root gets a hook that returns outputs on the first device.
 
-Example:
+Examples:
     >>> import torch
     >>> layer = torch.nn.Linear(2, 2)
     >>> attach(layer, PlacementHook("cpu"))

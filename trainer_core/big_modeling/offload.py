@@ -5,7 +5,7 @@ The layout is Accelerate's offload folder (``{name}.dat`` holding the tensor's b
 wrote. A tensor is read with ``torch.from_file`` as a private mapping of its file: the pages come
 in as the forward pass touches them and leave when the tensor is dropped.
 
-Example:
+Examples:
     >>> import tempfile, torch
     >>> folder = OffloadFolder(tempfile.mkdtemp())
     >>> folder.write("layer.weight", torch.arange(6.0).reshape(2, 3))

@@ -1,6 +1,6 @@
 """Sizes: memory strings ("10GiB", "150MB"), dtype widths, and what each module of a model weighs.
 
-Example:
+Examples:
     >>> parse_size("150MB"), parse_size("1GiB"), parse_size(512)
     (150000000, 1073741824, 512)
     >>> import torch

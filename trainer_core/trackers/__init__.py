@@ -10,7 +10,7 @@ add durable records, written by the main process only, as in Accelerate:
 - any object with ``name``, ``log(values, step)`` and optionally ``store_init_configuration(config)``
   and ``finish()``.
 
-Example:
+Examples:
     >>> import tempfile
     >>> tracker = JSONTracker("run", tempfile.mkdtemp())
     >>> tracker.log({"loss": 0.5}, step=0)

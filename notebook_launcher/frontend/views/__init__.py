@@ -4,7 +4,7 @@ A view gets ``on_start(launch)``, ``on_status``, ``on_output``, ``on_live``, ``o
 ``on_metric``, ``flush()`` and ``on_finish(launch)``; all but ``on_start`` come from the launch's
 supervisor thread.
 
-Example:
+Examples:
     >>> type(select_view("text")).__name__
     'TextView'
 """

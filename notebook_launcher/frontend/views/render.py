@@ -5,7 +5,7 @@ CSS and inline SVG, so it renders wherever HTML does: JupyterLab, Notebook 7, Co
 VS Code, nbconvert, GitHub and nbviewer. Colours come from JupyterLab's theme variables (with
 fallbacks elsewhere) and SVG text uses ``currentColor``, so dark themes read as well as light ones.
 
-Example:
+Examples:
     >>> "rank 1: running" in status_chips({0: "done", 1: "running"})
     True
 """

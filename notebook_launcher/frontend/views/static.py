@@ -13,7 +13,7 @@ output. Front ends that draw widgets show the live widget while the launch runs;
 A launch that was stopped, stalled or timed out also shows where every rank was (their stacks); a
 running launch shows the stacks last asked for (``Launch.stacks()``, the widget's "Stacks" button).
 
-Example:
+Examples:
     >>> from notebook_launcher import launch
     >>> job = launch(lambda: print("hello"), num_processes=1, display="none")
     >>> _ = job.wait()
@@ -38,7 +38,7 @@ _SYMBOL = {"succeeded": "✔", "failed": "✘", "stopped": "■"}
 
 def header_text(launch: Any) -> str:
     plan = launch.plan
-    state = summary_text(launch) if launch.done else f"{launch.status} · {launch.elapsed:.1f} s"
+    state = _ended(launch) if launch.done else f"{launch.status} · {launch.elapsed:.1f} s"
     if launch.attempt:
         state = f"restart {launch.attempt} of {plan.faults.max_restarts} · {state}"
     if launch.waiting and not launch.done:
@@ -49,19 +49,31 @@ def header_text(launch: Any) -> str:
     )
 
 
-def summary_text(launch: Any) -> str:
-    """One line: how the launch ended, how long it took, and what came back."""
+def _ended(launch: Any) -> str:
+    """How the launch ended and how long it took, in a few words ("failed after 1.2 s")."""
     elapsed = f"{launch.elapsed:.1f} s"
+    return {"failed": f"failed after {elapsed}", "stopped": f"stopped after {elapsed}"}.get(
+        launch.status, f"succeeded in {elapsed}"
+    )
+
+
+def summary_text(launch: Any) -> str:
+    """One line: how the launch ended, how long it took, and what came back. A failure is named by
+    its rank and type: its message is in the traceback, shown once (below, or as the cell's error)."""
+    if not launch.done:
+        return f"running for {launch.elapsed:.1f} s"
     if launch.status == "failed":
         exc = launch.exception
-        return f"failed after {elapsed}: {type(exc).__name__}: {exc}"
+        rank = getattr(launch, "failed_rank", None)
+        who = f"rank {rank} raised" if rank is not None else "the launch failed with"
+        return f"{_ended(launch)}: {who} {type(exc).__name__}"
     if launch.status == "stopped":
-        return f"stopped after {elapsed}"
-    if not launch.done:
-        return f"running for {elapsed}"
+        return _ended(launch)
     last = _last_metrics(launch.metrics)
-    returned = type(launch.results[0]).__name__
-    return f"succeeded in {elapsed}; rank {launch.ranks[0]} returned {returned}" + (f"; last {last}" if last else "")
+    returned = ""
+    if getattr(launch, "reports_return_type", True):
+        returned = f"; rank {launch.ranks[0]} returned {type(launch.results[0]).__name__}"
+    return f"{_ended(launch)}{returned}" + (f"; last {last}" if last else "")
 
 
 def failure_text(exception: BaseException | None, traceback: Any) -> str:
@@ -104,7 +116,9 @@ def static_bundle(launch: Any, max_lines: int = MAX_LINES) -> dict:
     """The text/plain and text/html forms of the launch as it is now."""
     counts = {rank: launch.line_count(rank) for rank in launch.ranks}
     entries = launch.interleaved(last=max_lines)
-    failure = failure_text(launch.exception, launch.failure_traceback) if launch.done else ""
+    # the cell that waits on the launch raises the failure: its traceback is shown there, once
+    shown_in_cell = bool(getattr(launch, "waited_on", False))
+    failure = failure_text(launch.exception, launch.failure_traceback) if launch.done and not shown_in_cell else ""
     return {
         "text/plain": _plain(launch, counts, entries, failure, max_lines),
         "text/html": _html(launch, counts, entries, failure, max_lines),
@@ -119,6 +133,8 @@ def _plain(launch: Any, counts: dict, entries: list, failure: str, max_lines: in
     last = _last_metrics(launch.metrics)
     if last and not launch.done:
         lines.append(f"metrics: {last}")
+    if launch.done:
+        lines.append(f"{_SYMBOL.get(launch.status, '')} {summary_text(launch)}")
     if failure:
         lines.append(failure.rstrip())
     title, stacks, _ = stacks_section(launch)
@@ -149,7 +165,10 @@ def _html(launch: Any, counts: dict, entries: list, failure: str, max_lines: int
         f'<div class="nl-head"><b>notebook_launcher</b> · {head}</div>',
         f"<div>{status_chips(statuses)}</div>",
     ]
-    for rank in launch.ranks:
+    quiet = launch.done and not any(counts.values())
+    if quiet:  # nothing printed: one line, not a box per rank
+        parts.append(hint_html("no rank printed anything"))
+    for rank in [] if quiet else launch.ranks:
         own = [entry for entry in entries if entry.rank == rank]
         hidden = counts[rank] - max_lines
         body = (hint_html(_hidden_note(launch, rank, hidden)) if hidden > 0 else "") + (

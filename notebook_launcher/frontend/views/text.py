@@ -21,7 +21,7 @@ UPDATE_EVERY = 10.0
 def line_prefix(template, rank, local_rank=None):
     """The prefix of a rank's printed lines: ``[rank N] `` or torchrun's ``log_line_prefix_template``.
 
-    Example:
+    Examples:
         >>> line_prefix(None, 1), line_prefix("{role_name}/{rank}: ", 1)
         ('[rank 1] ', 'default/1: ')
     """
