@@ -19,7 +19,7 @@ import os
 import shutil
 import tempfile
 
-__all__ = ["scratch_file", "scratch_dir", "sweep_dead_kernels"]
+__all__ = ["scratch_file", "scratch_dir", "sweep_dead_kernels", "pid_alive"]
 
 _FILE = "notebook-launcher-"
 _DIR = "notebook-launcher-workers-"
@@ -49,7 +49,7 @@ def sweep_dead_kernels() -> int:
         for path in glob.glob(os.path.join(where, pattern)):
             name = os.path.basename(path)
             pid = name[len(_DIR) if name.startswith(_DIR) else len(_FILE) :].split("-", 1)[0]
-            if not pid.isdigit() or _alive(int(pid)) or os.stat(path).st_uid != os.getuid():
+            if not pid.isdigit() or pid_alive(int(pid)) or os.stat(path).st_uid != os.getuid():
                 continue
             try:
                 remove(path)
@@ -59,7 +59,8 @@ def sweep_dead_kernels() -> int:
     return removed
 
 
-def _alive(pid: int) -> bool:
+def pid_alive(pid: int) -> bool:
+    """Whether a process ``pid`` runs (one of another user's counts as running)."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:

@@ -7,6 +7,7 @@ from textwrap import dedent
 
 import pytest
 from kernel_session import KernelSession
+from nodes import SECRET, free_port
 
 TRAIN = dedent("""
     import os, time, threading
@@ -29,9 +30,6 @@ TRAIN = dedent("""
 """)
 
 
-SECRET = "secret='a-secret-both-cells-share'"
-
-
 @pytest.fixture()
 def node1():
     session = KernelSession()
@@ -40,15 +38,10 @@ def node1():
     session.shutdown()
 
 
-def _port(kernel):
-    kernel.ok("from notebook_launcher.launching.ports import free_port\nport = free_port('127.0.0.1')")
-    return kernel.eval("port")
-
-
 @pytest.mark.parametrize("backend", ["static", "c10d"])
 def test_two_nodes_train_together(kernel, node1, backend):
     kernel.ok(TRAIN)
-    port = _port(kernel)
+    port = free_port(kernel)
     options = f"num_processes=2, num_nodes=2, use_port={port}, rdzv_backend={backend!r}, {SECRET}, display='none'"
     kernel.ok(f"job = launch(short, node_rank=0, {options})")
     node1.ok(f"job = launch(short, node_rank=1, {options})")
@@ -77,7 +70,7 @@ def test_node_0_keeps_the_store_up_until_a_slower_node_is_done(kernel, node1, tm
     kernel.ok(TRAIN)
     for session in (kernel, node1):
         session.ok(LATE)
-    port = _port(kernel)
+    port = free_port(kernel)
     options = f"args=({release!r},), num_processes=2, num_nodes=2, use_port={port}, {SECRET}, display='none'"
     kernel.ok(f"job = launch(late, node_rank=0, {options})")
     node1.ok(f"job = launch(late, node_rank=1, {options})")
@@ -92,7 +85,7 @@ def test_node_0_keeps_the_store_up_until_a_slower_node_is_done(kernel, node1, tm
 
 def test_a_failure_on_one_node_ends_the_other_with_its_reason(kernel, node1):
     kernel.ok(TRAIN)
-    port = _port(kernel)
+    port = free_port(kernel)
     options = f"num_processes=2, num_nodes=2, use_port={port}, {SECRET}, display='none'"
     kernel.ok(f"job = launch(all_reduce, node_rank=0, {options})")
     node1.ok(f"job = launch(all_reduce, args=(3,), node_rank=1, {options})")
@@ -107,7 +100,7 @@ def test_a_failure_on_one_node_ends_the_other_with_its_reason(kernel, node1):
 
 def test_a_node_that_never_comes_is_a_clear_error_after_the_rendezvous_timeout(kernel):
     kernel.ok(TRAIN)
-    port = _port(kernel)
+    port = free_port(kernel)
     result = kernel.run(
         f"job = launch(short, num_processes=1, num_nodes=2, node_rank=0, use_port={port},"
         f" rendezvous_timeout=1.5, {SECRET}, display='none'); job.wait()"
@@ -123,7 +116,7 @@ def test_a_node_that_never_comes_is_a_clear_error_after_the_rendezvous_timeout(k
 
 def test_an_interrupt_ends_the_wait_for_a_node(kernel):
     kernel.ok(TRAIN)
-    port = _port(kernel)
+    port = free_port(kernel)
     msg_id = kernel.submit(
         f"notebook_launcher = __import__('notebook_launcher').notebook_launcher\n"
         f"print('waiting', flush=True)\n"

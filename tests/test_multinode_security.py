@@ -17,8 +17,7 @@ import psutil
 import pytest
 from gates import gate_code, open_gates
 from kernel_session import KernelSession
-
-SECRET = "secret='a-secret-both-cells-share'"
+from nodes import SECRET, free_port
 
 TRAIN = dedent("""
     import os, time, threading
@@ -42,11 +41,6 @@ def node1():
     session.ok(TRAIN)
     yield session
     session.shutdown()
-
-
-def _port(kernel):
-    kernel.ok("from notebook_launcher.launching.ports import free_port\nport = free_port('127.0.0.1')")
-    return kernel.eval("port")
 
 
 def test_several_nodes_need_a_shared_secret(kernel):
@@ -82,7 +76,7 @@ def test_c10d_binds_master_addr_only_and_never_unpickles_the_store(kernel, node1
     import torch.distributed as dist
 
     kernel.ok(TRAIN)
-    port = _port(kernel)
+    port = free_port(kernel)
     planted = tmp_path / "ran-in-a-kernel"
     options = f"num_processes=2, num_nodes=2, use_port={port}, rdzv_backend='c10d', {SECRET}, display='none'"
     kernel.ok(f"job = launch(short, node_rank=0, {options})")
@@ -113,7 +107,7 @@ def test_a_forged_failure_on_the_store_does_not_end_the_launch(kernel, node1, tm
         + gate_code(tmp_path).split("for _r")[0]
         + "def gated():\n    wait_at_gate()\n    return short()"
     )
-    port = _port(kernel)
+    port = free_port(kernel)
     options = f"num_processes=2, num_nodes=2, use_port={port}, {SECRET}, display='none'"
     kernel.ok(f"job = launch(gated, node_rank=0, {options})")
     node1.ok(f"job = launch(gated, node_rank=1, {options})")
@@ -128,7 +122,7 @@ def test_a_forged_failure_on_the_store_does_not_end_the_launch(kernel, node1, tm
 
 def test_nodes_given_different_secrets_are_told_so(kernel, node1):
     kernel.ok(TRAIN)
-    port = _port(kernel)
+    port = free_port(kernel)
     options = f"num_processes=1, num_nodes=2, use_port={port}, rendezvous_timeout=3, display='none'"
     kernel.ok(f"job = launch(short, node_rank=0, secret='one-secret-here', {options})")
     result = node1.run(f"launch(short, node_rank=1, secret='another-secret', {options}).wait()")
@@ -141,7 +135,7 @@ def test_nodes_given_different_secrets_are_told_so(kernel, node1):
 def test_two_nodes_restart_together_on_a_fresh_attempt(kernel, node1, backend):
     """Node 1 restarting faster than node 0 must not join node 0's previous store (3 of 3 failed)."""
     kernel.ok(TRAIN)
-    port = _port(kernel)
+    port = free_port(kernel)
     options = (
         f"args=(True,), num_processes=2, num_nodes=2, use_port={port}, rdzv_backend={backend!r},"
         f" max_restarts=1, rendezvous_timeout=60, {SECRET}, display='none'"

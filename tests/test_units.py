@@ -10,8 +10,8 @@ import pytest
 
 from notebook_launcher.devices import CpuDevice, CudaDevice, XlaDevice
 from notebook_launcher.errors import WorkerError, describe_exit
+from notebook_launcher.launching.checks import check_port_number
 from notebook_launcher.launching.environment import rank_environment, threads_per_rank
-from notebook_launcher.launching.plan import check_port_number
 from notebook_launcher.launching.record import LaunchRecord
 from notebook_launcher.launching.threads import run_in_thread
 from notebook_launcher.wire import (

@@ -47,7 +47,6 @@ from ..starters.base import Starter
 from ..wire import (
     DISPLAY,
     ERROR,
-    EVENT_KINDS,
     METRIC,
     OUTPUT,
     REPLY,
@@ -55,10 +54,9 @@ from ..wire import (
     STACKS,
     STACKS_SIGNAL,
     STATUS,
-    BadFrame,
     rebuild_exception,
 )
-from ..wire.shapes import check_payload
+from ..wire.shapes import check_payload, event_parts
 from ..wire.shared_tensors import new_prefix, remove_leftovers, sweep_dead_kernels
 from .guardian import end_group, forget_group, watch_group
 from .plan import LaunchPlan
@@ -426,7 +424,7 @@ class Supervisor:
     def on_event(self, worker: Worker, event: Any) -> None:
         """One event from a worker. Whatever it holds, the supervisor goes on: an event it cannot
         read or handle is that rank's failure (a ``WorkerError`` saying what it sent)."""
-        parts = _event_parts(event, worker)
+        parts = event_parts(event, worker.ranks)
         if isinstance(parts, str):
             self._reject(worker.first_rank, parts)
             return
@@ -622,23 +620,6 @@ def _end_what_it_left(worker: Worker) -> None:
     """A rank has exited (perhaps killed, before it could end its own processes): what is left of its
     process group ends now. Called before the rank is reaped, so its pid cannot name another group."""
     end_group(worker.process.pid)
-
-
-def _event_parts(event: Any, worker: Worker) -> tuple[str, Any, float, int] | str:
-    """``(kind, payload, time, rank)`` of a well-formed event, or what is wrong with it."""
-    if isinstance(event, BadFrame):
-        return f"an event the kernel could not decode ({event.why})"
-    if not isinstance(event, tuple) or len(event) != 4:
-        return f"a malformed event ({type(event).__name__})"
-    kind, payload, when, rank = event
-    if kind not in EVENT_KINDS:
-        return f"an event of unknown kind {kind!r}"
-    rank = worker.first_rank if rank is None else rank
-    if rank not in worker.ranks:
-        return f"a {kind!r} event for rank {rank!r}, which it does not run"
-    if isinstance(when, bool) or not isinstance(when, (int, float)):
-        when = time.time()
-    return kind, payload, float(when), rank
 
 
 _swept = False

@@ -1,4 +1,4 @@
-"""The shape of each event's payload, checked in the kernel before anything acts on it.
+"""The shape of each event and its payload, checked in the kernel before anything acts on it.
 
 A rank runs the user's code, and that code can write anything to its channel (or break the
 channel's pickles). The kernel's supervisor must survive whatever arrives: ``check_payload``
@@ -16,14 +16,40 @@ Examples:
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from numbers import Number
 from typing import Any
 
 from ..choices import RANK_STATUSES
-from .channel import DISPLAY, ERROR, METRIC, OUTPUT, REPLY, RESULT, STACKS, STATUS
+from .channel import DISPLAY, ERROR, EVENT_KINDS, METRIC, OUTPUT, REPLY, RESULT, STACKS, STATUS, BadFrame
 
-__all__ = ["check_payload"]
+__all__ = ["check_payload", "event_parts"]
+
+
+def event_parts(event: Any, ranks: list[int]) -> tuple[str, Any, float, int] | str:
+    """``(kind, payload, time, rank)`` of a well-formed event from a worker running ``ranks`` (an
+    event naming no rank is its first rank's), or a description of what is wrong with it.
+
+    Examples:
+        >>> event_parts(("status", "running", 1.5, None), [3])
+        ('status', 'running', 1.5, 3)
+        >>> event_parts(("bogus", 1, 1.5, 3), [3])
+        "an event of unknown kind 'bogus'"
+    """
+    if isinstance(event, BadFrame):
+        return f"an event the kernel could not decode ({event.why})"
+    if not isinstance(event, tuple) or len(event) != 4:
+        return f"a malformed event ({type(event).__name__})"
+    kind, payload, when, rank = event
+    if kind not in EVENT_KINDS:
+        return f"an event of unknown kind {kind!r}"
+    rank = ranks[0] if rank is None else rank
+    if rank not in ranks:
+        return f"a {kind!r} event for rank {rank!r}, which it does not run"
+    if isinstance(when, bool) or not isinstance(when, (int, float)):
+        when = time.time()
+    return kind, payload, float(when), rank
 
 
 def check_payload(kind: str, payload: Any) -> None:

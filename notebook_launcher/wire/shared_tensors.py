@@ -41,6 +41,8 @@ import tempfile
 import uuid
 from typing import Any
 
+from ..scratch import pid_alive
+
 __all__ = ["MIN_BYTES", "TensorSharer", "new_prefix", "remove_leftovers", "sweep_dead_kernels"]
 
 MIN_BYTES = 1 << 20  # smaller storages are cheaper in the pickle than in a file of their own
@@ -85,23 +87,13 @@ def sweep_dead_kernels() -> int:
         return 0
     for path in glob.glob(os.path.join(where, _NAME + "*")):
         pid = os.path.basename(path)[len(_NAME) :].split("-", 1)[0]
-        if pid.isdigit() and not _pid_alive(int(pid)):
+        if pid.isdigit() and not pid_alive(int(pid)):
             try:
                 os.unlink(path)
                 removed += 1
             except OSError:
                 pass
     return removed
-
-
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 class _SharedFile:
