@@ -30,7 +30,7 @@ import sysconfig
 from types import TracebackType
 from typing import Any
 
-__all__ = ["frames_of", "traceback_from", "repeats_note", "library_dirs", "is_library"]
+__all__ = ["frames_of", "traceback_from", "repeats_note", "shown_as", "library_dirs", "is_library"]
 
 
 def library_dirs() -> tuple[str, ...]:
@@ -92,6 +92,40 @@ def repeats_note(frames: list[dict]) -> str | None:
         if frame.get("repeated")
     ]
     return "\n".join(notes) or None
+
+
+def shown_as(exc: BaseException, frames: TracebackType | None = None, line: str | None = None) -> BaseException:
+    """Have IPython show ``exc`` in a cell with only ``frames`` (a rank's), or as the one ``line``.
+
+    Raised from the launcher, an exception gathers the launcher's frames (and a cell magic's
+    ``run_cell_magic`` line) on its way out; IPython's ``_render_traceback_`` protocol lets the
+    exception say how it is shown instead, so a cell shows the user's own lines and nothing of ours.
+    Elsewhere (plain Python) it is shown as usual. Returns ``exc``.
+
+    Examples:
+        >>> err = shown_as(KeyboardInterrupt("stopped"), line="KeyboardInterrupt: stopped")
+        >>> err._render_traceback_()
+        ['KeyboardInterrupt: stopped']
+    """
+
+    while frames is not None and frames.tb_frame.f_locals.get("__tracebackhide__"):
+        frames = frames.tb_next  # the launcher's and libraries' frames the rank went through first
+
+    def render() -> list[str]:
+        if line is not None:
+            return [line]
+        ipython = getattr(sys.modules.get("IPython"), "get_ipython", lambda: None)()
+        if ipython is None:
+            import traceback
+
+            return traceback.format_exception(type(exc), exc, frames)
+        return ipython.InteractiveTB.structured_traceback(type(exc), exc, frames)
+
+    try:
+        exc._render_traceback_ = render  # type: ignore[attr-defined]
+    except AttributeError:  # an exception type without a __dict__: shown as usual
+        pass
+    return exc
 
 
 def is_library(path: str) -> bool:

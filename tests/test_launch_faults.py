@@ -174,6 +174,7 @@ def test_kernel_interrupt_ends_every_rank_and_the_next_launch_works(kernel):
     for rank in (0, 1):
         assert re.search(rf"rank {rank}: in train_forever \(Cell In\[\d+\], line 6\): dist.all_reduce", message)
     assert "threading.py" not in result.traceback and "supervisor" not in result.traceback
+    assert "handle.py" not in result.traceback  # the launcher's own frame is not shown either
     assert kernel.children() == []
     assert kernel.ok("print(notebook_launcher(lambda: 'again', num_processes=2))").stdout.strip() == "again"
 

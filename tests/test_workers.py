@@ -44,6 +44,8 @@ def test_an_exception_in_a_cell_names_the_cell_line_and_keeps_the_workers(dist):
     assert failed.error["ename"] == "ZeroDivisionError"
     assert failed.error["evalue"].startswith("[rank 1] ")
     assert re.search(r"Cell In\[\d+\], line 4", failed.traceback)  # the %%dist cell's own line
+    assert "run_cell_magic" not in failed.traceback  # ... and nothing of the magic or the launcher
+    assert "magics.py" not in failed.traceback and "handle.py" not in failed.traceback
     assert dist.eval("__import__('notebook_launcher').workers.current_workers().status") == "idle"
     assert dist.run("%%dist\nx + 1").stdout.count("2") >= 2  # the same ranks, the state kept
 
@@ -54,7 +56,10 @@ def test_an_interrupt_ends_the_cell_on_every_rank_and_keeps_the_workers(dist):
     dist.interrupt()
     result = dist.collect(msg_id, timeout=30)
     assert result.error["ename"] == "KeyboardInterrupt"
-    assert "the workers are still running" in result.error["evalue"]
+    assert "the workers are kept, with their state" in result.error["evalue"]
+    # one clear line: no launcher frames, locals or background-launch notice
+    assert result.traceback.strip().splitlines() == [f"KeyboardInterrupt: {result.error['evalue']}"]
+    assert "still running in the background" not in result.stderr
     assert result.seconds < 3
     assert dist.run("%%dist\n'still here'").stdout.count("'still here'") == 2
 

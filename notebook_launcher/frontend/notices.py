@@ -30,7 +30,8 @@ def register(ipython: Any) -> None:
 def _after_cell(result: Any) -> None:
     if not isinstance(getattr(result, "error_in_exec", None), KeyboardInterrupt):
         return
-    running = [launch for launch in active_launches() if not launch.waited_on]
+    # persistent workers run between cells on purpose (their interrupted cell says so itself)
+    running = [launch for launch in active_launches() if not launch.waited_on and launch.kind != "workers"]
     for launch in running:
         if launch.stopping:
             print(

@@ -23,6 +23,7 @@ from collections.abc import Callable
 
 from ..errors import LaunchError, LaunchTimeout
 from ..frontend.views.base import CompositeView, LaunchView
+from ..tracebacks import shown_as
 from .record import LaunchRecord
 from .supervisor import Supervisor
 
@@ -319,7 +320,8 @@ class Launch:
         if interrupted:
             stacks = self._record.latest_stacks()
             where = f"; where the ranks were:\n{stacks.summary()}" if stacks else ""
-            raise KeyboardInterrupt(f"launch {self.id} stopped: every rank has ended{where}") from None
+            message = f"launch {self.id} stopped: every rank has ended{where}"
+            raise shown_as(KeyboardInterrupt(message), line=f"KeyboardInterrupt: {message}") from None
         if not finished:
             raise TimeoutError(f"launch {self.id} still running after {timeout} s")
         failure = self._record.failure

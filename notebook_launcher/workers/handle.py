@@ -41,6 +41,7 @@ from typing import Any
 from ..choices import check_choice
 from ..errors import LaunchError
 from ..scratch import scratch_dir
+from ..tracebacks import shown_as
 from ..wire import rebuild_exception
 from .call_record import CallLaunch
 from .interrupts import CountedInterrupts
@@ -322,8 +323,8 @@ class Workers:
                 call.handle.finish(values, failure)
                 self._router.end(call)
                 self._busy = False
-            if failure is not None:
-                raise failure[1]
+            if failure is not None:  # shown with the rank's frames: the cell's lines, nothing of ours
+                raise shown_as(failure[1], failure[1].__traceback__)
             return [values[rank] for rank in call.ranks]
         finally:
             self._lock.release()
@@ -363,16 +364,19 @@ class Workers:
         if not call.complete:
             self._raise_ended()
         if sigints.count:
-            raise KeyboardInterrupt(
-                "the call was interrupted on every rank; the workers are still running (interrupt twice to stop them)"
+            message = (
+                "the cell was interrupted on every rank; the workers are kept, with their state"
+                " (%dist stop, or interrupting twice, ends them)"
             )
+            raise shown_as(KeyboardInterrupt(message), line=f"KeyboardInterrupt: {message}")
 
     def _stop_interrupted(self):
         self._stopped = True
         self.launch.stop()
         stacks = self.launch.last_stacks
         where = f"; where the ranks were:\n{stacks.summary()}" if stacks else ""
-        raise KeyboardInterrupt(f"interrupted twice: the workers were stopped{where}") from None
+        message = f"interrupted twice: the workers were stopped{where}"
+        raise shown_as(KeyboardInterrupt(message), line=f"KeyboardInterrupt: {message}") from None
 
     def _interrupt(self, ranks: list[int]) -> None:
         for rank in ranks:

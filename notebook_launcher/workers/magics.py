@@ -109,7 +109,7 @@ def _run_cell(line: str, cell: str) -> None:
     if workers is None:
         raise RuntimeError("no workers are running; start them with %dist start N")
     ranks = parse_ranks(line)
-    filename, first_line = _cell_file()
+    filename, first_line = _cell_file(line, cell)
     values = workers.exec(cell, ranks, filename=filename, first_line=first_line, show=True)
     template = workers.launch.plan.log_line_prefix
     for rank, text in zip(workers._ranks_of(ranks), values, strict=True):
@@ -118,16 +118,23 @@ def _run_cell(line: str, cell: str) -> None:
             print(prefix + text.replace("\n", "\n" + prefix))
 
 
-def _cell_file() -> tuple[str | None, int]:
-    """The running cell's file name (what IPython shows as "Cell In[N]") and the line its body
-    starts on (2: below the ``%%dist`` line)."""
+def _cell_file(line: str, cell: str) -> tuple[str | None, int]:
+    """A file name for the ranks to compile the cell's body under, and the line it starts on (2:
+    below the ``%%dist`` line). IPython shows it as the running cell ("Cell In[N]") with the lines
+    the user wrote: the cell's own file holds the line IPython made of the magic
+    (``get_ipython().run_cell_magic(...)``), so the cell is registered again as written."""
     from IPython import get_ipython
 
-    cells = getattr(getattr(get_ipython(), "compile", None), "_filename_map", {})
+    compiler: Any = getattr(get_ipython(), "compile", None)
+    cells = getattr(compiler, "_filename_map", {})
     frame: Any = sys._getframe(1)
     while frame is not None:
         if frame.f_code.co_filename in cells:
-            return frame.f_code.co_filename, 2
+            written = f"%%dist {line}".rstrip() + f"\n{cell}"
+            try:
+                return compiler.cache(written, cells[frame.f_code.co_filename], raw_code=written + "\n"), 2
+            except (AttributeError, TypeError):  # an IPython without this cache: its own file, as made
+                return frame.f_code.co_filename, 2
         frame = frame.f_back
     return None, 2
 
