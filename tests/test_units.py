@@ -238,6 +238,11 @@ def test_render_logs_displays_and_charts():
     same = series_by_key([{"rank": r, "step": s, "values": {"loss": float(s)}} for r in (0, 1) for s in range(3)])
     chart = metrics_html(same)
     assert chart.count("<polyline") == 1 and "nl-legend" not in chart  # identical ranks: one line
+    # live, the ranks' equal values arrive one rank ahead of the other: still one line, no legend
+    for arrived in range(1, 7):
+        records = [{"rank": r, "step": s, "values": {"loss": 1.0}} for s in range(4) for r in (0, 1)][:arrived]
+        live = metrics_html(series_by_key(records))
+        assert "nl-legend" not in live and live.count("<polyline") + live.count("<circle") == 1, arrived
     assert "step 0" in chart and ">2</text>" in chart  # step axis labels
     differ = series_by_key([{"rank": r, "step": s, "values": {"loss": float(s + r)}} for r in (0, 1) for s in range(3)])
     chart = metrics_html(differ)

@@ -174,9 +174,24 @@ def metrics_html(series: dict, width: int = 320, height: int = 150) -> str:
 
 
 def _distinct(ranks: dict) -> dict:
-    """Ranks whose series differ; one line suffices when every rank logged the same values."""
-    first = next(iter(ranks.values()))
-    return ranks if any(points != first for points in ranks.values()) else {min(ranks): first}
+    """Ranks whose series differ; one line suffices when every rank logged the same values.
+
+    Series are compared over the steps every rank has logged: a rank a step ahead of the others is
+    not a difference, or a live chart would gain and lose a line (and its legend) at every step.
+    The longest series is drawn when they agree.
+
+    Examples:
+        >>> sorted(_distinct({0: [(0, 1.0), (1, 2.0)], 1: [(0, 1.0)]}))
+        [0]
+        >>> sorted(_distinct({0: [(0, 1.0)], 1: [(0, 3.0)]}))
+        [0, 1]
+    """
+    common = min(len(points) for points in ranks.values())
+    first = next(iter(ranks.values()))[:common]
+    if any(points[:common] != first for points in ranks.values()):
+        return ranks
+    longest = max(sorted(ranks), key=lambda rank: len(ranks[rank]))
+    return {longest: ranks[longest]}
 
 
 def _fmt(value: float) -> str:
