@@ -391,3 +391,22 @@ def test_checkpoint_publishing_survives_a_crash_at_every_step_and_a_second_one(t
     assert loaded() in ("first", "second", "third")
     save("fourth")
     assert loaded() == "fourth" and not os_module.path.exists(final + ".prev")
+
+
+def test_an_empty_log_box_does_not_say_no_output_over_a_progress_bar_or_a_chart():
+    import ipywidgets
+
+    from notebook_launcher.frontend.views.logbox import LogBox
+
+    box = LogBox(ipywidgets, prefix=False)
+    box.render()
+    assert "no output yet" in box._note.value
+    box.set_live(" 40%|████      | 4/10")  # a tqdm bar still drawing its first line
+    box.render()
+    assert box._note.value == "" and "40%" in box._live.value
+    quiet = LogBox(ipywidgets, prefix=False)
+    quiet.charted = True  # metrics logged, nothing printed
+    quiet.render()
+    assert "no output yet" not in quiet._note.value and "charted" in quiet._note.value
+    box.close()
+    quiet.close()

@@ -44,6 +44,7 @@ class LogBox:
         self._first_chunk = 0  # chunks before it were emptied
         self.hidden = 0
         self.live = ""
+        self.charted = False  # the ranks have logged metrics (the chart shows them) though none printed
         self._note = widgets.HTML(hint_html("no output yet"))
         self._live = widgets.HTML("")
         self.inner = widgets.VBox([self._note, self._live])
@@ -117,7 +118,7 @@ class LogBox:
                 self._views[chunk].value = entries_html(self._chunks[chunk], prefix=self._prefix)
         self._dirty.clear()
         note = f"… {self.hidden} earlier lines not shown here — {self._hint}" if self.hidden else ""
-        note_html = hint_html(note) if note else ("" if self._chunks else hint_html("no output yet"))
+        note_html = hint_html(note or self._empty_hint()) if note or not (self._chunks or self.live) else ""
         if self._note.value != note_html:
             self._note.value = note_html
             changed = True
@@ -129,6 +130,9 @@ class LogBox:
             self.inner.children = [self._note, *self._views, self._live]
             self._children_changed = False
         return changed
+
+    def _empty_hint(self) -> str:
+        return "nothing printed yet; the logged metrics are charted below" if self.charted else "no output yet"
 
     def close(self) -> None:
         """Empty and close every widget (emptied first: headless runners such as nbclient keep the

@@ -99,6 +99,7 @@ class WidgetView(LaunchView):
 
     def on_metric(self, rank: int, metric: dict) -> None:
         self._dirty.add("metrics")
+        self._dirty.add("lines")  # an empty log's hint mentions the chart
 
     def flush(self) -> float | None:
         now = time.monotonic()
@@ -213,6 +214,10 @@ class WidgetView(LaunchView):
         for rank, text in self._live.items():
             self.boxes[rank].set_live(text)
         self.all_box.set_live("\n".join(f"[rank {rank}] {text}" for rank, text in self._live.items() if text))
+        charted = {record["rank"] for record in launch.metrics} if launch.metrics else set()
+        self.all_box.charted = bool(charted)
+        for rank, box in self.boxes.items():
+            box.charted = rank in charted
         for box in (self.all_box, *self.boxes.values()):
             box.render()
 
