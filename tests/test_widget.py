@@ -279,3 +279,21 @@ def test_the_stacks_action_shows_where_each_rank_is_in_the_widget_and_the_saved_
     kernel.ok("job.wait()")
     final = kernel.eval("job._view.static['text/html']")
     assert '<details class="nl-stacks"><summary>where the ranks were at ' in final  # kept, folded
+
+
+def test_eight_ranks_finish_about_as_tall_as_they_ran(kernel):
+    """The finished form of many ranks keeps one capped log of all of them, each rank's folded."""
+    kernel.ok(
+        dedent("""
+        def talks():
+            for i in range(30):
+                print(f"line {i} of rank", os.environ["RANK"])
+        job = launch(talks, num_processes=8, display="widget")
+        job.wait()
+        page = job._view.static["text/html"]
+    """)
+    )
+    page = kernel.eval("page")
+    assert page.count('<details class="nl-ranklog" open>') == 1 and "all ranks · 240 lines" in page
+    assert page.count('<details class="nl-ranklog">') == 8  # folded
+    assert "[rank 7]" in page and "line 29 of rank 7" in page

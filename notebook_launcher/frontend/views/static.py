@@ -33,6 +33,7 @@ from .text import line_prefix
 __all__ = ["static_bundle", "summary_text", "failure_text", "header_text", "stacks_section", "stacks_html", "MAX_LINES"]
 
 MAX_LINES = 2000  # per rank, in the static form (the full log stays on the Launch)
+FOLDED_FROM = 2  # with more ranks, each rank's log is folded under one log of all of them
 _SYMBOL = {"succeeded": "✔", "failed": "✘", "stopped": "■"}
 
 
@@ -168,6 +169,13 @@ def _html(launch: Any, counts: dict, entries: list, failure: str, max_lines: int
     quiet = launch.done and not any(counts.values())
     if quiet:  # nothing printed: one line, not a box per rank
         parts.append(hint_html("no rank printed anything"))
+    many = len(launch.ranks) > FOLDED_FROM and not quiet
+    if many:  # as tall as the live widget: every rank's lines in one capped log, each rank's folded
+        every = entries_html(entries, prefix=True)
+        parts.append(
+            f'<details class="nl-ranklog" open><summary>all ranks · {len(entries)} lines</summary>'
+            f'<div class="nl-static-log"><div class="nl-lines">{every}</div></div></details>'
+        )
     for rank in [] if quiet else launch.ranks:
         own = [entry for entry in entries if entry.rank == rank]
         hidden = counts[rank] - max_lines
@@ -176,7 +184,8 @@ def _html(launch: Any, counts: dict, entries: list, failure: str, max_lines: int
         )
         plural = "s" if counts[rank] != 1 else ""
         parts.append(
-            f'<details class="nl-ranklog" open><summary>rank {rank} · {statuses[rank]} · {counts[rank]}'
+            f'<details class="nl-ranklog"{"" if many else " open"}>'
+            f"<summary>rank {rank} · {statuses[rank]} · {counts[rank]}"
             f' line{plural}</summary><div class="nl-static-log"><div class="nl-lines">{body}</div></div></details>'
         )
     parts.append(metrics_html(series_by_key(launch.metrics)))
