@@ -500,9 +500,15 @@ class Supervisor:
     def _on_error(self, rank: int, report: Any, when: float) -> None:
         exception = rebuild_exception(rank, report)
         self._reported.add(rank)
-        if self._collateral is None and self.phase is Phase.RUNNING and lost_a_peer(exception):
-            self._collateral = (rank, exception, when, time.monotonic() + COLLATERAL_WAIT)
-            return
+        if lost_a_peer(exception):
+            cause = self._record.failure
+            if cause is not None:  # the peer's failure came first: this is its consequence, not a rival
+                if hasattr(cause, "add_note"):
+                    cause.add_note(f"rank {rank} failed after it: {type(exception).__name__}: {exception}")
+                return
+            if self._collateral is None and self.phase is Phase.RUNNING:
+                self._collateral = (rank, exception, when, time.monotonic() + COLLATERAL_WAIT)
+                return
         self._fail(rank, exception, when)
 
     def _release_collateral(self) -> None:

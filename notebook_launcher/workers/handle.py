@@ -308,13 +308,16 @@ class Workers:
             call = Call(call_id, ranks, view, CallLaunch(self.launch, call_id, ranks))
             self._busy = True
             self._router.begin(call)
+            # an interrupt while the call is being sent is counted (not raised) and handled by _wait
+            sigints = CountedInterrupts(armed=False)
             try:
-                for rank in ranks:
-                    try:
-                        self._connections[rank].send((call.id, kind, payload))
-                    except OSError:  # the rank died; the launch's failure says how
-                        break
-                self._wait(call)
+                with sigints:
+                    for rank in ranks:
+                        try:
+                            self._connections[rank].send((call.id, kind, payload))
+                        except OSError:  # the rank died; the launch's failure says how
+                            break
+                    self._wait(call, sigints)
                 values, failure = self._outcome(call)
             except BaseException as interrupted:  # an interrupt, or the workers ended: the call's view says so
                 values, failure = {}, (call.ranks[0], interrupted)
@@ -342,25 +345,25 @@ class Workers:
         if self.launch.done:
             raise LaunchError(f"the workers have {self.status}; start new ones with start_workers() or %dist start")
 
-    def _wait(self, call: Call) -> None:
-        sigints = CountedInterrupts()
-        with sigints:
-            while True:
-                try:
-                    with call.answered:
-                        while not call.complete and not self.launch.done and sigints.count < 2:
-                            call.answered.wait(1.0)  # woken by every reply and by the launch's end
-                    if sigints.count < 2:
-                        break
-                except KeyboardInterrupt:
-                    if sigints.count < 2:
-                        self._interrupt(call.ranks)
-                        print(
-                            "interrupting the call on every rank (interrupt again to stop the workers)", file=sys.stderr
-                        )
-                        sigints.rearm()
-                        continue
-                self._stop_interrupted()
+    def _wait(self, call: Call, sigints: CountedInterrupts) -> None:
+        if sigints.count:  # the interrupt came while the call was being sent: it is the first one
+            self._interrupt(call.ranks)
+            print(_INTERRUPTING, file=sys.stderr)
+        sigints.rearm()
+        while True:
+            try:
+                with call.answered:
+                    while not call.complete and not self.launch.done and sigints.count < 2:
+                        call.answered.wait(1.0)  # woken by every reply and by the launch's end
+                if sigints.count < 2:
+                    break
+            except KeyboardInterrupt:
+                if sigints.count < 2:
+                    self._interrupt(call.ranks)
+                    print(_INTERRUPTING, file=sys.stderr)
+                    sigints.rearm()
+                    continue
+            self._stop_interrupted()
         if not call.complete:
             self._raise_ended()
         if sigints.count:

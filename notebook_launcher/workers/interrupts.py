@@ -3,8 +3,9 @@
 Inside a rank (``serve``) the call's code gets one KeyboardInterrupt however many SIGINTs arrive
 (the kernel's interrupt can reach a rank both through the terminal's process group and from the
 kernel). In the kernel (``Workers``) the first interrupt raises in the waiting cell and a second,
-counted even while the first is being handled, stops the workers. Outside the ``with`` block the
-previous handler is back (SIG_IGN in a rank).
+counted even while the first is being handled, stops the workers; one that comes while the call is
+still being sent is counted, not raised (``armed=False``), and handled as the first once the kernel
+waits. Outside the ``with`` block the previous handler is back.
 
 Examples:
     >>> import os, signal
@@ -29,9 +30,9 @@ __all__ = ["CountedInterrupts"]
 class CountedInterrupts:
     """Counts SIGINTs inside the block; only an armed one raises (``rearm`` after handling one)."""
 
-    def __init__(self) -> None:
+    def __init__(self, armed: bool = True) -> None:
         self.count = 0
-        self._armed = True
+        self._armed = armed
         self._previous: Any = None
 
     def __enter__(self) -> CountedInterrupts:
