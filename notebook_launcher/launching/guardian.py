@@ -9,25 +9,24 @@ kernel's process group), and tells it through a pipe which groups are alive. The
 writer is the kernel: when the kernel dies, for any reason, the guardian reads end-of-file and
 sends SIGKILL to every group it was told of, then exits.
 
-A rank that dies while the kernel lives has its group ended by the kernel (``end_group``).
+A rank that dies while the kernel lives has its group ended by the kernel (``reaper.end_group``).
 
 Example (what the supervisor does for each rank)::
 
     watch_group(rank_pid)    # starts the guardian on first use; the rank leads group rank_pid
     ...                      # the rank exits
-    end_group(rank_pid)      # what it left running ends
+    reaper.end_group(rank_pid)   # what it left running ends (the kernel, at the rank's exit)
     forget_group(rank_pid)
 """
 
 from __future__ import annotations
 
 import os
-import signal
 import subprocess
 import sys
 import threading
 
-__all__ = ["watch_group", "forget_group", "end_group", "GUARDIAN_MARK"]
+__all__ = ["watch_group", "forget_group", "GUARDIAN_MARK"]
 
 GUARDIAN_MARK = "notebook-launcher-guardian"  # in its command line, so tools can tell it apart
 
@@ -63,14 +62,6 @@ def watch_group(pgid: int) -> None:
 def forget_group(pgid: int) -> None:
     """The group ``pgid`` has ended (or is ended by the kernel): the guardian can let it go."""
     _tell(f"-{pgid}\n")
-
-
-def end_group(pgid: int) -> None:
-    """SIGKILL what is left of a dead rank's process group (its own processes, orphaned now)."""
-    try:
-        os.killpg(pgid, signal.SIGKILL)
-    except OSError:  # nothing left in it, or it was never made
-        pass
 
 
 def _tell(line: str) -> None:

@@ -19,7 +19,7 @@ from collections.abc import Iterable
 
 import psutil
 
-__all__ = ["Reaper", "process_tree"]
+__all__ = ["Reaper", "process_tree", "end_group"]
 
 
 class Reaper:
@@ -86,6 +86,11 @@ def _signal(process: psutil.Process, signum: int) -> None:
         process.send_signal(signum)
     except (psutil.NoSuchProcess, psutil.AccessDenied):
         pass
+
+
+def end_group(pgid: int) -> None:
+    """SIGKILL what is left of a dead rank's process group (its own processes, orphaned now)."""
+    _signal_group(pgid, signal.SIGKILL)
 
 
 def _signal_group(pgid: int, signum: int) -> None:

@@ -58,9 +58,9 @@ from ..wire import (
 )
 from ..wire.shapes import check_payload, event_parts
 from ..wire.shared_tensors import new_prefix, remove_leftovers, sweep_dead_kernels
-from .guardian import end_group, forget_group, watch_group
+from .guardian import forget_group, watch_group
 from .plan import LaunchPlan
-from .reaper import Reaper
+from .reaper import Reaper, end_group
 from .record import LaunchRecord
 from .rendezvous import Rendezvous
 from .threads import run_in_thread
