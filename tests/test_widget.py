@@ -26,6 +26,7 @@ TRAIN = dedent("""
         print("careful <now>", file=sys.stderr)
         if hold:
             wait_at_gate()
+        accelerator.wait_for_everyone()  # no rank leaves while its peer is still connecting its gloo mesh
         return {"rank": rank}
 """)
 
@@ -274,6 +275,8 @@ def test_the_stacks_action_shows_where_each_rank_is_in_the_widget_and_the_saved_
     kernel.ok("while 'parked_at_gate' not in job._view.static['text/plain']: job._supervisor.join(0.02)", timeout=30)
     static = kernel.eval("job._view.static['text/plain']")
     assert "where the ranks were at " in static and "in parked_at_gate" in static and "wait_at_gate()" in static
+    # the widget draws them at its next render (the static form is made first)
+    kernel.ok("while 'parked_at_gate' not in job._view.stacks_box.value: job._supervisor.join(0.02)", timeout=30)
     assert "parked_at_gate" in kernel.eval("job._view.stacks_box.value")
     open_gates(tmp_path, [0, 1])
     kernel.ok("job.wait()")
