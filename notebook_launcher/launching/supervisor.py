@@ -44,6 +44,9 @@ from typing import Any, Protocol
 from ..errors import LaunchError, LaunchStalled, LaunchTimeout, WorkerError, describe_exit, lost_a_peer
 from ..rank.bootstrap import RankSpec
 from ..starters.base import Starter
+from ..starters.guardian import forget_group, watch_group
+from ..starters.pipes import Worker, close_pipes, make_pipes
+from ..starters.reaper import Reaper, end_group
 from ..wire import (
     DISPLAY,
     ERROR,
@@ -58,14 +61,11 @@ from ..wire import (
 )
 from ..wire.shapes import check_payload, event_parts
 from ..wire.shared_tensors import new_prefix, remove_leftovers, sweep_dead_kernels
-from .guardian import forget_group, watch_group
 from .plan import LaunchPlan
-from .reaper import Reaper, end_group
 from .record import LaunchRecord
 from .rendezvous import Rendezvous
 from .threads import run_in_thread
 from .watchdog import Watchdog
-from .worker import Worker, close_pipes, make_pipes
 
 __all__ = ["Supervisor", "RankEvents", "Phase", "STACKS_WAIT"]
 

@@ -15,8 +15,8 @@ import os
 from typing import Any, Protocol
 
 from ..rank.bootstrap import WorkerPipes
-from ..starters.base import WorkerProcess
 from ..wire import FrameReader, LineReader
+from .base import WorkerProcess
 
 __all__ = ["Worker", "ReadSink", "make_pipes", "close_pipes"]
 
