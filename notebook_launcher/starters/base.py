@@ -1,16 +1,72 @@
-"""The starter interface, and a started worker process as the supervisor sees it (a pid, a
-descriptor to wait on, an exit code)."""
+"""What the supervisor drives: a ``RankGroup`` (the ranks of one attempt, wherever they run), the
+``Starter`` that makes one, and, for ranks that are local processes, a started ``WorkerProcess``
+(a pid, a descriptor to wait on, an exit code).
+
+A new way of running ranks (a cluster's actors, another host's processes) is a new ``RankGroup``:
+the supervisor waits on its ``waitables()``, lets it ``read()`` what is ready into a ``RankSink``,
+and carries the controller's commands out on it (``ask_stacks``, ``terminate``, ``kill``).
+"""
 
 from __future__ import annotations
 
 import os
-from typing import TYPE_CHECKING, Protocol
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
     from ..launching.plan import LaunchPlan
     from ..rank.bootstrap import RankSpec, WorkerPipes
 
-__all__ = ["Starter", "WorkerProcess"]
+__all__ = ["Starter", "ProcessStarter", "RankGroup", "RankSink", "WorkerProcess"]
+
+
+class RankSink(Protocol):
+    """Where a rank group delivers what its ranks sent, in the order they sent it."""
+
+    def on_event(self, ranks: Sequence[int], event: Any) -> None:
+        """One decoded event from the process (or actor) carrying ``ranks``; not checked yet."""
+
+    def on_text(self, rank: int, stream: str, text: str) -> None:
+        """Complete lines ``rank`` wrote to ``stream`` ("stdout" or "stderr")."""
+
+    def on_live(self, rank: int, stream: str, text: str) -> None:
+        """The unfinished last line of ``stream`` (a progress bar redrawing itself)."""
+
+    def on_exit(self, ranks: Sequence[int], exitcode: int | None, signalled: bool) -> None:
+        """The carrier of ``ranks`` ended, after everything it sent was delivered; ``signalled``:
+        this group ended it (``terminate`` or ``kill``)."""
+
+
+class RankGroup(Protocol):
+    """The ranks of one attempt of a launch, as the supervisor drives them."""
+
+    def start(self, specs: list[RankSpec]) -> None:
+        """Start one carrier (a process, an actor) for the ranks ``specs`` describe."""
+
+    def waitables(self) -> list[Any]:
+        """What to wait on (``multiprocessing.connection.wait``) for news from the live ranks."""
+
+    def read(self, ready: list[Any], sink: RankSink) -> None:
+        """Read what the ``ready`` waitables hold and deliver it to ``sink``."""
+
+    @property
+    def live_ranks(self) -> list[int]:
+        """The ranks whose carrier has not ended."""
+
+    def ask_stacks(self, ranks: Sequence[int]) -> None:
+        """Ask ``ranks`` for their stacks; the answers arrive as events."""
+
+    def terminate(self) -> None:
+        """Ask every live rank to end (SIGTERM), with whatever it started."""
+
+    def kill(self) -> None:
+        """End every live rank, and what a terminated one left, now (SIGKILL)."""
+
+    def wait_exits(self, deadline: float | None) -> None:
+        """Wait for the terminated ranks to end until ``deadline`` (monotonic), then kill the rest."""
+
+    def close(self, sink: RankSink) -> None:
+        """Everything has ended: deliver what is left, release every resource; nothing outlives it."""
 
 
 class WorkerProcess:
@@ -47,7 +103,7 @@ def _open_pidfd(pid):
 
 
 class Starter(Protocol):
-    """One way of starting worker processes (fork, spawn, torch_xla), chosen once by ``select_starter``."""
+    """One way of starting ranks (fork, spawn, torch_xla), chosen once by ``select_starter``."""
 
     name: str
 
@@ -56,13 +112,39 @@ class Starter(Protocol):
         ...
 
     def groups(self, plan: LaunchPlan) -> list[list[int]]:
-        """Which local ranks each started worker process carries."""
+        """Which local ranks each started carrier (process, actor) carries."""
         ...
 
-    def start(self, plan: LaunchPlan, specs: list[RankSpec], pipes: WorkerPipes) -> WorkerProcess:
-        """Start one worker process for ``specs``; it writes to ``pipes``."""
+    def rank_group(self, plan: LaunchPlan) -> RankGroup:
+        """A new, empty group of ranks for one attempt; ``RankGroup.start`` fills it."""
         ...
 
     def cleanup(self) -> None:
-        """Release what ``prepare`` made, after every worker has ended."""
+        """Release what ``prepare`` made, after every rank has ended."""
         ...
+
+
+class ProcessStarter:
+    """A starter whose ranks are local processes reached through pipes (``starters.local``):
+    subclasses say how one process starts (``start``)."""
+
+    name = "process"
+
+    def prepare(self, plan: LaunchPlan) -> None:
+        pass
+
+    def groups(self, plan: LaunchPlan) -> list[list[int]]:
+        """One process per rank."""
+        return [[local] for local in range(plan.num_processes)]
+
+    def start(self, plan: LaunchPlan, specs: list[RankSpec], pipes: WorkerPipes) -> WorkerProcess:
+        """Start one process for ``specs``; it writes to ``pipes``."""
+        raise NotImplementedError
+
+    def rank_group(self, plan: LaunchPlan) -> RankGroup:
+        from .local import LocalRankGroup
+
+        return LocalRankGroup(lambda specs, pipes: self.start(plan, specs, pipes), plan.grace_period)
+
+    def cleanup(self) -> None:
+        pass

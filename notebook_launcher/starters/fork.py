@@ -15,10 +15,10 @@ import sys
 
 from ..launching.warmup import TORCH_MODULES, wait_for_warmup
 from ..rank.bootstrap import run_worker
-from .base import WorkerProcess
+from .base import ProcessStarter, WorkerProcess
 
 
-class ForkStarter:
+class ForkStarter(ProcessStarter):
     name = "fork"
 
     def prepare(self, plan):
@@ -26,10 +26,6 @@ class ForkStarter:
         if "torch" in sys.modules:
             for module in TORCH_MODULES:
                 importlib.import_module(module)
-
-    def groups(self, plan):
-        """One process per rank."""
-        return [[local] for local in range(plan.num_processes)]
 
     def start(self, plan, specs, pipes):
         (spec,) = specs
@@ -41,9 +37,6 @@ class ForkStarter:
         )
         process.start()
         return ForkedWorker(process)
-
-    def cleanup(self):
-        pass
 
 
 def _fork_main(spec, pipes, function, args):

@@ -1,37 +1,31 @@
-"""The kernel's side of one started worker process: its ranks, its process and its pipes' read ends.
+"""The kernel's side of one started rank process: its ranks, its process and its pipes' read ends.
 
 Reading turns the raw bytes into what they mean: events from the channel (decoded frame by frame)
 and output lines from descriptors 1 and 2 (split as a terminal would). Output on the descriptors
-belongs to the worker's first rank; events name their own rank (a torch_xla host carries several).
+belongs to the process's first rank; events name their own rank (a torch_xla host carries several).
+A reply to a ``%%dist`` call comes after everything the rank printed before it: the output pipes
+are drained before the reply is delivered.
 
-Example (what the supervisor does when a pipe becomes readable)::
+Example (what the rank group does when a pipe becomes readable)::
 
-    worker.read("stdout", drain=False, sink=supervisor)   # sink.on_text (complete lines), sink.on_live
+    process.read("stdout", drain=False, sink=sink)   # sink.on_text (complete lines), sink.on_live
 """
 
 from __future__ import annotations
 
 import os
-from typing import Any, Protocol
+from typing import Any
 
 from ..rank.bootstrap import WorkerPipes
-from ..wire import FrameReader, LineReader
-from .base import WorkerProcess
+from ..wire import REPLY, FrameReader, LineReader
+from .base import RankSink, WorkerProcess
 
-__all__ = ["Worker", "ReadSink", "make_pipes", "close_pipes"]
+__all__ = ["RankProcess", "make_pipes", "close_pipes"]
 
 READ_LIMIT = 1 << 20  # bytes read from one pipe per round, so one chatty rank cannot starve the rest
 
 
-class ReadSink(Protocol):
-    def on_event(self, worker: Worker, event: tuple) -> None: ...
-
-    def on_text(self, rank: int, stream: str, text: str) -> None: ...
-
-    def on_live(self, rank: int, stream: str, text: str) -> None: ...
-
-
-class Worker:
+class RankProcess:
     def __init__(self, ranks: list[int], process: WorkerProcess, pipes: WorkerPipes) -> None:
         self.ranks = ranks
         self.process = process
@@ -49,7 +43,7 @@ class Worker:
     def exited(self) -> bool:
         return self.exitcode is not None
 
-    def read(self, kind: str, drain: bool, sink: ReadSink) -> None:
+    def read(self, kind: str, drain: bool, sink: RankSink) -> None:
         """Read what pipe ``kind`` holds (all of it with ``drain``, else up to ``READ_LIMIT`` bytes)."""
         fd = self.pipes.get(kind)
         if fd is None:
@@ -66,10 +60,12 @@ class Worker:
             total += len(chunk)
             self._consume(kind, chunk, sink)
 
-    def _consume(self, kind: str, chunk: bytes, sink: ReadSink) -> None:
+    def _consume(self, kind: str, chunk: bytes, sink: RankSink) -> None:
         if kind == "events":
             for event in self._frames.feed(chunk):
-                sink.on_event(self, event)
+                if type(event) is tuple and event and type(event[0]) is str and event[0] == REPLY:
+                    self._drain_output(sink)  # the rank flushed its output before replying
+                sink.on_event(self.ranks, event)
             return
         reader = self._lines[kind]
         text = reader.feed(chunk)
@@ -77,7 +73,11 @@ class Worker:
             sink.on_text(self.first_rank, kind, text)
         sink.on_live(self.first_rank, kind, reader.live)
 
-    def close_pipe(self, kind: str, sink: ReadSink) -> None:
+    def _drain_output(self, sink: RankSink) -> None:
+        for stream in ("stdout", "stderr"):
+            self.read(stream, drain=True, sink=sink)
+
+    def close_pipe(self, kind: str, sink: RankSink) -> None:
         """Close one pipe; a line left without a newline is delivered as the last line."""
         os.close(self.pipes.pop(kind))
         if kind != "events":
@@ -85,7 +85,7 @@ class Worker:
             if rest:
                 sink.on_text(self.first_rank, kind, rest)
 
-    def drain_and_close(self, sink: ReadSink) -> None:
+    def drain_and_close(self, sink: RankSink) -> None:
         """Read everything left on every pipe (what the process wrote before it ended), then close them."""
         for kind in list(self.pipes):
             self.read(kind, drain=True, sink=sink)

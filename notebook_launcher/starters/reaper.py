@@ -1,4 +1,4 @@
-"""Ending process trees: SIGTERM now, SIGKILL to whatever is left once the grace period has passed.
+"""Ending process trees: SIGTERM, then SIGKILL to whatever is left (when is the controller's call).
 
 A rank may have started processes of its own (DataLoader workers, a compiler, a shell); they are
 ended with it. The reaper remembers every process it signalled, so none outlives the launch even
@@ -6,15 +6,14 @@ when its rank exits first.
 
 Examples:
     >>> reaper = Reaper(grace_period=2.0)
-    >>> reaper.kill_at is None
-    True
+    >>> reaper.terminate([])      # nothing to end
+    >>> reaper.end_stragglers()
 """
 
 from __future__ import annotations
 
 import os
 import signal
-import time
 from collections.abc import Iterable
 
 import psutil
@@ -24,14 +23,12 @@ __all__ = ["Reaper", "process_tree", "end_group"]
 
 class Reaper:
     def __init__(self, grace_period: float) -> None:
-        self.grace_period = grace_period
-        self.kill_at: float | None = None  # time.monotonic() at which survivors get SIGKILL
+        self.grace_period = grace_period  # how long end_stragglers waits before SIGKILL
         self._doomed: list[psutil.Process] = []
         self._groups: set[int] = set()  # process groups led by signalled ranks (``rank.bootstrap``)
 
     def terminate(self, pids: Iterable[int]) -> None:
-        """SIGTERM every process tree rooted at ``pids`` and the process group each leads; SIGKILL is
-        due after the grace period."""
+        """SIGTERM every process tree rooted at ``pids`` and the process group each leads."""
         for pid in pids:
             tree = process_tree(pid)
             self._doomed.extend(tree)
@@ -39,15 +36,6 @@ class Reaper:
             for process in tree:
                 _signal(process, signal.SIGTERM)
             _signal_group(pid, signal.SIGTERM)
-        self.kill_after(self.grace_period)
-
-    def kill_after(self, seconds: float) -> None:
-        """Make SIGKILL due in ``seconds`` (an earlier deadline already set stays)."""
-        deadline = time.monotonic() + seconds
-        self.kill_at = deadline if self.kill_at is None else min(self.kill_at, deadline)
-
-    def due(self) -> bool:
-        return self.kill_at is not None and time.monotonic() >= self.kill_at
 
     def kill(self, pids: Iterable[int]) -> None:
         """SIGKILL the trees rooted at ``pids`` and every process signalled before."""
@@ -58,7 +46,6 @@ class Reaper:
             _signal(process, signal.SIGKILL)
         for group in self._groups:
             _signal_group(group, signal.SIGKILL)
-        self.kill_at = None
 
     def end_stragglers(self) -> None:
         """Descendants of ended ranks must not survive them: wait out the grace, then SIGKILL."""

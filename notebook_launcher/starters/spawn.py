@@ -20,10 +20,10 @@ import cloudpickle
 
 from ..errors import LaunchError
 from ..scratch import scratch_file
-from .base import WorkerProcess
+from .base import ProcessStarter, WorkerProcess
 
 
-class SpawnStarter:
+class SpawnStarter(ProcessStarter):
     name = "spawn"
 
     def __init__(self):
@@ -35,10 +35,6 @@ class SpawnStarter:
         with open(self._payload_path, "wb") as file:
             pickle.dump(list(sys.path), file)
             file.write(payload)
-
-    def groups(self, plan):
-        """One process per rank."""
-        return [[local] for local in range(plan.num_processes)]
 
     def start(self, plan, specs, pipes):
         (spec,) = specs

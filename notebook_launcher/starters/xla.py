@@ -11,10 +11,11 @@ import multiprocessing
 
 from ..errors import LaunchError
 from ..rank.xla_host import host_main
+from .base import ProcessStarter
 from .fork import ForkedWorker
 
 
-class XlaStarter:
+class XlaStarter(ProcessStarter):
     name = "xla"
 
     def prepare(self, plan):
@@ -40,6 +41,3 @@ class XlaStarter:
         )
         process.start()
         return ForkedWorker(process)
-
-    def cleanup(self):
-        pass

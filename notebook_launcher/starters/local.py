@@ -1,0 +1,138 @@
+"""The ranks of one attempt as local processes: pipes read without blocking, pidfds waited on,
+process trees ended with SIGTERM then SIGKILL (a ``RankGroup``, in the style of torch elastic's
+``PContext``).
+
+Each started process leads its own process group (``rank.bootstrap``): the guardian ends the group
+if the kernel dies, and the kernel ends what is left of it as soon as the rank exits, before the
+rank is reaped (so its pid cannot name another group yet).
+
+Examples:
+    >>> group = LocalRankGroup(start=lambda specs, pipes: None, grace_period=2.0)
+    >>> group.live_ranks, group.waitables()
+    ([], [])
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any
+
+from ..wire import STACKS_SIGNAL
+from .base import RankSink, WorkerProcess
+from .guardian import forget_group, watch_group
+from .pipes import RankProcess, close_pipes, make_pipes
+from .reaper import Reaper, end_group
+
+if TYPE_CHECKING:
+    from ..rank.bootstrap import RankSpec, WorkerPipes
+
+__all__ = ["LocalRankGroup"]
+
+_START_LOCK = threading.Lock()  # a fork must not copy another launch's half-made pipes
+
+
+def _fresh_start_lock() -> None:
+    """A process forked while a launch held the start lock (a launch from inside a rank) must not
+    inherit it taken: it would wait for it for ever."""
+    global _START_LOCK
+    _START_LOCK = threading.Lock()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_fresh_start_lock)
+
+
+class LocalRankGroup:
+    """Local rank processes started by ``start(specs, pipes)`` (one of the process starters)."""
+
+    def __init__(self, start: Callable[[list[RankSpec], WorkerPipes], WorkerProcess], grace_period: float) -> None:
+        self._start = start
+        self._processes: list[RankProcess] = []
+        self._reaper = Reaper(grace_period)
+        self._watch: dict[Any, tuple[RankProcess, str]] = {}
+
+    def start(self, specs: list[RankSpec]) -> None:
+        with _START_LOCK:
+            ours, theirs = make_pipes()
+            try:
+                process = self._start(specs, theirs)
+            except BaseException:
+                close_pipes(ours)
+                raise
+            finally:
+                close_pipes(theirs)
+        watch_group(process.pid)
+        self._processes.append(RankProcess([spec.rank for spec in specs], process, ours))
+
+    @property
+    def live_ranks(self) -> list[int]:
+        return [rank for process in self._live() for rank in process.ranks]
+
+    def waitables(self) -> list[Any]:
+        self._watch = {}
+        for process in self._live():
+            for kind, fd in process.pipes.items():
+                self._watch[fd] = (process, kind)
+            self._watch[process.process.sentinel] = (process, "exit")
+        return list(self._watch)
+
+    def read(self, ready: list[Any], sink: RankSink) -> None:
+        for fd in ready:
+            process, kind = self._watch.get(fd, (None, ""))
+            if process is None or process.exited:
+                continue
+            if kind == "exit":
+                self._on_exit(process, sink)
+            elif kind in process.pipes:
+                process.read(kind, drain=False, sink=sink)
+
+    def ask_stacks(self, ranks: Sequence[int]) -> None:
+        for process in self._live():
+            if any(rank in ranks for rank in process.ranks):
+                try:
+                    os.kill(process.process.pid, STACKS_SIGNAL)
+                except ProcessLookupError:
+                    pass
+
+    def terminate(self) -> None:
+        live = self._signal_live()
+        self._reaper.terminate(process.process.pid for process in live)
+
+    def kill(self) -> None:
+        live = self._signal_live()
+        self._reaper.kill(process.process.pid for process in live)
+
+    def wait_exits(self, deadline: float | None) -> None:
+        for process in self._live():
+            remaining = max(0.0, (deadline or time.monotonic()) - time.monotonic())
+            code = process.process.wait(remaining)
+            if code is None:
+                self.kill()
+                code = process.process.wait()
+            process.exitcode = code
+
+    def close(self, sink: RankSink) -> None:
+        self._reaper.end_stragglers()
+        for process in self._processes:
+            end_group(process.process.pid)
+            forget_group(process.process.pid)
+            process.drain_and_close(sink)
+            process.process.release()
+
+    def _live(self) -> list[RankProcess]:
+        return [process for process in self._processes if not process.exited]
+
+    def _signal_live(self) -> list[RankProcess]:
+        live = self._live()
+        for process in live:
+            process.signalled = True
+        return live
+
+    def _on_exit(self, process: RankProcess, sink: RankSink) -> None:
+        end_group(process.process.pid)  # what the rank started, before its pid can be reused
+        process.exitcode = process.process.wait()
+        process.drain_and_close(sink)
+        sink.on_exit(process.ranks, process.exitcode, process.signalled)
