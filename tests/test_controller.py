@@ -208,3 +208,16 @@ def test_asking_for_stacks_skips_ranks_that_returned_or_ended():
     control.result(0, pickle.dumps(None), when=1.0)
     control.exited([0], exitcode=0, signalled=False)
     assert control.ask_stacks() == [AskStacks((1, 2))]
+
+
+def test_the_policy_imports_no_mechanism():
+    """The controller decides; it must not reach processes, descriptors, signals or threads itself."""
+    import ast
+    import inspect
+
+    from notebook_launcher.launching import controller
+
+    tree = ast.parse(inspect.getsource(controller))
+    imported = {alias.name for node in ast.walk(tree) if isinstance(node, ast.Import) for alias in node.names}
+    imported |= {node.module or "" for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)}
+    assert not imported & {"os", "select", "signal", "psutil", "threading", "subprocess", "time"}

@@ -34,7 +34,6 @@ import warnings
 from typing import Any
 
 import torch
-from torch.nn.parallel import DistributedDataParallel
 from torch.optim.lr_scheduler import LRScheduler
 from torch.utils.data import DataLoader
 from torch.utils.hooks import RemovableHandle
@@ -50,6 +49,7 @@ from .precision import select_precision
 from .prepared import PreparedObjects
 from .project import ProjectConfiguration
 from .state import DistributedState
+from .strategies import select_strategy
 from .trackers import NoTracker, make_trackers
 
 __all__ = ["Accelerator"]
@@ -96,7 +96,7 @@ class Accelerator:
         self.trackers: list = []
         self._save_hooks: collections.OrderedDict = collections.OrderedDict()
         self._load_hooks: collections.OrderedDict = collections.OrderedDict()
-        self._ddp_kwargs, scaler_kwargs, pg_timeout = handler_kwargs(kwargs_handlers)
+        ddp_kwargs, scaler_kwargs, pg_timeout = handler_kwargs(kwargs_handlers)
         self.rng_types = rng_types  # accepted: prepared loaders are seeded alike on every rank anyway
         if gradient_accumulation_plugin is not None:
             if gradient_accumulation_steps != 1:
@@ -108,9 +108,8 @@ class Accelerator:
             raise ValueError(f"gradient_accumulation_steps must be an int >= 1, got {gradient_accumulation_steps!r}")
         self.state = DistributedState.from_environment(use_cpu=cpu, timeout=pg_timeout)
         chosen = mixed_precision or os.environ.get("ACCELERATE_MIXED_PRECISION") or "no"
-        self.precision = select_precision(chosen, self.state.backend)
-        if scaler_kwargs and self.precision.scaler is not None:
-            self.precision.scaler = torch.amp.GradScaler(self.state.backend.autocast_device, **scaler_kwargs)
+        self.precision = select_precision(chosen, self.state.backend, scaler_kwargs)
+        self.strategy = select_strategy(self.state, ddp_kwargs)
         self.gradient_accumulation_steps = gradient_accumulation_steps
         self.step = 0
         self.sync_gradients = True
@@ -206,24 +205,22 @@ class Accelerator:
         return obj
 
     def prepare_model(self, model):
-        """Move to the device, wrap in DDP when distributed, run forward under the precision's autocast.
+        """Move to the device, wrap as the strategy says (DDP when distributed), run forward under the
+        precision's autocast.
 
         Moving to some devices (XLA) replaces the parameter objects; optimizers made before are
         pointed at the new ones when they are prepared (before or after the model).
         """
         before = dict(model.named_parameters())
-        model = model.to(self.device)
-        self.prepared.note_moved(before, dict(model.named_parameters()))
-        if self.state.distributed and self.state.backend.wraps_ddp:
-            options = {**self.state.backend.ddp_options(self.local_process_index), **self._ddp_kwargs}
-            model = DistributedDataParallel(model, **options)
+        model = self.strategy.setup_module(model)
+        self.prepared.note_moved(before, dict(self.strategy.unwrap(model).named_parameters()))
         if self.precision.name != "no":
             model.forward = _autocast_forward(model.forward, self.precision)
         self.prepared.models.append(model)
         return model
 
     def prepare_optimizer(self, optimizer):
-        prepared = PreparedOptimizer(optimizer, self)
+        prepared = PreparedOptimizer(self.strategy.setup_optimizer(optimizer), self)
         prepared.rebind(self.prepared.moved)
         self.prepared.optimizers.append(prepared)
         return prepared
@@ -292,7 +289,7 @@ class Accelerator:
                     continue
                 changed.append((sampler, sampler.even_batches))
                 sampler.even_batches = even_batches
-        models = [model for model in joinables if isinstance(model, DistributedDataParallel)]
+        models = [model for model in joinables if self.strategy.joinable(model)]
         try:
             if models and self.distributed_type != "NO":
                 from torch.distributed.algorithms.join import Join
@@ -306,10 +303,8 @@ class Accelerator:
                 sampler.even_batches = value
 
     def no_sync(self, model):
-        """Skip DDP's gradient all-reduce inside this context (a no-op for one process)."""
-        if isinstance(model, DistributedDataParallel):
-            return model.no_sync()
-        return contextlib.nullcontext()
+        """Skip the gradient all-reduce inside this context (a no-op for one process)."""
+        return self.strategy.no_sync(model)
 
     def backward(self, loss, **kwargs):
         """``loss.backward()``, divided for gradient accumulation and scaled for fp16."""
@@ -339,7 +334,7 @@ class Accelerator:
 
     def gather(self, data):
         """Every rank's tensors concatenated in rank order (assuming 2 processes: [0] and [1] → [0, 1])."""
-        return ops.gather(self.state, data)
+        return self.strategy.all_gather(data)
 
     def gather_for_metrics(self, data, use_gather_object=False):
         """Like ``gather``, but the padding added to even out the last batch is dropped.
@@ -358,7 +353,7 @@ class Accelerator:
 
     def reduce(self, data, reduction="sum", scale=1.0):
         """Every tensor in ``data`` reduced across processes ("sum", "mean", "max", "min"), times ``scale``."""
-        return ops.reduce(self.state, data, reduction, scale)
+        return self.strategy.reduce(data, reduction, scale)
 
     def pad_across_processes(self, data, dim=0, pad_index=0, pad_first=False):
         return ops.pad_across_processes(self.state, data, dim, pad_index, pad_first)
@@ -454,21 +449,10 @@ class Accelerator:
         self._trigger = False
         return raised
 
-    @contextlib.contextmanager
     def trigger_sync_in_backward(self, model):
         """Make the next backward of a DDP model all-reduce its gradients even inside ``no_sync``
         (several forwards before one backward)."""
-        if not isinstance(model, DistributedDataParallel):
-            yield
-            return
-        before = (model.require_forward_param_sync, model.require_backward_grad_sync)
-        model.require_forward_param_sync = True
-        model.require_backward_grad_sync = True
-        model.reducer.prepare_for_backward([])
-        try:
-            yield
-        finally:
-            model.require_forward_param_sync, model.require_backward_grad_sync = before
+        return self.strategy.sync_next_backward(model)
 
     def log(self, values, step=None, log_kwargs=None):
         """Record metrics; under notebook_launcher they stream to the cell's view (``Launch.metrics``),
@@ -531,11 +515,11 @@ class Accelerator:
         """The user's module: without DDP, and (``keep_fp32_wrapper=False``) without the autocast forward."""
         if not keep_fp32_wrapper and "forward" in vars(model):
             del model.forward
-        return model.module if isinstance(model, DistributedDataParallel) else model
+        return self.strategy.unwrap(model)
 
     def get_state_dict(self, model, unwrap=True):
         """The model's state dict (of the user's module with ``unwrap``, else of the DDP wrapper)."""
-        return (self.unwrap_model(model) if unwrap else model).state_dict()
+        return self.strategy.module_state_dict(model) if unwrap else model.state_dict()
 
     def save(self, obj, path):
         """``torch.save`` on the main process only, atomically (temp file + rename)."""
@@ -653,7 +637,7 @@ class Accelerator:
     def _checkpoint_context(self, safe_serialization=True):
         return checkpoint.CheckpointContext(
             self.state,
-            self.precision.scaler,
+            self.precision,
             self.step,
             self.unwrap_model,
             safe_serialization,

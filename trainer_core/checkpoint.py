@@ -46,7 +46,7 @@ class CheckpointContext:
     """What a checkpoint needs from the Accelerator besides its prepared objects."""
 
     state: Any  # the DistributedState
-    scaler: Any  # the fp16 gradient scaler, or None
+    precision: Any  # the precision object: its state_dict() (the fp16 scaler's) is kept, if any
     step: int
     unwrap_model: Callable[[Any], Any]
     safe_serialization: bool = True
@@ -112,8 +112,9 @@ def _write(directory, prepared, context, rng_by_rank):
         _save(save, optimizer.state_dict(), os.path.join(directory, _numbered("optimizer.bin", i)))
     for i, scheduler in enumerate(prepared.schedulers):
         _save(save, scheduler.state_dict(), os.path.join(directory, _numbered("scheduler.bin", i)))
-    if context.scaler is not None:
-        _save(torch.save, context.scaler.state_dict(), os.path.join(directory, "scaler.pt"))
+    precision_state = context.precision.state_dict()
+    if precision_state is not None:
+        _save(torch.save, precision_state, os.path.join(directory, "scaler.pt"))
     for i, obj in enumerate(prepared.custom):
         _save(save, obj.state_dict(), os.path.join(directory, f"custom_checkpoint_{i}.pkl"))
     for rank, states in enumerate(rng_by_rank):
@@ -165,8 +166,8 @@ def load_state(prepared, context, input_dir):
         optimizer.load_state_dict(load(_numbered("optimizer.bin", i)))
     for i, scheduler in enumerate(prepared.schedulers):
         scheduler.load_state_dict(load(_numbered("scheduler.bin", i)))
-    if context.scaler is not None and os.path.exists(os.path.join(directory, "scaler.pt")):
-        context.scaler.load_state_dict(load("scaler.pt"))
+    if context.precision.state_dict() is not None and os.path.exists(os.path.join(directory, "scaler.pt")):
+        context.precision.load_state_dict(load("scaler.pt"))
     for i, obj in enumerate(prepared.custom):
         obj.load_state_dict(load(f"custom_checkpoint_{i}.pkl", "cpu"))
     step = _restore_rank_state(directory, state.process_index)

@@ -49,6 +49,13 @@ class FullPrecision:
     def forget(self) -> None:
         pass
 
+    def state_dict(self) -> dict | None:
+        """What a checkpoint keeps of this precision (the fp16 scaler's state), or None."""
+        return None
+
+    def load_state_dict(self, state: dict) -> None:
+        pass
+
 
 class Bf16Precision(FullPrecision):
     name = "bf16"
@@ -67,10 +74,10 @@ class Fp16Precision(FullPrecision):
 
     name = "fp16"
 
-    def __init__(self, backend: Any) -> None:
+    def __init__(self, backend: Any, scaler_kwargs: dict | None = None) -> None:
         super().__init__(backend)
         self._device = backend.autocast_device
-        self.scaler = backend.grad_scaler()
+        self.scaler = torch.amp.GradScaler(self._device, **scaler_kwargs) if scaler_kwargs else backend.grad_scaler()
         self._unscaled: set[int] = set()  # optimizers whose gradients are unscaled in this step
 
     def autocast(self) -> Any:
@@ -95,13 +102,20 @@ class Fp16Precision(FullPrecision):
     def forget(self) -> None:
         self._unscaled.clear()
 
+    def state_dict(self) -> dict | None:
+        return self.scaler.state_dict()
 
-def select_precision(name: str, backend: Any) -> FullPrecision:
-    """The precision object for ``name``; ``ValueError`` lists the valid names."""
+    def load_state_dict(self, state: dict) -> None:
+        self.scaler.load_state_dict(state)
+
+
+def select_precision(name: str, backend: Any, scaler_kwargs: dict | None = None) -> FullPrecision:
+    """The precision object for ``name``; ``ValueError`` lists the valid names. ``scaler_kwargs``:
+    ``GradScaler`` options for fp16 (``GradScalerKwargs``)."""
     if name not in PRECISIONS:
         raise ValueError(f"mixed_precision={name!r} is not valid; use one of {', '.join(map(repr, PRECISIONS))}")
     if name == "bf16":
         return Bf16Precision(backend)
     if name == "fp16":
-        return Fp16Precision(backend)
+        return Fp16Precision(backend, scaler_kwargs)
     return FullPrecision(backend)

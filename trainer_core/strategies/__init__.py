@@ -1,0 +1,38 @@
+"""How a model is spread over the ranks, behind one small interface chosen once by ``select_strategy``.
+
+A strategy wraps the model for training (``setup_module``), prepares its optimizer
+(``setup_optimizer``), controls the gradient sync of a backward (``no_sync``,
+``sync_next_backward``), gives back the user's module and its weights (``unwrap``,
+``module_state_dict``, ``load_module_state_dict``) and says which models can shadow the others'
+collectives when inputs are uneven (``joinable``). Collectives (``reduce``, ``all_gather``) go
+through the state's backend. One process, DDP (CPU/gloo and CUDA/NCCL) and XLA live here; a new way
+of sharding a model is a new strategy, not branches in the Accelerator.
+
+Examples:
+    >>> from trainer_core.state import DistributedState
+    >>> select_strategy(DistributedState.from_environment(use_cpu=True)).name
+    'single'
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .base import Strategy
+from .ddp import DDPStrategy
+from .single import SingleProcessStrategy
+
+__all__ = ["select_strategy", "Strategy", "SingleProcessStrategy", "DDPStrategy"]
+
+
+def select_strategy(state: Any, ddp_kwargs: dict | None = None) -> Strategy:
+    """One process: ``SingleProcessStrategy``; several, on a backend whose gradients DDP averages:
+    ``DDPStrategy`` (``ddp_kwargs``: ``DistributedDataParallel`` options); several on XLA, whose
+    optimizer step all-reduces the gradients: ``XlaStrategy``."""
+    if not state.distributed:
+        return SingleProcessStrategy(state)
+    if state.backend.wraps_ddp:
+        return DDPStrategy(state, ddp_kwargs or {})
+    from .xla import XlaStrategy
+
+    return XlaStrategy(state)

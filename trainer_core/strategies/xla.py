@@ -1,0 +1,12 @@
+"""XLA ranks: the model is moved to the XLA device, and the backend's optimizer step all-reduces the
+gradients (``xm.optimizer_step``), so nothing wraps the model and there is no sync to skip."""
+
+from __future__ import annotations
+
+from .single import SingleProcessStrategy
+
+__all__ = ["XlaStrategy"]
+
+
+class XlaStrategy(SingleProcessStrategy):
+    name = "xla"
