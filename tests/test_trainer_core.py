@@ -313,6 +313,31 @@ def test_fp16_scaler_and_clipping_on_cpu():
     assert (model.weight - before).norm() <= 0.1 * 1e-3 + 1e-6
 
 
+def test_the_fp16_scale_is_checkpointed_by_its_precision(tmp_path):
+    """``scaler.pt`` holds the fp16 precision's state; bf16 writes none."""
+    from accelerate.utils import GradScalerKwargs
+
+    accelerator = Accelerator(mixed_precision="fp16", kwargs_handlers=[GradScalerKwargs(init_scale=1024.0)])
+    model = accelerator.prepare(nn.Linear(2, 2))
+    accelerator.backward(model(torch.ones(1, 2)).sum())
+    assert accelerator.scaler.get_scale() == 1024.0
+    accelerator.save_state(str(tmp_path / "fp16"))
+    accelerator.scaler.update(8.0)
+    assert accelerator.scaler.get_scale() == 8.0
+    accelerator.load_state(str(tmp_path / "fp16"))
+    assert accelerator.scaler.get_scale() == 1024.0
+    Accelerator(mixed_precision="bf16").save_state(str(tmp_path / "bf16"))
+    assert (tmp_path / "fp16" / "scaler.pt").exists() and not (tmp_path / "bf16" / "scaler.pt").exists()
+
+
+def test_strategies_are_chosen_once_from_the_state():
+    from trainer_core.strategies import DDPStrategy, SingleProcessStrategy
+
+    assert type(Accelerator(cpu=True).strategy) is SingleProcessStrategy
+    assert on_ranks(lambda: Accelerator().strategy.name, num_processes=2) == ["ddp", "ddp"]
+    assert issubclass(DDPStrategy, SingleProcessStrategy)
+
+
 def test_free_memory_drops_prepared_references():
     import weakref
 
