@@ -16,6 +16,7 @@ import os
 os.environ.setdefault("PYTORCH_NVML_BASED_CUDA_CHECK", "1")
 
 import importlib
+from typing import Any
 
 from ._version import __version__
 from .devices import cuda_init_site
@@ -45,6 +46,7 @@ _PUBLIC = {
 def __getattr__(name):
     if name not in _PUBLIC:
         raise AttributeError(f"module 'notebook_launcher' has no attribute {name!r}")
+    _register_in_kernel()  # the package was first imported by trainer_core, quietly
     value = getattr(importlib.import_module(f".{_PUBLIC[name]}", __name__), name)
     globals()[name] = value
     return value
@@ -65,11 +67,18 @@ def load_ipython_extension(ipython):
     register_magics(ipython)
 
 
+_registered = False
+
+
 def _register_in_kernel():
     """Importing the package inside a Jupyter kernel makes the sidebar work without %load_ext, and
-    starts warming the lazy imports ranks would otherwise each do (``launching.warmup``)."""
+    starts warming the lazy imports ranks would otherwise each do (``launching.warmup``). Once."""
     import sys
 
+    global _registered
+    if _registered:
+        return
+    _registered = True
     ipython = sys.modules.get("IPython")
     if ipython is not None and getattr(ipython.get_ipython(), "kernel", None) is not None:
         load_ipython_extension(ipython.get_ipython())
@@ -83,7 +92,21 @@ def _register_in_kernel():
         sweep_dead_kernels()  # what kernels killed before they could clean up left in /tmp
 
 
-_register_in_kernel()
+def _imported_by_trainer_core():
+    """Whether the code importing this package is trainer_core's (a library using a few of its
+    parts: that must not set up the sidebar, the magics and the warm-up in the user's kernel)."""
+    import sys
+
+    frame: Any = sys._getframe(1)
+    while frame is not None and (
+        frame.f_code.co_filename.startswith("<frozen importlib") or frame.f_globals.get("__name__") == __name__
+    ):
+        frame = frame.f_back
+    return frame is not None and str(frame.f_globals.get("__name__", "")).startswith("trainer_core")
+
+
+if not _imported_by_trainer_core():
+    _register_in_kernel()
 
 
 def __dir__():

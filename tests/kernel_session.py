@@ -178,6 +178,14 @@ class KernelSession:
                     return msg["content"]["data"]
             self._next_iopub(deadline, lambda: f"no matching message on comm {comm_id} within {timeout} s")
 
+    def comms_opened_so_far(self, target):
+        """The data of every comm the kernel has opened to ``target`` by the end of the last cell run."""
+        return [
+            msg["content"]["data"]
+            for msg in self._comm_stash
+            if msg["msg_type"] == "comm_open" and msg["content"].get("target_name") == target
+        ]
+
     def comm_opened(self, target, timeout=30):
         """The data of the next comm the kernel opens to ``target`` (comms to others are dropped)."""
         deadline = time.monotonic() + timeout

@@ -137,6 +137,25 @@ def test_importing_the_package_greets_the_front_end():
         session.shutdown()
 
 
+def test_importing_trainer_core_alone_sets_nothing_up_in_the_kernel():
+    """trainer_core is a library: importing it (and making an Accelerator) opens no comm, registers no
+    magics and starts no warm-up; the launcher's own import still does all three afterwards."""
+    session = KernelSession()
+    try:
+        session.ok("import threading, trainer_core\naccelerator = trainer_core.Accelerator()")
+        state = (
+            "([name for name in get_ipython().magics_manager.magics['line'] if name == 'dist'],"
+            " 'notebook-launcher-warmup' in [t.name for t in threading.enumerate()])"
+        )
+        assert session.eval(state) == ([], False)
+        assert session.comms_opened_so_far(TARGET) == []
+        session.ok("from notebook_launcher import notebook_launcher")
+        assert session.comm_opened(TARGET) == {"type": "hello"}
+        assert session.eval(state)[0] == ["dist"]
+    finally:
+        session.shutdown()
+
+
 def test_settings_changed_from_code_are_pushed_to_the_sidebar(kernel):
     comm, _ = _state(kernel)
     kernel.ok("from notebook_launcher import set_defaults\nset_defaults(start_method='spawn')")
