@@ -101,6 +101,34 @@ def test_cell_defined_function_and_class_round_trip(kernel, method):
     )
 
 
+def test_a_spawned_rank_starts_with_the_kernels_seed_and_torch_flags_as_a_forked_one(kernel):
+    """``torch.manual_seed(0)`` in a cell means the same under fork, spawn and the start server:
+    the same random numbers (torch, Python, NumPy) and the same deterministic/cudnn flags."""
+    kernel.ok(
+        dedent("""
+        import random, numpy, torch
+        def draws():
+            from torch.backends import cudnn   # a function naming torch.backends.cudnn cannot be cloudpickled
+            return (torch.rand(3).tolist(), random.random(), float(numpy.random.rand()),
+                    torch.are_deterministic_algorithms_enabled(), cudnn.benchmark)
+        def seeded():
+            torch.manual_seed(7); random.seed(8); numpy.random.seed(9)
+            torch.use_deterministic_algorithms(True); torch.backends.cudnn.benchmark = True
+        seeded(); expected = list(draws())
+        by_method = {}
+        for method in ("fork", "spawn"):
+            seeded()
+            job = launch(draws, num_processes=2, start_method=method, display="none")
+            job.wait()
+            by_method[method] = [list(result) for result in job.results]
+        torch.use_deterministic_algorithms(False); torch.backends.cudnn.benchmark = False
+    """)
+    )
+    expected = kernel.eval("list(expected)")
+    assert expected[3:] == [True, True]
+    assert kernel.eval("by_method") == {"fork": [expected, expected], "spawn": [expected, expected]}
+
+
 def test_auto_forks_a_clean_kernel(kernel):
     result = kernel.ok("job = launch(lambda: 1, num_processes=2); job.wait(); print(job.plan.start_method)")
     assert result.stdout.strip() == "fork"

@@ -9,6 +9,12 @@ A fork must never copy the kernel while that thread holds an import lock (the ch
 it for ever): every fork of the kernel — our launches and anyone else's — first waits for the
 warm-up to end (``os.register_at_fork``), at most ``FORK_WAIT`` seconds.
 
+In a kernel the warm-up runs only while no cell runs: it starts when the cell that imported torch
+(or the package) has finished, and a cell that starts before it is done waits for it first. A cell
+importing modules of the same import cycle at the same time (``torch.use_deterministic_algorithms``
+imports ``torch._inductor``, which imports ``torch._dynamo`` and back) could otherwise meet the
+warm-up's import in a module-lock cycle, and Python would raise ``_DeadlockError`` in the cell.
+
 Examples:
     >>> start_warmup(modules=("json",))
     >>> wait_for_warmup(30)
@@ -72,8 +78,32 @@ def warm_in_kernel() -> None:
     shell = ipython.get_ipython() if ipython is not None else None
     if getattr(shell, "kernel", None) is None:
         return
-    start_warmup(("ipywidgets",))
-    after_import("torch", lambda _torch: start_warmup(TORCH_MODULES))
+    between_cells = _BetweenCells(shell)
+    between_cells.add(("ipywidgets",))
+    after_import("torch", lambda _torch: between_cells.add(TORCH_MODULES))
+
+
+class _BetweenCells:
+    """Warm-ups for a kernel: started once the running cell has finished; the next cell waits for them."""
+
+    def __init__(self, shell) -> None:
+        self._pending: list[str] = []
+        self._shell = shell
+        shell.events.register("post_run_cell", self._start)
+        shell.events.register("pre_run_cell", self._wait)
+
+    def add(self, modules: tuple[str, ...]) -> None:
+        self._pending.extend(modules)
+        if getattr(self._shell, "execution_count", None) is None:  # not in a cell: nothing to wait for
+            self._start()
+
+    def _start(self, *_result) -> None:
+        pending, self._pending = tuple(self._pending), []
+        if pending:
+            start_warmup(pending)
+
+    def _wait(self, *_info) -> None:
+        wait_for_warmup(FORK_WAIT)
 
 
 def _before_fork() -> None:

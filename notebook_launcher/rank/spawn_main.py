@@ -20,12 +20,14 @@ def main(payload_path, encoded_spec):
 
 def payload_loader(payload_path):
     """A function that loads ``(function, args)`` from the payload file the kernel wrote (its
-    ``sys.path`` first, so modules importable in the kernel are importable here)."""
+    ``sys.path`` first, so modules importable in the kernel are importable here; then the kernel's
+    random state and torch flags, ``rank.global_state``, so the rank starts as a forked one would)."""
 
     def load_payload():
         with open(payload_path, "rb") as file:
             kernel_path = pickle.load(file)
             sys.path.extend(entry for entry in kernel_path if entry not in sys.path)
+            pickle.load(file).restore()
             return cloudpickle.load(file)
 
     return load_payload

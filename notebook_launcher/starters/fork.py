@@ -15,6 +15,7 @@ import sys
 
 from ..launching.warmup import TORCH_MODULES, wait_for_warmup
 from ..rank.bootstrap import run_worker
+from ..rank.global_state import GlobalState
 from .base import ProcessStarter, WorkerProcess
 
 
@@ -22,6 +23,8 @@ class ForkStarter(ProcessStarter):
     name = "fork"
 
     def prepare(self, plan):
+        # Python reseeds ``random`` in every forked child: the ranks get the kernel's state back
+        self._global_state = GlobalState.capture()
         wait_for_warmup()
         if "torch" in sys.modules:
             for module in TORCH_MODULES:
@@ -32,14 +35,15 @@ class ForkStarter(ProcessStarter):
         context = multiprocessing.get_context("fork")
         process = context.Process(
             target=_fork_main,
-            args=(spec, pipes, plan.function, plan.args),
+            args=(spec, pipes, plan.function, plan.args, self._global_state),
             name=f"notebook-launcher-rank-{spec.rank}",
         )
         process.start()
         return ForkedWorker(process)
 
 
-def _fork_main(spec, pipes, function, args):
+def _fork_main(spec, pipes, function, args, global_state):
+    global_state.restore()
     sys.exit(run_worker(spec, pipes, lambda: (function, args)))
 
 

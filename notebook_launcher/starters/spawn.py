@@ -19,6 +19,7 @@ import sys
 import cloudpickle
 
 from ..errors import LaunchError
+from ..rank.global_state import GlobalState
 from ..scratch import scratch_file
 from .base import ProcessStarter, WorkerProcess
 
@@ -34,6 +35,7 @@ class SpawnStarter(ProcessStarter):
         self._payload_path = scratch_file(".pkl")
         with open(self._payload_path, "wb") as file:
             pickle.dump(list(sys.path), file)
+            pickle.dump(GlobalState.capture(), file)  # what a forked rank would inherit
             file.write(payload)
 
     def start(self, plan, specs, pipes):
