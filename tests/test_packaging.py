@@ -37,6 +37,7 @@ def test_wheel_contains_the_prebuilt_extension(tmp_path):
     assert SHARE + "package.json" in data and SHARE + "install.json" in data
     assert any(name.startswith(SHARE + "static/remoteEntry.") for name in data)
     assert "notebook_launcher/api.py" in names and "trainer_core/accelerator.py" in names
+    assert "notebook_launcher/py.typed" in names and "trainer_core/py.typed" in names  # the classifier says Typed
     assert not any("node_modules" in name for name in names)
 
 

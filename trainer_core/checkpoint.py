@@ -155,6 +155,15 @@ def load_state(prepared, context, input_dir):
     def load(name, map_location=location):
         return torch.load(os.path.join(directory, name), weights_only=False, map_location=map_location)
 
+    _load_objects(prepared, context, directory, load)
+    step = _restore_rank_state(directory, state.process_index)
+    step = _load_extra(prepared, context, directory, step)
+    state.barrier()
+    return step
+
+
+def _load_objects(prepared, context, directory, load):
+    """Models, optimizers, schedulers, the precision's state and registered objects."""
     for i, model in enumerate(prepared.models):
         safe_name, pickle_name = model_file_names(i)
         unwrapped = context.unwrap_model(model)
@@ -170,19 +179,21 @@ def load_state(prepared, context, input_dir):
         context.precision.load_state_dict(load("scaler.pt"))
     for i, obj in enumerate(prepared.custom):
         obj.load_state_dict(load(f"custom_checkpoint_{i}.pkl", "cpu"))
-    step = _restore_rank_state(directory, state.process_index)
+
+
+def _load_extra(prepared, context, directory, step):
+    """The loaders' epochs (and positions, for stateful loaders) and the step; returns the step."""
     extra_path = os.path.join(directory, _EXTRA)
-    if os.path.exists(extra_path):
-        with open(extra_path) as file:
-            extra = json.load(file)
-        for loader, epoch in zip(prepared.dataloaders, extra.get("dataloader_epochs", []), strict=False):
-            loader.set_epoch(epoch)
-        if context.stateful_dataloaders:  # back where each loader was in its epoch
-            for loader, position in zip(prepared.dataloaders, extra.get("dataloader_positions", []), strict=False):
-                loader.load_state_dict(position)
-        step = extra.get("step", step)
-    state.barrier()
-    return step
+    if not os.path.exists(extra_path):
+        return step
+    with open(extra_path) as file:
+        extra = json.load(file)
+    for loader, epoch in zip(prepared.dataloaders, extra.get("dataloader_epochs", []), strict=False):
+        loader.set_epoch(epoch)
+    if context.stateful_dataloaders:  # back where each loader was in its epoch
+        for loader, position in zip(prepared.dataloaders, extra.get("dataloader_positions", []), strict=False):
+            loader.load_state_dict(position)
+    return extra.get("step", step)
 
 
 def _restore_rank_state(directory, process_index):

@@ -183,23 +183,9 @@ def dispatch_model(
         sources: dict[str, Any] = {}
         for attr, tensor in owned:
             name = f"{module_name}.{attr}" if module_name else attr
-            device = placement(device_map, name)
-            if device == "disk":
-                assert folder is not None
-                if name not in folder:
-                    folder.write(name, tensor)
-                set_tensor(module, attr, torch.empty(tensor.shape, dtype=tensor.dtype, device="meta"))
-                sources[attr] = _reader(folder, name)
-            elif device == "cpu" and main != "cpu":
-                kept = tensor.to("cpu")
-                set_tensor(module, attr, torch.empty(tensor.shape, dtype=tensor.dtype, device="meta"))
-                sources[attr] = _keeper(kept)
-            else:
-                if tensor.device.type == "meta":
-                    raise ValueError(f"{name} has no weights (meta device): load a checkpoint first")
-                target = _torch_device(device if device is not None else "cpu")
-                if tensor.device != target:
-                    set_tensor(module, attr, tensor.to(target))
+            source = _place(module, attr, tensor, name, placement(device_map, name), main, folder)
+            if source is not None:
+                sources[attr] = source
         if sources or module_name in device_map or module_name == "":
             placed = device_map.get(module_name, main)
             execution = main if sources or placed == "disk" else placed
@@ -211,6 +197,34 @@ def dispatch_model(
     )
     model.hf_device_map = dict(device_map)  # type: ignore[assignment]
     return model
+
+
+def _place(
+    module: torch.nn.Module,
+    attr: str,
+    tensor: torch.Tensor,
+    name: str,
+    device: Any,
+    main: Any,
+    folder: OffloadFolder | None,
+) -> Any:
+    """Put one weight where the map says; returns how to fetch it just in time (None: it stays put)."""
+    if device == "disk":
+        assert folder is not None
+        if name not in folder:
+            folder.write(name, tensor)
+        set_tensor(module, attr, torch.empty(tensor.shape, dtype=tensor.dtype, device="meta"))
+        return _reader(folder, name)
+    if device == "cpu" and main != "cpu":
+        kept = tensor.to("cpu")
+        set_tensor(module, attr, torch.empty(tensor.shape, dtype=tensor.dtype, device="meta"))
+        return _keeper(kept)
+    if tensor.device.type == "meta":
+        raise ValueError(f"{name} has no weights (meta device): load a checkpoint first")
+    target = _torch_device(device if device is not None else "cpu")
+    if tensor.device != target:
+        set_tensor(module, attr, tensor.to(target))
+    return None
 
 
 def _reader(folder: OffloadFolder, name: str) -> Any:
