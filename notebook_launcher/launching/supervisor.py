@@ -22,8 +22,8 @@ a kernel whose main thread ran parallel torch code holds an OpenMP thread team t
 forked from that thread hangs in its first parallel region (measured: forking from the main thread
 saved ~3 ms per launch and hung the next launch after a cell had multiplied two large tensors). The
 loop runs in a copy of the caller's context so that output reaches the launching cell. The
-supervisor knows nothing of the ``Launch`` handle or of views: it reports to a ``RankEvents``
-listener and calls ``on_done`` once everything is cleaned up.
+supervisor knows nothing of the ``Launch`` handle or of views: it reports to a ``LaunchListener``
+(``listener.py``) and calls ``on_done`` once everything is cleaned up.
 """
 
 from __future__ import annotations
@@ -36,7 +36,7 @@ import time
 import traceback
 from collections.abc import Callable, Sequence
 from multiprocessing.connection import wait
-from typing import Any, Protocol
+from typing import Any, TypeVar
 
 from ..rank.bootstrap import RankSpec
 from ..starters.base import RankGroup, Starter
@@ -44,30 +44,16 @@ from ..wire import DISPLAY, ERROR, METRIC, OUTPUT, REPLY, RESULT, STACKS, STATUS
 from ..wire.shapes import check_payload, event_parts
 from ..wire.shared_tensors import new_prefix, remove_leftovers, sweep_dead_kernels
 from .controller import STACKS_WAIT, AskStacks, Command, Controller, Kill, Phase, ShowStatus, TellOtherNodes, Terminate
+from .listener import LaunchListener
 from .plan import LaunchPlan
 from .record import LaunchRecord
 from .rendezvous import Rendezvous
 from .threads import run_in_thread
 
-__all__ = ["Supervisor", "RankEvents", "Phase", "STACKS_WAIT"]
+__all__ = ["Supervisor", "Phase", "STACKS_WAIT"]
 
+_T = TypeVar("_T")
 _LONGEST_WAIT = 3600.0  # one wait of the loop, at most (poll() takes no longer timeouts)
-
-
-class RankEvents(Protocol):
-    """What the supervisor reports, from its thread (the launch's views implement it)."""
-
-    def on_status(self, rank: int, status: str) -> None: ...
-
-    def on_output(self, rank: int, stream: str, text: str) -> None: ...  # complete lines, one or many
-
-    def on_live(self, rank: int, stream: str, text: str) -> None: ...
-
-    def on_display(self, rank: int, index: int, replaced: bool) -> None: ...
-
-    def on_metric(self, rank: int, metric: dict) -> None: ...
-
-    def flush(self) -> float | None: ...
 
 
 class _SystemClock:
@@ -86,7 +72,7 @@ class Supervisor:
         plan: LaunchPlan,
         starter: Starter,
         record: LaunchRecord,
-        listener: RankEvents,
+        listener: LaunchListener,
         on_done: Callable[[], None],
         attempt: int = 0,
         launch_started: float | None = None,
@@ -195,7 +181,7 @@ class Supervisor:
 
     def _show_waiting(self, text: str) -> None:
         self._record.waiting = text
-        self._notify("flush")
+        self._notify(self._listener.flush)
 
     def _meet(self) -> None:
         self.master_port = self._meeting.open(lambda: self._stop_requested, self._show_waiting)
@@ -237,7 +223,7 @@ class Supervisor:
                 self._on_wake()
             group.read([item for item in ready if item != self._wake_r], self)
             self._carry_out(self._control.tick())
-            delay = self._notify("flush")
+            delay = self._notify(self._listener.flush)
             refresh = None if delay is None else time.monotonic() + delay
 
     def _on_wake(self) -> None:
@@ -255,7 +241,7 @@ class Supervisor:
         group = self._group
         for command in commands:
             if isinstance(command, ShowStatus):
-                self._notify("on_status", command.rank, command.status)
+                self._notify(self._listener.on_status, command.rank, command.status)
             elif isinstance(command, TellOtherNodes):
                 self._meeting.report_failure(command.text)
             elif group is None:
@@ -288,17 +274,17 @@ class Supervisor:
     def on_text(self, rank: int, stream: str, text: str) -> None:
         self._control.activity()
         self._record.add_output(rank, stream, text)
-        self._notify("on_output", rank, stream, text)
+        self._notify(self._listener.on_output, rank, stream, text)
 
     def on_live(self, rank: int, stream: str, text: str) -> None:
-        self._notify("on_live", rank, stream, text)
+        self._notify(self._listener.on_live, rank, stream, text)
 
     def on_exit(self, ranks: Sequence[int], exitcode: int | None, signalled: bool) -> None:
         self._carry_out(self._control.exited(list(ranks), exitcode, signalled))
 
     def _on_status(self, rank: int, status: Any, when: float) -> None:
         self._record.set_rank_status(rank, status)
-        self._notify("on_status", rank, status)
+        self._notify(self._listener.on_status, rank, status)
 
     def _on_output(self, rank: int, payload: Any, when: float) -> None:
         stream, text = payload
@@ -306,17 +292,17 @@ class Supervisor:
 
     def _on_metric(self, rank: int, metric: Any, when: float) -> None:
         self._record.add_metric(rank, metric, when)
-        self._notify("on_metric", rank, metric)
+        self._notify(self._listener.on_metric, rank, metric)
 
     def _on_display(self, rank: int, payload: Any, when: float) -> None:
         index, replaced = self._record.add_display(rank, payload["data"], payload["display_id"], payload["update"])
-        self._notify("on_display", rank, index, replaced)
+        self._notify(self._listener.on_display, rank, index, replaced)
 
     def _on_result(self, rank: int, payload: Any, when: float) -> None:
         self._carry_out(self._control.result(rank, payload, when))
 
     def _on_reply(self, rank: int, payload: Any, when: float) -> None:
-        self._notify("on_reply", rank, payload)
+        self._notify(self._listener.on_reply, rank, payload)
 
     def _on_error(self, rank: int, report: Any, when: float) -> None:
         self._carry_out(self._control.error(rank, rebuild_exception(rank, report), when))
@@ -344,15 +330,15 @@ class Supervisor:
             self._starter.cleanup()
             self._record.waiting = ""
             self._finished = True
-            self._notify("flush")
+            self._notify(self._listener.flush)
             try:
                 self._on_done()
             finally:
                 self._done.set()
 
-    def _notify(self, method: str, *args: Any) -> Any:
+    def _notify(self, method: Callable[..., _T], *args: Any) -> _T | None:
         try:
-            return getattr(self._listener, method)(*args)
+            return method(*args)
         except Exception:  # a broken view must not stop the supervision of the ranks
             traceback.print_exc(file=sys.__stderr__)
             return None

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..launching.listener import LaunchState
 from ..launching.record import LaunchRecord
 
 __all__ = ["CallLaunch"]
@@ -31,7 +32,7 @@ class CallLaunch:
     waited_on = True  # the calling cell raises the call's failure: the view need not show its traceback
     reports_return_type = False  # a cell's values are shown after it, as IPython would show them
 
-    def __init__(self, workers_launch: Any, call_id: int, ranks: list[int]) -> None:
+    def __init__(self, workers_launch: LaunchState, call_id: int, ranks: list[int]) -> None:
         self._launch = workers_launch
         self.id = f"{workers_launch.id}.{call_id}"
         self.plan = workers_launch.plan

@@ -22,6 +22,7 @@ import time
 from typing import Any
 
 from ..frontend.views import LaunchView
+from ..launching.listener import LaunchState
 
 __all__ = ["CallRouter", "Call"]
 
@@ -54,9 +55,15 @@ class CallRouter(LaunchView):
 
     def __init__(self) -> None:
         self.call: Call | None = None
-        self._launch: Any = None
+        self._launch: LaunchState | None = None
         self.on_end: Any = None  # called (from the supervisor's thread) when the launch has ended
         self._forwarding = threading.Lock()
+
+    @property
+    def launch(self) -> LaunchState:
+        """The launch shown (set by ``on_start``, which comes first)."""
+        assert self._launch is not None, "on_start() comes first"
+        return self._launch
 
     def begin(self, call: Call) -> None:
         call.view.on_start(call.handle)
@@ -80,7 +87,7 @@ class CallRouter(LaunchView):
                 return call.context.run(getattr(call.view, method), *args)
         return None
 
-    def on_start(self, launch: Any) -> None:
+    def on_start(self, launch: LaunchState) -> None:
         self._launch = launch
 
     def on_output(self, rank: int, stream: str, text: str) -> None:
@@ -97,7 +104,7 @@ class CallRouter(LaunchView):
     def on_display(self, rank: int, index: int, replaced: bool) -> None:
         call = self._called(rank)
         if call is not None:
-            line = self._launch.line(rank, index)  # the workers' log entry, copied into the call's
+            line = self.launch.line(rank, index)  # the workers' log entry, copied into the call's
             index, replaced = call.handle.record.add_display(rank, line.bundle, line.display_id, replaced)
             self._show(call, "on_display", rank, index, replaced)
 
@@ -117,7 +124,7 @@ class CallRouter(LaunchView):
         call = self.call
         return self._show(call, "flush") if call is not None else None
 
-    def on_finish(self, launch: Any) -> None:
+    def on_finish(self, launch: LaunchState) -> None:
         call = self.call
         if call is not None:
             with call.answered:

@@ -27,6 +27,7 @@ import html
 import time
 from typing import Any
 
+from ...launching.listener import LaunchState
 from .render import CSS, entries_html, hint_html, metrics_html, series_by_key, status_chips, traceback_html
 from .text import line_prefix
 
@@ -37,7 +38,7 @@ FOLDED_FROM = 2  # with more ranks, each rank's log is folded under one log of a
 _SYMBOL = {"succeeded": "✔", "failed": "✘", "stopped": "■"}
 
 
-def header_text(launch: Any) -> str:
+def header_text(launch: LaunchState) -> str:
     plan = launch.plan
     state = _ended(launch) if launch.done else f"{launch.status} · {launch.elapsed:.1f} s"
     if launch.attempt:
@@ -50,7 +51,7 @@ def header_text(launch: Any) -> str:
     )
 
 
-def _ended(launch: Any) -> str:
+def _ended(launch: LaunchState) -> str:
     """How the launch ended and how long it took, in a few words ("failed after 1.2 s")."""
     elapsed = f"{launch.elapsed:.1f} s"
     return {"failed": f"failed after {elapsed}", "stopped": f"stopped after {elapsed}"}.get(
@@ -58,7 +59,7 @@ def _ended(launch: Any) -> str:
     )
 
 
-def summary_text(launch: Any) -> str:
+def summary_text(launch: LaunchState) -> str:
     """One line: how the launch ended, how long it took, and what came back. A failure is named by
     its rank and type: its message is in the traceback, shown once (below, or as the cell's error)."""
     if not launch.done:
@@ -106,14 +107,14 @@ def _last_metrics(metrics: list) -> str:
     return ", ".join(f"{key} {value:.4g}" for key, value in latest.items())
 
 
-def _hidden_note(launch: Any, rank: int, hidden: int) -> str:
+def _hidden_note(launch: LaunchState, rank: int, hidden: int) -> str:
     return (
         f"… {hidden} earlier lines of rank {rank} not shown (all of them:"
         f" notebook_launcher.last_launch().logs({rank}), or the launch's .logs({rank})) …"
     )
 
 
-def static_bundle(launch: Any, max_lines: int = MAX_LINES) -> dict:
+def static_bundle(launch: LaunchState, max_lines: int = MAX_LINES) -> dict:
     """The text/plain and text/html forms of the launch as it is now."""
     counts = {rank: launch.line_count(rank) for rank in launch.ranks}
     entries = launch.interleaved(last=max_lines)
@@ -126,7 +127,7 @@ def static_bundle(launch: Any, max_lines: int = MAX_LINES) -> dict:
     }
 
 
-def _plain(launch: Any, counts: dict, entries: list, failure: str, max_lines: int) -> str:
+def _plain(launch: LaunchState, counts: dict, entries: list, failure: str, max_lines: int) -> str:
     lines = [header_text(launch)]
     lines += [_hidden_note(launch, rank, n - max_lines) for rank, n in counts.items() if n > max_lines]
     template = getattr(launch.plan, "log_line_prefix", None)
@@ -144,7 +145,7 @@ def _plain(launch: Any, counts: dict, entries: list, failure: str, max_lines: in
     return "\n".join(lines)
 
 
-def stacks_section(launch: Any) -> tuple[str, str, bool]:
+def stacks_section(launch: LaunchState) -> tuple[str, str, bool]:
     """The stacks the form shows, as (title, text, open): those taken when the launch was stopped,
     stalled or timed out ("where the ranks were"), or the last ones asked for while it ran
     (``Launch.stacks()``, the widget's "Stacks" button), folded once the launch has succeeded."""
@@ -157,7 +158,7 @@ def stacks_section(launch: Any) -> tuple[str, str, bool]:
     return f"where the ranks were at {taken}", str(stacks), not launch.done
 
 
-def _html(launch: Any, counts: dict, entries: list, failure: str, max_lines: int) -> str:
+def _html(launch: LaunchState, counts: dict, entries: list, failure: str, max_lines: int) -> str:
     statuses = {rank: launch.rank_status(rank) for rank in launch.ranks}
     symbol = _SYMBOL.get(launch.status, "")
     head = html.escape(header_text(launch).split(" · ", 1)[1])

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import sys
 import time
-from typing import Any
 
+from ...launching.listener import LaunchState
 from .base import LaunchView
 
 UPDATE_EVERY = 10.0
@@ -34,9 +34,15 @@ class TextView(LaunchView):
     def __init__(self, stdout=None, stderr=None, line_prefix=None):
         self._streams = {"stdout": stdout or sys.stdout, "stderr": stderr or sys.stderr}
         self._template = line_prefix
-        self._launch: Any = None
+        self._launch: LaunchState | None = None
         self._printed = {}  # (rank, index) of an updated display -> when it was last printed
         self._pending = set()
+
+    @property
+    def launch(self) -> LaunchState:
+        """The launch shown (set by ``on_start``, which comes first)."""
+        assert self._launch is not None, "on_start() comes first"
+        return self._launch
 
     def on_start(self, launch):
         self._launch = launch
@@ -57,7 +63,7 @@ class TextView(LaunchView):
         rank, index = key
         self._printed[key] = time.monotonic()
         self._pending.discard(key)
-        self.on_output(rank, "stdout", self._launch.line(rank, index).text)
+        self.on_output(rank, "stdout", self.launch.line(rank, index).text)
 
     def flush(self):
         for out in self._streams.values():

@@ -27,6 +27,7 @@ import os
 import time
 from typing import Any
 
+from ...launching.listener import LaunchState
 from .base import LaunchView
 from .logbox import LogBox
 from .render import CSS, metrics_html, series_by_key, status_chips
@@ -50,7 +51,7 @@ class WidgetView(LaunchView):
         self.interval = interval
         self.build_after = BUILD_AFTER if build_after is None else build_after
         self._max_lines = max_lines
-        self._launch: Any = None
+        self._launch: LaunchState | None = None
         self._handle: Any = None
         self._widgets: Any = None
         self.built = False
@@ -68,7 +69,13 @@ class WidgetView(LaunchView):
 
     # -- events (the cell's thread for on_start; the supervisor thread for the rest) ------------------
 
-    def on_start(self, launch: Any) -> None:
+    @property
+    def launch(self) -> LaunchState:
+        """The launch shown (set by ``on_start``, which comes first)."""
+        assert self._launch is not None, "on_start() comes first"
+        return self._launch
+
+    def on_start(self, launch: LaunchState) -> None:
         from IPython.display import display
 
         self._launch = launch
@@ -117,7 +124,7 @@ class WidgetView(LaunchView):
             self._show_static()
         return max(0.0, min(1.0, self._next_static - time.monotonic(), wait if self._dirty else 1.0))
 
-    def on_finish(self, launch: Any) -> None:
+    def on_finish(self, launch: LaunchState) -> None:
         self.static = self.shown = static_bundle(launch)
         if self.built:
             self._render()
@@ -131,7 +138,7 @@ class WidgetView(LaunchView):
         import ipywidgets as w
 
         self._widgets = w
-        launch = self._launch
+        launch = self.launch
         ranks = launch.ranks
         hint = "“Save log” below, or notebook_launcher.last_launch().logs(rank), has every line"
         self.all_box = LogBox(w, prefix=True, max_lines=self._max_lines, hint=hint)
@@ -165,11 +172,11 @@ class WidgetView(LaunchView):
         self._show_static()
 
     def _tab_of(self, rank: int) -> int:
-        return 1 + self._launch.ranks.index(rank)
+        return 1 + self.launch.ranks.index(rank)
 
     def _render(self) -> None:
         dirty, self._dirty = self._dirty, set()
-        launch = self._launch
+        launch = self.launch
         self.header.value = (
             f'<div class="nl-head"><b>notebook_launcher</b> · '
             f"{html.escape(header_text(launch).split(' · ', 1)[1])}</div>"
@@ -190,7 +197,7 @@ class WidgetView(LaunchView):
 
     def _render_lines(self) -> None:
         """Add what the ranks wrote since the last render; of a flood, only the lines that will show."""
-        launch = self._launch
+        launch = self.launch
         fresh: list = []
         skipped_all = 0
         for rank in launch.ranks:
@@ -222,7 +229,7 @@ class WidgetView(LaunchView):
             box.render()
 
     def _show_static(self) -> None:
-        self.static = static_bundle(self._launch)
+        self.static = static_bundle(self.launch)
         bundle = {**self.static, _WIDGET_MIME: {"version_major": 2, "version_minor": 0, "model_id": self.root.model_id}}
         self._handle.update(bundle, raw=True)
         self.shown = bundle
@@ -235,7 +242,7 @@ class WidgetView(LaunchView):
         import threading
 
         def take() -> None:
-            self._launch.stacks()
+            self.launch.stacks()
             self._stacks_pending = True
             self._next_static = 0.0  # the saved form gets them too, at the next flush
 
@@ -243,9 +250,9 @@ class WidgetView(LaunchView):
 
     def save_log(self, directory: str = ".") -> str:
         """Write every line of every rank to ``notebook_launcher-<id>.log``; returns its path."""
-        path = os.path.join(directory, f"notebook_launcher-{self._launch.id}.log")
+        path = os.path.join(directory, f"notebook_launcher-{self.launch.id}.log")
         with open(path, "w", encoding="utf-8") as file:
-            for entry in self._launch.interleaved():
+            for entry in self.launch.interleaved():
                 text = entry.text if entry.text.endswith("\n") else entry.text + "\n"
                 file.write(f"[rank {entry.rank}] {text}")
         name = html.escape(os.path.basename(path))
@@ -255,7 +262,7 @@ class WidgetView(LaunchView):
     def _toggle_text(self) -> None:
         if self.text_log.layout.display == "none":
             self.text_log.value = "".join(
-                f"[rank {entry.rank}] {entry.text}" for entry in self._launch.interleaved(last=self._max_lines)
+                f"[rank {entry.rank}] {entry.text}" for entry in self.launch.interleaved(last=self._max_lines)
             )
             self.text_log.layout.display = None
         else:

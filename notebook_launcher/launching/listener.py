@@ -1,0 +1,113 @@
+"""What a launch tells those who show it, and what they may read of it: two typed interfaces.
+
+``LaunchListener`` is implemented by every front end of a launch — the cell's views
+(``frontend.views``), the kernel's observers of launches (the sidebar) and the persistent workers'
+call router — and called by the supervisor's thread (rank events, ``flush``) and the launch
+(``on_start``, ``on_finish``). ``LaunchState`` is the read side of a launch that they are given:
+``Launch`` implements it, and a view needs nothing else. A new front end is a new listener.
+
+Examples:
+    >>> from notebook_launcher.frontend.views.base import LaunchView
+    >>> isinstance(LaunchView(), LaunchListener)
+    True
+"""
+
+from __future__ import annotations
+
+from typing import Any, Protocol, runtime_checkable
+
+__all__ = ["LaunchListener", "LaunchState"]
+
+
+class LaunchState(Protocol):
+    """The read side of a launch, as its views see it."""
+
+    id: str
+    kind: str
+    cell: int | None
+    plan: Any
+
+    @property
+    def status(self) -> str: ...
+
+    @property
+    def ranks(self) -> list[int]: ...
+
+    @property
+    def done(self) -> bool: ...
+
+    @property
+    def waited_on(self) -> bool: ...
+
+    @property
+    def attempt(self) -> int: ...
+
+    @property
+    def waiting(self) -> str: ...
+
+    @property
+    def elapsed(self) -> float: ...
+
+    @property
+    def exception(self) -> BaseException | None: ...
+
+    @property
+    def failure_traceback(self) -> Any: ...
+
+    @property
+    def results(self) -> list[Any]: ...
+
+    @property
+    def metrics(self) -> list[dict]: ...
+
+    @property
+    def stopping(self) -> bool: ...
+
+    @property
+    def last_stacks(self) -> Any: ...
+
+    def rank_status(self, rank: int) -> str: ...
+
+    def lines(self, rank: int, start: int = 0, stop: int | None = None) -> list[Any]: ...
+
+    def line(self, rank: int, index: int) -> Any: ...
+
+    def line_count(self, rank: int) -> int: ...
+
+    def interleaved(self, last: int | None = None) -> list[Any]: ...
+
+    def stacks(self, timeout: float = 5.0) -> Any: ...
+
+    def request_stop(self) -> None: ...
+
+
+@runtime_checkable
+class LaunchListener(Protocol):
+    """Receives a launch's events; each method is called from one thread at a time."""
+
+    def on_start(self, launch: LaunchState) -> None:
+        """The launch was made (the cell's thread)."""
+
+    def on_status(self, rank: int, status: str) -> None:
+        """``rank`` is now "running", "done", "failed" or "stopped"."""
+
+    def on_output(self, rank: int, stream: str, text: str) -> None:
+        """Complete lines a rank wrote (one or many, each ending with a newline)."""
+
+    def on_live(self, rank: int, stream: str, text: str) -> None:
+        """The line a rank is still writing (a progress bar's latest frame); "" when none."""
+
+    def on_display(self, rank: int, index: int, replaced: bool) -> None:
+        """A rank called ``display()``: entry ``index`` of its log is new, or (``replaced``) an update."""
+
+    def on_metric(self, rank: int, metric: dict) -> None:
+        """A rank logged metrics (``Accelerator.log``)."""
+
+    def on_reply(self, rank: int, payload: Any) -> None:
+        """A persistent worker answered a call (``workers``); views of launches ignore it."""
+
+    def flush(self) -> float | None:
+        """After each batch of events; None, or seconds after which to be called again anyway."""
+
+    def on_finish(self, launch: LaunchState) -> None:
+        """The launch has ended and everything is cleaned up (the supervisor's thread)."""
