@@ -231,7 +231,7 @@ def test_importing_the_package_warms_torchs_lazy_imports_in_the_background():
         session.ok("import torch, sys")
         assert session.eval("'torch._dynamo' in sys.modules") is False  # torch imports it lazily
         session.ok("import notebook_launcher")
-        warmed = session.eval("__import__('notebook_launcher.launching.warmup').launching.warmup.wait_for_warmup(120)")
+        warmed = session.eval("__import__('notebook_launcher.starters.warmup').starters.warmup.wait_for_warmup(120)")
         assert warmed is True and session.eval("'torch._dynamo' in sys.modules") is True  # with no launch yet
         assert session.eval("notebook_launcher.notebook_launcher(lambda: 5, num_processes=2)") == 5
     finally:

@@ -3,7 +3,7 @@
 Data built in the kernel is shared copy-on-write. Before forking, lazy imports that every rank would
 otherwise do on its own (``torch._dynamo``, pulled in by building an optimizer) are done once in
 the kernel, so the ranks inherit them: measured, this takes seconds off every launch. Usually the
-background warm-up (``launching.warmup``) has done it by the time a launch starts; a launch waits
+background warm-up (``starters.warmup``) has done it by the time a launch starts; a launch waits
 for it to finish. No device is touched.
 """
 
@@ -13,10 +13,10 @@ import importlib
 import multiprocessing
 import sys
 
-from ..launching.warmup import TORCH_MODULES, wait_for_warmup
 from ..rank.bootstrap import run_worker
 from ..rank.global_state import GlobalState
 from .base import ProcessStarter, WorkerProcess
+from .warmup import TORCH_MODULES, wait_for_warmup
 
 
 class ForkStarter(ProcessStarter):
