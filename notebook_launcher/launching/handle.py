@@ -22,8 +22,8 @@ import weakref
 from collections.abc import Callable
 
 from ..errors import LaunchError, LaunchTimeout
-from ..frontend.views.base import CompositeView, LaunchView
 from ..tracebacks import shown_as
+from .listener import CompositeListener, QuietListener
 from .record import LaunchRecord
 from .supervisor import Supervisor
 
@@ -79,7 +79,7 @@ def observe_launches(callback):
     return lambda: _OBSERVERS.remove(callback) if callback in _OBSERVERS else None
 
 
-class _Observed(LaunchView):
+class _Observed(QuietListener):
     def __init__(self):
         self._launch = None
 
@@ -130,7 +130,7 @@ class Launch:
         self._waiters = 0
         self._observed = _Observed()
         self._record = LaunchRecord(plan.num_processes, plan.global_rank(0))
-        self._listener = CompositeView(view, self._observed)
+        self._listener = CompositeListener(view, self._observed)
         self._make_starter = make_starter
         self._stopping = False
         self._ended = False

@@ -7,8 +7,7 @@ call router — and called by the supervisor's thread (rank events, ``flush``) a
 ``Launch`` implements it, and a view needs nothing else. A new front end is a new listener.
 
 Examples:
-    >>> from notebook_launcher.frontend.views.base import LaunchView
-    >>> isinstance(LaunchView(), LaunchListener)
+    >>> isinstance(CompositeListener(QuietListener()), LaunchListener)
     True
 """
 
@@ -16,7 +15,7 @@ from __future__ import annotations
 
 from typing import Any, Protocol, runtime_checkable
 
-__all__ = ["LaunchListener", "LaunchState"]
+__all__ = ["LaunchListener", "LaunchState", "QuietListener", "CompositeListener"]
 
 
 class LaunchState(Protocol):
@@ -111,3 +110,83 @@ class LaunchListener(Protocol):
 
     def on_finish(self, launch: LaunchState) -> None:
         """The launch has ended and everything is cleaned up (the supervisor's thread)."""
+
+
+class QuietListener:
+    """A ``LaunchListener`` that does nothing: subclasses override what they handle."""
+
+    def on_start(self, launch: LaunchState) -> None:
+        pass
+
+    def on_status(self, rank: int, status: str) -> None:
+        pass
+
+    def on_output(self, rank: int, stream: str, text: str) -> None:
+        """Complete lines a rank wrote (one or many, each ending with a newline)."""
+
+    def on_metric(self, rank: int, metric: dict) -> None:
+        pass
+
+    def on_live(self, rank: int, stream: str, text: str) -> None:
+        """The line a rank is still writing (a progress bar's latest frame); "" when none."""
+
+    def on_display(self, rank: int, index: int, replaced: bool) -> None:
+        """A rank called ``display()``: entry ``index`` of its log (``launch.line(rank, index)``) is
+        new, or (``replaced``) an update of a display shown before."""
+
+    def flush(self) -> float | None:
+        """Called after each batch of events, so output is shown in chunks, not line by line.
+
+        Returns None, or seconds after which the view wants to be called again even without events
+        (to show what it held back, or to refresh an elapsed time).
+        """
+        return None
+
+    def on_reply(self, rank: int, payload: Any) -> None:
+        """A persistent worker answered a call (``workers``); views of launches ignore it."""
+
+    def on_finish(self, launch: LaunchState) -> None:
+        pass
+
+
+class CompositeListener(QuietListener):
+    """Several listeners fed the same events (the cell's view, and the kernel's launch observers)."""
+
+    def __init__(self, *views: LaunchListener) -> None:
+        self.views = views
+
+    def on_start(self, launch: LaunchState) -> None:
+        for view in self.views:
+            view.on_start(launch)
+
+    def on_status(self, rank: int, status: str) -> None:
+        for view in self.views:
+            view.on_status(rank, status)
+
+    def on_output(self, rank: int, stream: str, text: str) -> None:
+        for view in self.views:
+            view.on_output(rank, stream, text)
+
+    def on_live(self, rank: int, stream: str, text: str) -> None:
+        for view in self.views:
+            view.on_live(rank, stream, text)
+
+    def on_display(self, rank: int, index: int, replaced: bool) -> None:
+        for view in self.views:
+            view.on_display(rank, index, replaced)
+
+    def on_metric(self, rank: int, metric: dict) -> None:
+        for view in self.views:
+            view.on_metric(rank, metric)
+
+    def on_reply(self, rank: int, payload: Any) -> None:
+        for view in self.views:
+            view.on_reply(rank, payload)
+
+    def flush(self) -> float | None:
+        delays = [delay for delay in (view.flush() for view in self.views) if delay is not None]
+        return min(delays) if delays else None
+
+    def on_finish(self, launch: LaunchState) -> None:
+        for view in self.views:
+            view.on_finish(launch)

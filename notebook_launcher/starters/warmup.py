@@ -27,6 +27,7 @@ import importlib
 import os
 import sys
 import threading
+from typing import Any
 
 __all__ = ["start_warmup", "wait_for_warmup", "warm_in_kernel", "TORCH_MODULES"]
 
@@ -86,7 +87,7 @@ def warm_in_kernel() -> None:
 class _BetweenCells:
     """Warm-ups for a kernel: started once the running cell has finished; the next cell waits for them."""
 
-    def __init__(self, shell) -> None:
+    def __init__(self, shell: Any) -> None:
         self._pending: list[str] = []
         self._shell = shell
         shell.events.register("post_run_cell", self._start)
@@ -97,12 +98,12 @@ class _BetweenCells:
         if getattr(self._shell, "execution_count", None) is None:  # not in a cell: nothing to wait for
             self._start()
 
-    def _start(self, *_result) -> None:
+    def _start(self, *_result: Any) -> None:
         pending, self._pending = tuple(self._pending), []
         if pending:
             start_warmup(pending)
 
-    def _wait(self, *_info) -> None:
+    def _wait(self, *_info: Any) -> None:
         wait_for_warmup(FORK_WAIT)
 
 
