@@ -14,48 +14,19 @@ Examples:
 
 from __future__ import annotations
 
-import atexit
 import threading
 import time
 import uuid
-import weakref
-from collections.abc import Callable
 
-from ..errors import LaunchError, LaunchTimeout
+from ..errors import LaunchError
 from ..tracebacks import shown_as
-from .listener import CompositeListener, QuietListener
+from .listener import CompositeListener
 from .record import LaunchRecord
+from .registry import Observed, active_launches, find_launch, last_launch, observe_launches, register
+from .restarts import attempts_note, may_restart
 from .supervisor import Supervisor
 
 __all__ = ["Launch", "active_launches", "observe_launches", "find_launch", "last_launch"]
-
-_ACTIVE: weakref.WeakSet[Launch] = weakref.WeakSet()
-_OBSERVERS: list[Callable[[Launch], None]] = []
-_LAST: list[Launch | None] = [None]
-
-
-def active_launches():
-    """Launches of this kernel that have not finished yet."""
-    return [launch for launch in list(_ACTIVE) if not launch.done]
-
-
-def last_launch():
-    """The most recent launch of this kernel (running or finished), or None.
-
-    ``notebook_launcher()`` returns rank 0's value; this reaches everything else it kept.
-
-    Examples:
-        >>> from notebook_launcher import notebook_launcher, last_launch
-        >>> notebook_launcher(lambda: print("hi"), num_processes=1, display="none")
-        >>> last_launch().logs(0)
-        'hi\\n'
-    """
-    return _LAST[0]
-
-
-def find_launch(launch_id):
-    """The running launch with this id, or None."""
-    return next((launch for launch in active_launches() if launch.id == launch_id), None)
 
 
 def _execution_count():
@@ -68,47 +39,6 @@ def _execution_count():
     ipython = getattr(sys.modules.get("IPython"), "get_ipython", lambda: None)()
     count = getattr(ipython, "execution_count", None)
     return count - 1 if isinstance(count, int) and count > 1 else None
-
-
-def observe_launches(callback):
-    """Call ``callback(launch)`` when any launch of this kernel starts, a rank changes status, or it ends.
-
-    Returns a function that stops the calls. Callbacks run on the launch's supervisor thread.
-    """
-    _OBSERVERS.append(callback)
-    return lambda: _OBSERVERS.remove(callback) if callback in _OBSERVERS else None
-
-
-class _Observed(QuietListener):
-    def __init__(self):
-        self._launch = None
-
-    def on_start(self, launch):
-        self._launch = launch
-        self._tell(launch)
-
-    def on_status(self, rank, status):
-        self._tell(self._launch)
-
-    def changed(self):
-        self._tell(self._launch)
-
-    def on_finish(self, launch):
-        self._tell(launch)
-
-    @staticmethod
-    def _tell(launch):
-        for callback in list(_OBSERVERS):
-            try:
-                callback(launch)
-            except Exception:  # an observer (the sidebar) must never break a launch
-                pass
-
-
-@atexit.register
-def _stop_all():
-    for launch in active_launches():
-        launch.stop()
 
 
 class Launch:
@@ -128,7 +58,7 @@ class Launch:
         self.cell = _execution_count()
         self._view = view
         self._waiters = 0
-        self._observed = _Observed()
+        self._observed = Observed()
         self._record = LaunchRecord(plan.num_processes, plan.global_rank(0))
         self._listener = CompositeListener(view, self._observed)
         self._make_starter = make_starter
@@ -148,9 +78,8 @@ class Launch:
 
     def start(self):
         """Start the ranks (in the background) and return self."""
-        _LAST[0] = self
+        register(self)
         self._listener.on_start(self)
-        _ACTIVE.add(self)
         self._supervisor.start()
         return self
 
@@ -175,7 +104,11 @@ class Launch:
         record, attempt = self._record, self._supervisor.attempt
         failure = record.failure
         with self._attempt_lock:
-            restart = failure is not None and not self._stopping and self._may_restart(failure, attempt)
+            restart = (
+                failure is not None
+                and not self._stopping
+                and may_restart(self.plan.faults, failure, attempt, self._started_at, time.monotonic())
+            )
             if restart:
                 reason = f"rank {record.failed_rank} failed: {type(failure).__name__}: {failure}"
                 try:
@@ -190,20 +123,13 @@ class Launch:
             self._supervisor.start()
             return
         if failure is not None and record.past_failures:
-            failure.add_note(_attempts_note(record.past_failures, attempt, record.failed_rank, failure))
+            failure.add_note(attempts_note(record.past_failures, attempt, record.failed_rank, failure))
         record.finish()
         self._ended = True  # done from here on (the views' on_finish sees it); wait() returns after them
         try:
             self._listener.on_finish(self)
         finally:
             self._done.set()
-
-    def _may_restart(self, failure, attempt):
-        """Restarts left, and time left: ``timeout`` ends the launch, not an attempt."""
-        if attempt >= self.plan.faults.max_restarts or isinstance(failure, LaunchTimeout):
-            return False
-        timeout = self.plan.faults.timeout
-        return timeout is None or time.monotonic() < self._started_at + timeout
 
     def __repr__(self):
         return (
@@ -397,10 +323,3 @@ class Launch:
     def last_stacks(self):
         """The stacks taken last (by ``stacks()``, a stop, a stall or a timeout), or None."""
         return self._record.latest_stacks()
-
-
-def _attempts_note(past, attempt, rank, failure):
-    lines = [f"every attempt failed ({attempt + 1} of them, max_restarts={attempt}):"]
-    lines += [f"  attempt {index}: rank {failed}: {type(exc).__name__}: {exc}" for index, failed, exc in past]
-    lines.append(f"  attempt {attempt}: rank {rank}: {type(failure).__name__}: {failure}")
-    return "\n".join(lines)
