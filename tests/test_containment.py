@@ -94,7 +94,7 @@ def _start_and_wait_for_children(session, tmp_path, method):
         "import time\n_t = time.monotonic()\n"
         f"while not all(os.path.exists({str(tmp_path / 'pids')!r} + str(r)) for r in (0, 1)):\n"
         "    assert time.monotonic() - _t < 60\n"
-        "    job._done.wait(0.05)\n"
+        "    job.join(0.05)\n"
     )
     family = [process.pid for process in session.process.children(recursive=True)]
     return family + _pids(tmp_path, [0, 1])

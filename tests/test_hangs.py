@@ -22,7 +22,7 @@ PEER_RETURNED = dedent("""
 def test_stacks_show_where_every_live_rank_is_without_stopping_it(kernel):
     kernel.ok(PEER_RETURNED)
     kernel.ok("job = launch(peer_returned, num_processes=2, display='none')")
-    kernel.ok("while job.rank_status(0) != 'done' or job.rank_status(1) != 'running': job._done.wait(0.02)", timeout=30)
+    kernel.ok("while job.rank_status(0) != 'done' or job.rank_status(1) != 'running': job.join(0.02)", timeout=30)
     kernel.ok("stacks = job.stacks()")
     assert kernel.eval("sorted(stacks)") == [1]  # rank 0 returned; rank 1 answers
     text = kernel.eval("str(stacks)")
@@ -73,11 +73,11 @@ def test_a_launch_timeout_ends_it_with_the_stacks(kernel):
 def test_a_stop_takes_the_stacks_first_and_the_static_form_shows_them(kernel):
     kernel.ok(PEER_RETURNED)
     kernel.ok("job = launch(peer_returned, num_processes=2, display='widget')")
-    kernel.ok("while job.rank_status(1) != 'running' or job.rank_status(0) != 'done': job._done.wait(0.02)")
+    kernel.ok("while job.rank_status(1) != 'running' or job.rank_status(0) != 'done': job.join(0.02)")
     kernel.ok("t0 = time.monotonic(); job.stop(); took = time.monotonic() - t0")
     assert kernel.eval("took") < 3
     assert kernel.eval("sorted(job.last_stacks)") == [1]
-    plain = kernel.eval("job._view.shown['text/plain']")
+    plain = kernel.eval("job.view.shown['text/plain']")
     assert "where the ranks were:" in plain and "store.wait" in plain
     assert kernel.children() == []
 

@@ -131,7 +131,7 @@ def test_stacks_of_a_rank_that_unblocked_its_signals_do_not_kill_it(kernel, tmp_
         "t0 = time.monotonic()\n"
         "while 'unblocked' not in job.logs(0):\n"
         "    assert time.monotonic() - t0 < 60\n"
-        "    job._done.wait(0.05)"
+        "    job.join(0.05)"
     )
     assert "in unblocks_everything" in kernel.eval("job.stacks().summary()")
     assert kernel.eval("job.status") == "running"

@@ -161,7 +161,7 @@ def test_launch_returns_at_once_and_the_handle_reports_progress(kernel, tmp_path
     """)
     )
     assert kernel.eval("job.done") is False
-    kernel.ok("while job.rank_status(0) != 'running' or job.rank_status(1) != 'running': job._supervisor.join(0.02)")
+    kernel.ok("while job.rank_status(0) != 'running' or job.rank_status(1) != 'running': job.join(0.02)")
     assert kernel.eval("job.status") == "running"
     open_gates(tmp_path, [0, 1])
     assert kernel.eval("job.wait(timeout=60)") == 0
@@ -179,7 +179,7 @@ def test_stop_ends_a_running_launch(kernel):
         job = launch(block_forever, num_processes=2, display="none")
     """)
     )
-    kernel.ok("while len(job.lines(0)) + len(job.lines(1)) < 2: job._supervisor.join(0.05)")
+    kernel.ok("while len(job.lines(0)) + len(job.lines(1)) < 2: job.join(0.05)")
     result = kernel.ok("t0 = time.monotonic(); job.stop(); print(round(time.monotonic() - t0, 1), job.status)")
     seconds, status = result.stdout.split()
     assert status == "stopped" and float(seconds) < 3

@@ -74,9 +74,9 @@ def test_node_0_keeps_the_store_up_until_a_slower_node_is_done(kernel, node1, tm
     options = f"args=({release!r},), num_processes=2, num_nodes=2, use_port={port}, {SECRET}, display='none'"
     kernel.ok(f"job = launch(late, node_rank=0, {options})")
     node1.ok(f"job = launch(late, node_rank=1, {options})")
-    kernel.ok("while 'keeping the store up' not in job._record.waiting: job._done.wait(0.02)", timeout=60)
+    kernel.ok("while 'keeping the store up' not in job.waiting: job.join(0.02)", timeout=60)
     assert kernel.eval("(job.rank_status(0), job.rank_status(1), job.done)") == ("done", "done", False)
-    assert "keeping the store up for 1 more node(s)" in kernel.eval("job._record.waiting")
+    assert "keeping the store up for 1 more node(s)" in kernel.eval("job.waiting")
     open(release, "w").close()
     assert node1.eval("job.wait(timeout=60)") == 2 and node1.eval("job.results") == [2, 3]
     assert kernel.eval("job.wait(timeout=60)") == 0

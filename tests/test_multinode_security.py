@@ -80,7 +80,7 @@ def test_c10d_binds_master_addr_only_and_never_unpickles_the_store(kernel, node1
     planted = tmp_path / "ran-in-a-kernel"
     options = f"num_processes=2, num_nodes=2, use_port={port}, rdzv_backend='c10d', {SECRET}, display='none'"
     kernel.ok(f"job = launch(short, node_rank=0, {options})")
-    kernel.ok("while not job.waiting: job._done.wait(0.02)", timeout=60)  # waiting for node 1
+    kernel.ok("while not job.waiting: job.join(0.02)", timeout=60)  # waiting for node 1
     # the state torch's dynamic rendezvous keeps (and unpickles every few seconds), planted
     attacker = dist.TCPStore("127.0.0.1", port, 2, False, timeout=datetime.timedelta(seconds=10))
     payload = base64.b64encode(pickle.dumps(_Evil(str(planted))))

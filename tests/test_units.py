@@ -403,13 +403,13 @@ def test_an_empty_log_box_does_not_say_no_output_over_a_progress_bar_or_a_chart(
 
     box = LogBox(ipywidgets, prefix=False)
     box.render()
-    assert "no output yet" in box._note.value
+    assert "no output yet" in box.note_html
     box.set_live(" 40%|████      | 4/10")  # a tqdm bar still drawing its first line
     box.render()
-    assert box._note.value == "" and "40%" in box._live.value
+    assert box.note_html == "" and "40%" in box.live_html
     quiet = LogBox(ipywidgets, prefix=False)
     quiet.charted = True  # metrics logged, nothing printed
     quiet.render()
-    assert "no output yet" not in quiet._note.value and "charted" in quiet._note.value
+    assert "no output yet" not in quiet.note_html and "charted" in quiet.note_html
     box.close()
     quiet.close()

@@ -50,7 +50,7 @@ def test_a_quick_launch_shows_its_static_form_and_never_builds_a_widget(kernel):
     assert "careful &lt;now&gt;" in page and '<span class="nl-stderr">' in page
     assert 'data-key="loss"' in page and 'data-key="lr"' in page and "<svg" in page
     assert "succeeded in" in plain.splitlines()[0] and "rank 0 returned dict" in plain.splitlines()[-1]
-    assert kernel.eval("job._view.built") is False
+    assert kernel.eval("job.view.built") is False
 
 
 def test_a_running_launch_shows_the_live_widget_beside_its_static_form(kernel, tmp_path):
@@ -58,30 +58,30 @@ def test_a_running_launch_shows_the_live_widget_beside_its_static_form(kernel, t
     kernel.ok(TRAIN)
     msg_id = kernel.submit("job = launch(chatty_training, args=(True,), num_processes=2, display='widget')")
     kernel.collect(msg_id)
-    kernel.ok("while not job._view.built or len(job.lines(0)) + len(job.lines(1)) < 12: job._supervisor.join(0.02)")
-    kernel.ok("job._view._render()")
-    assert kernel.eval("[job._view.tabs.get_title(i) for i in range(3)]") == ["all ranks", "rank 0", "rank 1"]
-    assert kernel.eval("job._view.tabs.selected_index") == 0
-    everything = kernel.eval("''.join(w.value for w in job._view.all_box.inner.children)")
+    kernel.ok("while not job.view.built or len(job.lines(0)) + len(job.lines(1)) < 12: job.join(0.02)")
+    kernel.ok("job.view.render()")
+    assert kernel.eval("[job.view.tabs.get_title(i) for i in range(3)]") == ["all ranks", "rank 0", "rank 1"]
+    assert kernel.eval("job.view.tabs.selected_index") == 0
+    everything = kernel.eval("''.join(w.value for w in job.view.all_box.inner.children)")
     assert "[rank 0]</span> step 4 on rank 0" in everything and "[rank 1]</span> step 4 on rank 1" in everything
-    rank1 = kernel.eval("''.join(w.value for w in job._view.boxes[1].inner.children)")
+    rank1 = kernel.eval("''.join(w.value for w in job.view.boxes[1].inner.children)")
     assert "step 4 on rank 1" in rank1 and "step 4 on rank 0" not in rank1
-    assert "rank 1: running" in kernel.eval("job._view.header.value")
-    assert 'data-key="loss"' in kernel.eval("job._view.metrics_box.value")
-    assert kernel.eval("job._view.static['text/plain'].count('step 4 on rank')") in (0, 2)  # a snapshot
-    assert kernel.eval("sorted(job._view.shown)") == [
+    assert "rank 1: running" in kernel.eval("job.view.header.value")
+    assert 'data-key="loss"' in kernel.eval("job.view.metrics_box.value")
+    assert kernel.eval("job.view.static['text/plain'].count('step 4 on rank')") in (0, 2)  # a snapshot
+    assert kernel.eval("sorted(job.view.shown)") == [
         "application/vnd.jupyter.widget-view+json",
         "text/html",
         "text/plain",
     ]  # the widget, with the static form beside it
-    path = kernel.eval(f"job._view.save_log({str(tmp_path)!r})")
+    path = kernel.eval(f"job.view.save_log({str(tmp_path)!r})")
     with open(path, encoding="utf-8") as saved:
         assert "[rank 1] step 4 on rank 1\n" in saved.read()
     open_gates(tmp_path, [0, 1])
     kernel.ok("job.wait()")
-    final = kernel.eval("job._view.shown")
+    final = kernel.eval("job.view.shown")
     assert WIDGET_MIME not in final and "step 4 on rank 1" in final["text/plain"]
-    assert kernel.eval("job._view.root.comm is None")  # the widget is closed: the static form remains
+    assert kernel.eval("job.view.root.comm is None")  # the widget is closed: the static form remains
 
 
 def test_a_failed_launch_keeps_what_ran_and_the_rank_traceback(kernel):
@@ -97,7 +97,7 @@ def test_a_failed_launch_keeps_what_ran_and_the_rank_traceback(kernel):
             job.wait()
         except KeyError:
             pass
-        final = job._view.static
+        final = job.view.static
     """)
     )
     plain, page = kernel.eval("final['text/plain']"), kernel.eval("final['text/html']")
@@ -115,9 +115,9 @@ def test_a_background_launch_that_fails_keeps_the_rank_traceback(kernel):
             raise KeyError("label_column")
         job = launch(fails_alone, num_processes=1, display="widget")
         deadline = time.monotonic() + 60
-        while "raised KeyError" not in job._view.static["text/plain"] and time.monotonic() < deadline:
+        while "raised KeyError" not in job.view.static["text/plain"] and time.monotonic() < deadline:
             time.sleep(0.02)   # nobody waits: it ends in the background, and the view's last form says so
-        final = job._view.static
+        final = job.view.static
     """)
     )
     plain, page = kernel.eval("final['text/plain']"), kernel.eval("final['text/html']")
@@ -154,7 +154,7 @@ def test_an_interrupted_launch_keeps_what_ran(kernel):
 
 def test_the_static_form_caps_each_rank_and_says_where_the_rest_is(kernel):
     kernel.ok("def many_lines():\n    for i in range(2300):\n        print(f'line {i}')")
-    kernel.ok("job = launch(many_lines, num_processes=1, display='widget'); job.wait(); final = job._view.static")
+    kernel.ok("job = launch(many_lines, num_processes=1, display='widget'); job.wait(); final = job.view.static")
     plain = kernel.eval("final['text/plain']")
     assert "… 300 earlier lines of rank 0 not shown" in plain and "last_launch().logs(0)" in plain
     assert "[rank 0] line 299\n" not in plain and "[rank 0] line 300\n" in plain and "[rank 0] line 2299" in plain
@@ -173,13 +173,13 @@ def test_a_chatty_rank_is_throttled_and_bounded(kernel, tmp_path):
         job = launch(very_chatty, num_processes=1, display="widget")
     """)
     )
-    kernel.ok("while not job._view.built or len(job.lines(0)) < 20000: job._supervisor.join(0.02)")
+    kernel.ok("while not job.view.built or len(job.lines(0)) < 20000: job.join(0.02)")
     open_gates(tmp_path, [0])
     kernel.ok("job.wait(); seconds = time.monotonic() - t0")
     seconds = kernel.eval("seconds")
-    assert kernel.eval("job._view.renders") <= 10 * seconds + 5
+    assert kernel.eval("job.view.renders") <= 10 * seconds + 5
     assert kernel.eval("len(job.lines(0))") == 20000
-    assert kernel.eval("(job._view.boxes[0].lines_shown, job._view.boxes[0].hidden)") == (2000, 18000)
+    assert kernel.eval("(job.view.boxes[0].lines_shown, job.view.boxes[0].hidden)") == (2000, 18000)
 
 
 def test_auto_display_is_the_widget_in_a_kernel(kernel):
@@ -212,7 +212,7 @@ def test_tqdm_auto_in_a_rank_becomes_one_live_text_line(kernel):
     assert len(lines) == 1
     stream, text = lines[0]
     assert stream == "stderr" and text.startswith("epoch: 100%") and "200/200" in text and "\r" not in text
-    assert "epoch: 100%" in kernel.eval("job._view.static['text/html']")
+    assert "epoch: 100%" in kernel.eval("job.view.static['text/html']")
 
 
 def test_tqdm_auto_imported_only_inside_the_rank_works_in_a_fresh_kernel():
@@ -254,7 +254,7 @@ def test_rich_displays_inside_a_rank_render_and_updates_replace_them(kernel):
     assert result.error["ename"] == "RuntimeError"
     assert "widgets cannot be shown from inside a launched rank" in result.error["evalue"]
     assert kernel.eval("[line.text for line in job.lines(0)]") == ["{'answer': 42}\n", "step 3 of 3\n"]
-    page = kernel.eval("job._view.static['text/html']")
+    page = kernel.eval("job.view.static['text/html']")
     log = page.split('<div class="nl-static-log">', 1)[1].split("</details>", 1)[0]  # rank 0's log
     assert "<b>step 3 of 3</b>" in log and "step 1 of 3" not in log  # the update replaced the display
     assert kernel.ok("print('kernel still fine')").stdout == "kernel still fine\n"
@@ -265,22 +265,22 @@ def test_the_stacks_action_shows_where_each_rank_is_in_the_widget_and_the_saved_
     kernel.ok(gate_code(tmp_path))
     kernel.ok("def parked_at_gate():\n    wait_at_gate()")
     kernel.ok("job = launch(parked_at_gate, num_processes=2, display='widget')")
-    kernel.ok("while not job._view.built or job.rank_status(1) != 'running': job._supervisor.join(0.02)")
-    assert kernel.eval("[b.description for b in job._view.actions.children[:3]]") == [
+    kernel.ok("while not job.view.built or job.rank_status(1) != 'running': job.join(0.02)")
+    assert kernel.eval("[b.description for b in job.view.actions.children[:3]]") == [
         "Stacks",
         "Save log",
         "Log as text",
     ]
-    kernel.ok("job._view.take_stacks()")
-    kernel.ok("while 'parked_at_gate' not in job._view.static['text/plain']: job._supervisor.join(0.02)", timeout=30)
-    static = kernel.eval("job._view.static['text/plain']")
+    kernel.ok("job.view.take_stacks()")
+    kernel.ok("while 'parked_at_gate' not in job.view.static['text/plain']: job.join(0.02)", timeout=30)
+    static = kernel.eval("job.view.static['text/plain']")
     assert "where the ranks were at " in static and "in parked_at_gate" in static and "wait_at_gate()" in static
     # the widget draws them at its next render (the static form is made first)
-    kernel.ok("while 'parked_at_gate' not in job._view.stacks_box.value: job._supervisor.join(0.02)", timeout=30)
-    assert "parked_at_gate" in kernel.eval("job._view.stacks_box.value")
+    kernel.ok("while 'parked_at_gate' not in job.view.stacks_box.value: job.join(0.02)", timeout=30)
+    assert "parked_at_gate" in kernel.eval("job.view.stacks_box.value")
     open_gates(tmp_path, [0, 1])
     kernel.ok("job.wait()")
-    final = kernel.eval("job._view.static['text/html']")
+    final = kernel.eval("job.view.static['text/html']")
     assert '<details class="nl-stacks"><summary>where the ranks were at ' in final  # kept, folded
 
 
@@ -293,7 +293,7 @@ def test_eight_ranks_finish_about_as_tall_as_they_ran(kernel):
                 print(f"line {i} of rank", os.environ["RANK"])
         job = launch(talks, num_processes=8, display="widget")
         job.wait()
-        page = job._view.static["text/html"]
+        page = job.view.static["text/html"]
     """)
     )
     page = kernel.eval("page")

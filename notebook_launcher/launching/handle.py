@@ -219,6 +219,24 @@ class Launch:
         """
         return self._record.text(rank, stream)
 
+    @property
+    def view(self):
+        """What shows this launch in its cell: a ``WidgetView`` (its ``static`` form, its boxes), a
+        ``TextView``, or a view that shows nothing (``display="none"``)."""
+        return self._view
+
+    def join(self, timeout=None):
+        """Wait until the launch has ended (at most ``timeout`` seconds) without raising or stopping
+        it on an interrupt; True once it has ended. ``wait()`` is what a cell usually wants.
+
+        Examples:
+            >>> from notebook_launcher import launch
+            >>> job = launch(lambda: None, num_processes=1, display="none")
+            >>> job.join(60), job.status
+            (True, 'succeeded')
+        """
+        return self._done.wait(timeout)
+
     def wait(self, timeout=None):
         """Wait for the launch to end and return the first local rank's (rank 0's) return value.
 

@@ -85,6 +85,16 @@ class LogBox:
         self._chunks[chunk][position] = entry
         self._dirty.add(chunk)
 
+    @property
+    def note_html(self) -> str:
+        """The hint above the log ("no output yet", what the box leaves out), as shown."""
+        return self._note.value
+
+    @property
+    def live_html(self) -> str:
+        """The line a rank is still writing (a progress bar), as shown."""
+        return self._live.value
+
     def set_live(self, text: str) -> None:
         self.live = text
 

@@ -118,7 +118,7 @@ class WidgetView(LaunchView):
             self._next_static = now + self._static_gap
         wait = self.interval - (now - self._last_render)
         if wait <= 0:
-            self._render()
+            self.render()
             wait = self.interval
         if now >= self._next_static:
             self._show_static()
@@ -127,7 +127,7 @@ class WidgetView(LaunchView):
     def on_finish(self, launch: LaunchState) -> None:
         self.static = self.shown = static_bundle(launch)
         if self.built:
-            self._render()
+            self.render()
         self._handle.update(self.static, raw=True)
         if self.built:
             self.close()
@@ -168,13 +168,15 @@ class WidgetView(LaunchView):
         self.root.add_class("nl-root")
         self.built = True
         self._dirty.update({"header", "lines", "metrics"})
-        self._render()
+        self.render()
         self._show_static()
 
     def _tab_of(self, rank: int) -> int:
         return 1 + self.launch.ranks.index(rank)
 
-    def _render(self) -> None:
+    def render(self) -> None:
+        """Show what has arrived since the last render now (``flush`` does it at most every
+        ``NOTEBOOK_LAUNCHER_FLUSH_INTERVAL`` seconds)."""
         dirty, self._dirty = self._dirty, set()
         launch = self.launch
         self.header.value = (
