@@ -19,12 +19,15 @@ from __future__ import annotations
 import contextvars
 import threading
 import time
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 from ..frontend.views import LaunchView
 from ..launching.listener import LaunchState
 
 __all__ = ["CallRouter", "Call"]
+
+_T = TypeVar("_T")
 
 
 class Call:
@@ -81,10 +84,11 @@ class CallRouter(LaunchView):
         call = self.call
         return call if call is not None and rank in call.ranks else None
 
-    def _show(self, call: Call, method: str, *args: Any) -> Any:
+    def _show(self, call: Call, method: Callable[..., _T], *args: Any) -> _T | None:
+        """``method`` (of the call's view) with ``args``, in the calling cell's context, if the call still runs."""
         with self._forwarding:
             if self.call is call:
-                return call.context.run(getattr(call.view, method), *args)
+                return call.context.run(method, *args)
         return None
 
     def on_start(self, launch: LaunchState) -> None:
@@ -94,35 +98,35 @@ class CallRouter(LaunchView):
         call = self._called(rank)
         if call is not None:
             call.handle.record.add_output(rank, stream, text)
-            self._show(call, "on_output", rank, stream, text)
+            self._show(call, call.view.on_output, rank, stream, text)
 
     def on_live(self, rank: int, stream: str, text: str) -> None:
         call = self._called(rank)
         if call is not None:
-            self._show(call, "on_live", rank, stream, text)
+            self._show(call, call.view.on_live, rank, stream, text)
 
     def on_display(self, rank: int, index: int, replaced: bool) -> None:
         call = self._called(rank)
         if call is not None:
             line = self.launch.line(rank, index)  # the workers' log entry, copied into the call's
             index, replaced = call.handle.record.add_display(rank, line.bundle, line.display_id, replaced)
-            self._show(call, "on_display", rank, index, replaced)
+            self._show(call, call.view.on_display, rank, index, replaced)
 
     def on_metric(self, rank: int, metric: Any) -> None:
         call = self._called(rank)
         if call is not None:
             call.handle.record.add_metric(rank, metric, time.time())
-            self._show(call, "on_metric", rank, metric)
+            self._show(call, call.view.on_metric, rank, metric)
 
     def on_reply(self, rank: int, payload: Any) -> None:
         call = self.call
         if call is not None and payload.get("call") == call.id:
             call.add_reply(rank, payload)
 
-    def flush(self) -> Any:
+    def flush(self) -> float | None:
         """The call's view's flush; returns when it wants to be called again (the widget's redraws)."""
         call = self.call
-        return self._show(call, "flush") if call is not None else None
+        return self._show(call, call.view.flush) if call is not None else None
 
     def on_finish(self, launch: LaunchState) -> None:
         call = self.call
