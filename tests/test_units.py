@@ -413,3 +413,19 @@ def test_an_empty_log_box_does_not_say_no_output_over_a_progress_bar_or_a_chart(
     assert "no output yet" not in quiet.note_html and "charted" in quiet.note_html
     box.close()
     quiet.close()
+
+
+def test_restoring_the_kernels_global_state_imports_nothing_new_when_a_flag_is_unchanged():
+    """Every rank restores the kernel's settings at start; setting deterministic algorithms imports
+    torch._inductor (about a second), so it is set only when it differs."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, torch\n"
+        "from notebook_launcher.rank.global_state import GlobalState\n"
+        "GlobalState.capture().restore()\n"
+        "print('torch._inductor' in sys.modules)"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True)
+    assert out.stdout.strip() == "False"

@@ -78,7 +78,13 @@ def _restore_torch(state: dict[str, Any]) -> None:
 
     torch.manual_seed(state["seed"])  # CUDA's generators get the kernel's seed when CUDA starts, as after a fork
     torch.set_rng_state(torch.frombuffer(bytearray(state["rng"]), dtype=torch.uint8))
-    torch.use_deterministic_algorithms(state["deterministic"], warn_only=state["deterministic_warn_only"])
+    deterministic = (state["deterministic"], state["deterministic_warn_only"])
+    if deterministic != (
+        torch.are_deterministic_algorithms_enabled(),
+        torch.is_deterministic_algorithms_warn_only_enabled(),
+    ):
+        # only when it differs: setting it imports torch._inductor, about a second a rank
+        torch.use_deterministic_algorithms(deterministic[0], warn_only=deterministic[1])
     torch.backends.cudnn.benchmark = state["cudnn_benchmark"]
     torch.backends.cudnn.deterministic = state["cudnn_deterministic"]
     cuda_rng = state["cuda_rng"]
