@@ -320,7 +320,6 @@ class Controller:
             kind, why = expired
             error_type = LaunchTimeout if kind == "timeout" else LaunchStalled
             return self._end_after_stacks(error_type(why, ranks=unfinished))
-        commands: list[Command] = []
         if self._num_nodes > 1 and now >= self._next_health_check:
             self._next_health_check = now + self._monitor_interval
             elsewhere = self._failure_elsewhere()
@@ -328,7 +327,7 @@ class Controller:
                 failure = LaunchError(f"another node failed ({elsewhere}); this node's ranks were ended")
                 return self._fail(None, failure, self._clock.wall(), tell_others=False)
         self._update_waiting(unfinished, now)
-        return commands
+        return []
 
     def _update_waiting(self, unfinished: list[int], now: float) -> None:
         """A live line for ranks that keep the others waiting (some returned, these did not)."""

@@ -196,9 +196,9 @@ class Supervisor:
             if self._stop_requested:
                 break
             group.start([self._spec(local, node_rank) for local in local_ranks])
-        self._carry_out(self._control.started())
         if self._stop_requested:
-            self._carry_out(self._control.stop())
+            self._control.stop()  # takes effect once started
+        self._carry_out(self._control.started())
 
     def _spec(self, local: int, node_rank: int) -> RankSpec:
         plan = self._plan

@@ -89,14 +89,11 @@ class _BetweenCells:
 
     def __init__(self, shell: Any) -> None:
         self._pending: list[str] = []
-        self._shell = shell
         shell.events.register("post_run_cell", self._start)
         shell.events.register("pre_run_cell", self._wait)
 
     def add(self, modules: tuple[str, ...]) -> None:
         self._pending.extend(modules)
-        if getattr(self._shell, "execution_count", None) is None:  # not in a cell: nothing to wait for
-            self._start()
 
     def _start(self, *_result: Any) -> None:
         pending, self._pending = tuple(self._pending), []
