@@ -40,8 +40,8 @@ from typing import Any, TypeVar
 
 from ..rank.bootstrap import RankSpec
 from ..starters.base import RankGroup, Starter
-from ..wire import DISPLAY, ERROR, METRIC, OUTPUT, REPLY, RESULT, STACKS, STATUS, rebuild_exception
-from ..wire.shapes import check_payload, event_parts
+from ..wire import rebuild_exception
+from ..wire.events import Display, Failure, Malformed, Metric, Output, Reply, Result, Stacks, Status, decode_event
 from ..wire.shared_tensors import new_prefix, remove_leftovers, sweep_dead_kernels
 from .controller import STACKS_WAIT, AskStacks, Command, Controller, Kill, Phase, ShowStatus, TellOtherNodes, Terminate
 from .listener import LaunchListener
@@ -113,15 +113,15 @@ class Supervisor:
         self._stop_requested = False
         self._wake_r, self._wake_w = os.pipe()
         self._done = threading.Event()
-        self._events: dict[str, Callable[[int, Any, float], None]] = {
-            STATUS: self._on_status,
-            OUTPUT: self._on_output,
-            METRIC: self._on_metric,
-            DISPLAY: self._on_display,
-            RESULT: self._on_result,
-            ERROR: self._on_error,
-            STACKS: self._on_stacks,
-            REPLY: self._on_reply,
+        self._handlers: dict[type, Callable[[Any], None]] = {
+            Status: self._on_status,
+            Output: self._on_output,
+            Metric: self._on_metric,
+            Display: self._on_display,
+            Result: self._on_result,
+            Failure: self._on_failure,
+            Stacks: self._on_stacks,
+            Reply: self._on_reply,
         }
 
     @property
@@ -258,18 +258,16 @@ class Supervisor:
     def on_event(self, ranks: Sequence[int], event: Any) -> None:
         """One event from a rank. Whatever it holds, the supervisor goes on: an event it cannot
         read or handle is that rank's failure (a ``WorkerError`` saying what it sent)."""
-        parts = event_parts(event, list(ranks))
-        if isinstance(parts, str):
-            self._carry_out(self._control.reject(ranks[0], parts))
+        decoded = decode_event(event, list(ranks))
+        if isinstance(decoded, Malformed):
+            self._carry_out(self._control.reject(decoded.rank, decoded.why))
             return
-        kind, payload, when, rank = parts
         try:
-            check_payload(kind, payload)
             self._control.activity()
-            self._events[kind](rank, payload, when)
-        except Exception as err:  # a payload of the wrong shape (a display without an id, ...)
-            what = f"a {kind!r} event the kernel could not handle: {type(err).__name__}: {err}"
-            self._carry_out(self._control.reject(rank, what))
+            self._handlers[type(decoded)](decoded)
+        except Exception as err:  # a payload the record or a view could not take
+            what = f"a {decoded.kind!r} event the kernel could not handle: {type(err).__name__}: {err}"
+            self._carry_out(self._control.reject(decoded.rank, what))
 
     def on_text(self, rank: int, stream: str, text: str) -> None:
         self._control.activity()
@@ -282,33 +280,33 @@ class Supervisor:
     def on_exit(self, ranks: Sequence[int], exitcode: int | None, signalled: bool) -> None:
         self._carry_out(self._control.exited(list(ranks), exitcode, signalled))
 
-    def _on_status(self, rank: int, status: Any, when: float) -> None:
-        self._record.set_rank_status(rank, status)
-        self._notify(self._listener.on_status, rank, status)
+    def _on_status(self, event: Status) -> None:
+        self._record.set_rank_status(event.rank, event.status)
+        self._notify(self._listener.on_status, event.rank, event.status)
 
-    def _on_output(self, rank: int, payload: Any, when: float) -> None:
-        stream, text = payload
-        self.on_text(rank, stream, text)
+    def _on_output(self, event: Output) -> None:
+        self.on_text(event.rank, event.stream, event.text)
 
-    def _on_metric(self, rank: int, metric: Any, when: float) -> None:
-        self._record.add_metric(rank, metric, when)
-        self._notify(self._listener.on_metric, rank, metric)
+    def _on_metric(self, event: Metric) -> None:
+        metric = event.as_dict()
+        self._record.add_metric(event.rank, metric, event.time)
+        self._notify(self._listener.on_metric, event.rank, metric)
 
-    def _on_display(self, rank: int, payload: Any, when: float) -> None:
-        index, replaced = self._record.add_display(rank, payload["data"], payload["display_id"], payload["update"])
-        self._notify(self._listener.on_display, rank, index, replaced)
+    def _on_display(self, event: Display) -> None:
+        index, replaced = self._record.add_display(event.rank, event.data, event.display_id, event.update)
+        self._notify(self._listener.on_display, event.rank, index, replaced)
 
-    def _on_result(self, rank: int, payload: Any, when: float) -> None:
-        self._carry_out(self._control.result(rank, payload, when))
+    def _on_result(self, event: Result) -> None:
+        self._carry_out(self._control.result(event.rank, event.pickled, event.time))
 
-    def _on_reply(self, rank: int, payload: Any, when: float) -> None:
-        self._notify(self._listener.on_reply, rank, payload)
+    def _on_reply(self, event: Reply) -> None:
+        self._notify(self._listener.on_reply, event.rank, event.payload)
 
-    def _on_error(self, rank: int, report: Any, when: float) -> None:
-        self._carry_out(self._control.error(rank, rebuild_exception(rank, report), when))
+    def _on_failure(self, event: Failure) -> None:
+        self._carry_out(self._control.error(event.rank, rebuild_exception(event.rank, event.report), event.time))
 
-    def _on_stacks(self, rank: int, report: Any, when: float) -> None:
-        self._carry_out(self._control.stacks(rank, report))
+    def _on_stacks(self, event: Stacks) -> None:
+        self._carry_out(self._control.stacks(event.rank, event.report))
 
     # -- the end --------------------------------------------------------------------------------
 

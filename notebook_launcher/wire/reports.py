@@ -14,6 +14,7 @@ Examples:
 from __future__ import annotations
 
 import pickle
+from collections.abc import Mapping
 from typing import Any
 
 from ..errors import WorkerError, WorkerTraceback
@@ -101,7 +102,7 @@ def _exception_parts(exc: BaseException) -> dict | None:
 _NOT_REBUILT = (SystemExit, KeyboardInterrupt, GeneratorExit)
 
 
-def rebuild_exception(rank: int, report: dict) -> BaseException:
+def rebuild_exception(rank: int, report: Mapping[str, Any]) -> BaseException:
     """Turn a rank's error report into the exception to raise in the kernel.
 
     The exception comes back as its own type, even when its ``__init__`` takes other arguments than
@@ -125,7 +126,7 @@ def rebuild_exception(rank: int, report: dict) -> BaseException:
     return exc
 
 
-def _rebuild(rank: int, report: dict) -> BaseException:
+def _rebuild(rank: int, report: Mapping[str, Any]) -> BaseException:
     tb = traceback_from(report.get("frames") or [])
     exc, why = _unpickle(report.get("pickled"))
     if exc is None:
