@@ -206,3 +206,37 @@ def test_small_cells_get_a_compact_form(kernel):
     finally:
         kernel.ok("%dist stop")
     assert kernel.children() == []
+
+
+def test_a_call_shows_only_what_its_ranks_wrote_during_it(kernel):
+    """A call is a window over the workers' one record: a line a rank's thread writes after a call
+    ended shows in no later call, and a display updated by id in a later call shows in that call's
+    cell (the earlier cell's saved form keeps the first version)."""
+    kernel.ok("%dist start 2 --display widget")
+    try:
+        first = kernel.run(
+            "%%dist\nimport threading\nfrom IPython.display import display\n"
+            "shown = display('version one', display_id='progress')\nrelease = threading.Event()\n"
+            "def later():\n    release.wait()\n    print('written between calls', flush=True)\n"
+            "threading.Thread(target=later).start()\nprint('first call')"
+        )
+        assert first.error is None, first.traceback
+        first_form = [out["display"] for out in first.outputs if "display" in out][-1]["text/plain"]
+        assert "'version one'" in first_form and "first call" in first_form
+        kernel.ok("from notebook_launcher.workers import current_workers\nworkers = current_workers()")
+        kernel.ok("workers.exec('release.set()')")
+        kernel.ok(  # an upper bound: the thread prints at once
+            "import time\ndeadline = time.monotonic() + 30\n"
+            "while not all('written between calls' in workers.launch.logs(r) for r in (0, 1)):\n"
+            "    assert time.monotonic() < deadline\n    time.sleep(0.05)"
+        )
+        second = kernel.run("%%dist\nshown.update('version two')\nprint('second call')")
+        assert second.error is None, second.traceback
+        second_form = [out["display"] for out in second.outputs if "display" in out][-1]["text/plain"]
+        assert "'version two'" in second_form and "second call" in second_form
+        assert "written between calls" not in second_form and "first call" not in second_form
+        assert "'version one'" not in second_form
+        assert kernel.eval("sum('version one' in line.text for line in workers.launch.lines(0))") == 1
+    finally:
+        kernel.ok("%dist stop")
+    assert kernel.children() == []

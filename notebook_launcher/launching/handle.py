@@ -143,6 +143,11 @@ class Launch:
         return self._waiters > 0
 
     @property
+    def record(self):
+        """What the launch has produced so far (a ``LaunchRecord``), for readers that show part of it."""
+        return self._record
+
+    @property
     def status(self):
         """ "starting", "running", "succeeded", "failed" or "stopped"."""
         return self._record.status

@@ -99,6 +99,10 @@ class RankLog:
             self._displays[display_id] = block
         return block.first, False
 
+    def seal(self) -> None:
+        """Forget which entries the display ids name: an update from now on is shown as new."""
+        self._displays.clear()
+
     def entries(self, start: int = 0, stop: int | None = None) -> list[LogLine]:
         """Entries ``start`` to ``stop`` (the end by default), as ``LogLine``."""
         stop = self.count if stop is None else min(stop, self.count)

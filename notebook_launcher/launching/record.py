@@ -74,6 +74,13 @@ class LaunchRecord:
             self._seq += 0 if replaced else 1
             return index, replaced
 
+    def seal_displays(self):
+        """Entries shown so far are history: a later update of one of their display ids is shown as a
+        new entry (a ``%%dist`` call's, in its own cell), not as a change to the old one."""
+        with self._lock:
+            for log in self._logs.values():
+                log.seal()
+
     def lines(self, rank, start=0, stop=None):
         """``rank``'s log entries (from index ``start`` to ``stop``), in the order they came."""
         with self._lock:

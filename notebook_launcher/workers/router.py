@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import contextvars
 import threading
-import time
 from collections.abc import Callable
 from typing import Any, TypeVar
 
@@ -97,7 +96,6 @@ class CallRouter(LaunchView):
     def on_output(self, rank: int, stream: str, text: str) -> None:
         call = self._called(rank)
         if call is not None:
-            call.handle.record.add_output(rank, stream, text)
             self._show(call, call.view.on_output, rank, stream, text)
 
     def on_live(self, rank: int, stream: str, text: str) -> None:
@@ -108,14 +106,13 @@ class CallRouter(LaunchView):
     def on_display(self, rank: int, index: int, replaced: bool) -> None:
         call = self._called(rank)
         if call is not None:
-            line = self.launch.line(rank, index)  # the workers' log entry, copied into the call's
-            index, replaced = call.handle.record.add_display(rank, line.bundle, line.display_id, replaced)
-            self._show(call, call.view.on_display, rank, index, replaced)
+            in_call = call.handle.index_in_call(rank, index)
+            if in_call is not None:
+                self._show(call, call.view.on_display, rank, in_call, replaced)
 
     def on_metric(self, rank: int, metric: Any) -> None:
         call = self._called(rank)
         if call is not None:
-            call.handle.record.add_metric(rank, metric, time.time())
             self._show(call, call.view.on_metric, rank, metric)
 
     def on_reply(self, rank: int, payload: Any) -> None:
