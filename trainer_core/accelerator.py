@@ -36,9 +36,9 @@ from typing import Any
 import torch
 from torch.optim.lr_scheduler import LRScheduler
 from torch.utils.data import DataLoader
-from torch.utils.hooks import RemovableHandle
 
-from . import checkpoint, ops, project
+from . import ops
+from .checkpoint_methods import CheckpointMethods
 from .data import DataState, PreparedDataLoader
 from .data_config import DataLoaderConfiguration
 from .handlers import handler_kwargs
@@ -50,12 +50,12 @@ from .prepared import PreparedObjects
 from .project import ProjectConfiguration
 from .state import DistributedState
 from .strategies import select_strategy
-from .trackers import NoTracker, make_trackers
+from .tracker_methods import TrackerMethods
 
 __all__ = ["Accelerator"]
 
 
-class Accelerator:
+class Accelerator(TrackerMethods, CheckpointMethods):
     """Training helper for one rank; see the module docstring.
 
     Args:
@@ -124,50 +124,11 @@ class Accelerator:
             self.project_configuration.automatic_checkpoint_naming = True
         share_state_with_accelerate(chosen, cpu or self.state.device.type == "cpu")
 
-    # -- who and where ----------------------------------------------------------------------------
-
-    @property
-    def process_index(self):
-        return self.state.process_index
-
-    @property
-    def local_process_index(self):
-        return self.state.local_process_index
-
-    @property
-    def num_processes(self):
-        return self.state.num_processes
-
     @property
     def gradient_state(self):
         """The data loader state (``active_dataloader``, ``end_of_dataloader``, ``remainder``) under
         Accelerate's name."""
         return self._data_state
-
-    @property
-    def distributed_type(self):
-        """Accelerate's name for the set-up ("NO", "MULTI_CPU", "MULTI_GPU", "XLA")."""
-        return self.state.distributed_type
-
-    @property
-    def is_last_process(self):
-        return self.state.is_last_process
-
-    @property
-    def is_main_process(self):
-        return self.state.is_main_process
-
-    @property
-    def is_local_main_process(self):
-        return self.state.is_local_main_process
-
-    @property
-    def device(self):
-        return self.state.device
-
-    @property
-    def use_distributed(self):
-        return self.state.distributed
 
     @property
     def mixed_precision(self):
@@ -358,272 +319,15 @@ class Accelerator:
     def pad_across_processes(self, data, dim=0, pad_index=0, pad_first=False):
         return ops.pad_across_processes(self.state, data, dim, pad_index, pad_first)
 
-    def wait_for_everyone(self):
-        self.state.barrier()
-
-    @contextlib.contextmanager
-    def main_process_first(self):
-        """The main process runs the block first (e.g. to download or cache), then the others."""
-        if not self.is_main_process:
-            self.wait_for_everyone()
-        yield
-        if self.is_main_process:
-            self.wait_for_everyone()
-
-    @contextlib.contextmanager
-    def local_main_process_first(self):
-        """Each node's local main process runs the block first, then the node's others."""
-        if not self.is_local_main_process:
-            self.wait_for_everyone()
-        yield
-        if self.is_local_main_process:
-            self.wait_for_everyone()
-
     @property
     def optimizer_step_was_skipped(self):
         """True when the last optimizer step was skipped (fp16 found inf/NaN gradients)."""
         return any(optimizer.step_was_skipped for optimizer in self.prepared.optimizers)
 
-    @contextlib.contextmanager
-    def split_between_processes(self, inputs, apply_padding=False):
-        """This rank's contiguous share of a list, tuple, tensor or dict of them.
-
-        Example (assuming 2 processes): ``["a", "b", "c"]`` gives ``["a", "b"]`` on rank 0, ``["c"]`` on rank 1.
-        """
-        yield _split(inputs, self.process_index, self.num_processes, apply_padding)
-
-    # -- output -----------------------------------------------------------------------------------
-
-    def print(self, *args, **kwargs):
-        """``print`` on the main process only."""
-        if self.is_main_process:
-            print(*args, **kwargs)
-
-    def on_main_process(self, function):
-        """Decorator: run ``function`` on the main process only (None elsewhere)."""
-        return _run_where(function, self.is_main_process)
-
-    def on_local_main_process(self, function):
-        """Decorator: run ``function`` on each node's local main process only (None elsewhere)."""
-        return _run_where(function, self.is_local_main_process)
-
-    def on_last_process(self, function):
-        """Decorator: run ``function`` on the last process only (None elsewhere)."""
-        return _run_where(function, self.state.is_last_process)
-
-    def on_process(self, function=None, process_index=None):
-        """Decorator: run ``function`` on process ``process_index`` only (None elsewhere).
-
-        Examples:
-            >>> accelerator = Accelerator(cpu=True)
-            >>> accelerator.on_process(lambda: "here", process_index=0)()
-            'here'
-        """
-        if function is None:
-            return functools.partial(self.on_process, process_index=process_index)
-        return _run_where(function, self.process_index == process_index)
-
-    def on_local_process(self, function=None, local_process_index=None):
-        """Decorator: run ``function`` on local process ``local_process_index`` of each node only."""
-        if function is None:
-            return functools.partial(self.on_local_process, local_process_index=local_process_index)
-        return _run_where(function, self.local_process_index == local_process_index)
-
-    # -- a flag any process can raise, seen by all (stop early when one rank decides to) -----------
-
-    def set_trigger(self):
-        """Raise this process's trigger; the next ``check_trigger()`` is True on every process."""
-        self._trigger = True
-
-    def check_trigger(self):
-        """True on every process when any process called ``set_trigger()`` since the last check
-        (a collective: every process must call it); the triggers are reset.
-
-        Examples:
-            >>> accelerator = Accelerator(cpu=True)
-            >>> accelerator.set_trigger(); accelerator.check_trigger(), accelerator.check_trigger()
-            (True, False)
-        """
-        flag = torch.tensor(1.0 if self._trigger else 0.0, device=self.device)
-        raised = ops.reduce(self.state, flag, "sum").item() > 0
-        self._trigger = False
-        return raised
-
     def trigger_sync_in_backward(self, model):
         """Make the next backward of a DDP model all-reduce its gradients even inside ``no_sync``
         (several forwards before one backward)."""
         return self.strategy.sync_next_backward(model)
-
-    def log(self, values, step=None, log_kwargs=None):
-        """Record metrics; under notebook_launcher they stream to the cell's view (``Launch.metrics``),
-        and the main process writes them to the trackers (``log_with``)."""
-        record = self._metrics.log(values, step)
-        for tracker in self.trackers:
-            tracker.log(record["values"], step=record["step"], **(log_kwargs or {}).get(tracker.name, {}))
-
-    def init_trackers(self, project_name, config=None, init_kwargs=None):
-        """Start the ``log_with`` trackers (main process) under ``<logging_dir>/<project_name>``, storing
-        ``config`` (the run's hyperparameters).
-
-        Examples:
-            >>> import tempfile
-            >>> accelerator = Accelerator(cpu=True, log_with="json", project_dir=tempfile.mkdtemp())
-            >>> accelerator.init_trackers("run", config={"lr": 0.1})
-            >>> accelerator.log({"loss": 0.5})
-            >>> accelerator.get_tracker("json").records
-            [{'step': 0, 'values': {'loss': 0.5}}]
-        """
-        if self._log_with is None or not self.is_main_process:
-            return
-        logging_dir = self.project_configuration.logging_dir or "."
-        self.trackers = make_trackers(self._log_with, project_name, logging_dir, init_kwargs)
-        for tracker in self.trackers:
-            if config is not None and hasattr(tracker, "store_init_configuration"):
-                tracker.store_init_configuration(config)
-
-    def get_tracker(self, name, unwrap=False):
-        """The tracker called ``name`` (its underlying object with ``unwrap``); on other processes, or
-        for a name not started, a tracker that ignores everything."""
-        for tracker in self.trackers:
-            if tracker.name == name:
-                return tracker.tracker if unwrap else tracker
-        return NoTracker(name)
-
-    # -- hooks around checkpoints ------------------------------------------------------------------
-
-    def register_save_state_pre_hook(self, hook):
-        """Call ``hook(models, weights, output_dir)`` before ``save_state`` writes; returns a handle
-        whose ``remove()`` unregisters it."""
-        handle = RemovableHandle(self._save_hooks)
-        self._save_hooks[handle.id] = hook
-        return handle
-
-    def register_load_state_pre_hook(self, hook):
-        """Call ``hook(models, input_dir)`` before ``load_state`` reads; returns a removable handle."""
-        handle = RemovableHandle(self._load_hooks)
-        self._load_hooks[handle.id] = hook
-        return handle
-
-    @property
-    def logged(self):
-        """Every ``log`` call of this Accelerator, as dicts with ``step`` and ``values``."""
-        return self._metrics.records
-
-    # -- models and checkpoints ------------------------------------------------------------------
-
-    def unwrap_model(self, model, keep_fp32_wrapper=True):
-        """The user's module: without DDP, and (``keep_fp32_wrapper=False``) without the autocast forward."""
-        if not keep_fp32_wrapper and "forward" in vars(model):
-            del model.forward
-        return self.strategy.unwrap(model)
-
-    def get_state_dict(self, model, unwrap=True):
-        """The model's state dict (of the user's module with ``unwrap``, else of the DDP wrapper)."""
-        return self.strategy.module_state_dict(model) if unwrap else model.state_dict()
-
-    def save(self, obj, path):
-        """``torch.save`` on the main process only, atomically (temp file + rename)."""
-        if self.is_main_process:
-            checkpoint.atomic_save(obj, path, self.state.backend.save)
-        self.wait_for_everyone()
-
-    def save_model(self, model, save_directory, max_shard_size="1GB", safe_serialization=True):
-        """Write the model's weights for inference, in the Hugging Face layout (``model.safetensors``,
-        or shards of at most ``max_shard_size`` plus ``model.safetensors.index.json``; ``pytorch_model*.bin``
-        without ``safe_serialization``), from the main process; returns the file names.
-
-        Load them with ``trainer_core.big_modeling.load_checkpoint_and_dispatch`` (or Accelerate's,
-        or Transformers' ``from_pretrained``).
-
-        Examples:
-            >>> import os, tempfile
-            >>> folder = tempfile.mkdtemp()
-            >>> Accelerator(cpu=True).save_model(torch.nn.Linear(2, 2), folder)
-            ['model.safetensors']
-        """
-        from .big_modeling.files import save_sharded
-
-        names = []
-        if self.is_main_process:
-            names = save_sharded(self.get_state_dict(model), save_directory, max_shard_size, safe_serialization)
-        self.wait_for_everyone()
-        return names
-
-    def save_state(self, output_dir=None, safe_serialization=True):
-        """Save models, optimizers, schedulers, scaler, registered objects, every rank's RNG state and the
-        step, atomically, in Hugging Face Accelerate's layout; returns the directory.
-
-        With no ``output_dir``, the next numbered checkpoint of the project (``project_dir``), keeping
-        the last ``total_limit``.
-
-        Examples:
-            >>> import tempfile
-            >>> accelerator = Accelerator(cpu=True, project_dir=tempfile.mkdtemp())
-            >>> model = accelerator.prepare(torch.nn.Linear(2, 2))
-            >>> os.path.basename(accelerator.save_state()), os.path.basename(accelerator.save_state())
-            ('checkpoint_0', 'checkpoint_1')
-        """
-        config = self.project_configuration
-        automatic = output_dir is None
-        if automatic:
-            if not config.automatic_checkpoint_naming:
-                raise ValueError(
-                    "save_state() needs a directory, or Accelerator(project_dir=...) for numbered checkpoints"
-                )
-            output_dir = project.next_checkpoint(config)
-            if self.is_main_process:
-                os.makedirs(config.checkpoints_dir, exist_ok=True)
-        context = self._checkpoint_context(safe_serialization)
-        models = [self.unwrap_model(model) for model in self.prepared.models]
-        for hook in self._save_hooks.values():
-            hook(models, [model.state_dict() for model in models], output_dir)
-        saved = checkpoint.save_state(self.prepared, context, output_dir)
-        if automatic:
-            config.iteration += 1
-            if self.is_main_process:
-                project.prune_checkpoints(config)
-        return saved
-
-    def load_state(self, input_dir=None):
-        """Restore what ``save_state`` (or Hugging Face Accelerate's) wrote, on every rank; returns the
-        directory loaded.
-
-        With no ``input_dir``, the project's newest complete checkpoint — or nothing (None) when
-        there is none yet, so a training function can begin with ``accelerator.load_state()`` and
-        resume after a restart.
-        """
-        config = self.project_configuration
-        if input_dir is None:
-            if not config.automatic_checkpoint_naming:
-                raise ValueError("load_state() needs a directory, or Accelerator(project_dir=...)")
-            input_dir = project.latest_checkpoint(config)
-            if input_dir is None:
-                return None
-            config.iteration = int(os.path.basename(input_dir).split("_")[-1]) + 1
-        for hook in self._load_hooks.values():
-            hook([self.unwrap_model(model) for model in self.prepared.models], input_dir)
-        self.step = checkpoint.load_state(self.prepared, self._checkpoint_context(), input_dir)
-        return input_dir
-
-    def register_for_checkpointing(self, *objects):
-        """Save and restore ``objects`` (anything with ``state_dict``/``load_state_dict``) with the state."""
-        missing = [obj for obj in objects if not (hasattr(obj, "state_dict") and hasattr(obj, "load_state_dict"))]
-        if missing:
-            raise ValueError(
-                f"objects registered for checkpointing need state_dict() and load_state_dict(); "
-                f"these have not: {', '.join(type(obj).__name__ for obj in missing)}"
-            )
-        self.prepared.custom.extend(objects)
-
-    def skip_first_batches(self, dataloader, num_batches=0):
-        """The prepared ``dataloader``, starting ``num_batches`` into its next epoch (resume mid-epoch).
-
-        Example (resuming at step 7 of an epoch of 10 batches)::
-
-            for batch in accelerator.skip_first_batches(train_dl, 7):   # batches 7, 8, 9
-                ...
-        """
-        return dataloader.skip(num_batches)
 
     def free_memory(self, *objects):
         """Drop the references this Accelerator holds (and ``objects``), collect, empty the device cache."""
@@ -633,33 +337,6 @@ class Accelerator:
         gc.collect()
         self.state.backend.empty_cache()
         return [None] * len(objects)
-
-    def _checkpoint_context(self, safe_serialization=True):
-        return checkpoint.CheckpointContext(
-            self.state,
-            self.precision,
-            self.step,
-            self.unwrap_model,
-            safe_serialization,
-            stateful_dataloaders=bool(getattr(self.dataloader_config, "use_stateful_dataloader", False)),
-        )
-
-    def end_training(self):
-        """Finish the trackers and wait for every process."""
-        for tracker in self.trackers:
-            if hasattr(tracker, "finish"):
-                tracker.finish()
-        self.wait_for_everyone()
-
-
-def _run_where(function, here):
-    """``function`` where ``here`` is true for this process; elsewhere a stand-in returning None."""
-
-    @functools.wraps(function)
-    def wrapper(*args, **kwargs):
-        return function(*args, **kwargs) if here else None
-
-    return wrapper
 
 
 def _autocast_forward(forward, precision):
@@ -684,17 +361,3 @@ def _all_tensors(data):
     if isinstance(data, dict):
         return bool(data) and all(_all_tensors(item) for item in data.values())
     return False
-
-
-def _split(inputs, rank, world, apply_padding):
-    if isinstance(inputs, dict):
-        return {key: _split(value, rank, world, apply_padding) for key, value in inputs.items()}
-    size = len(inputs)
-    base, extra = divmod(size, world)
-    start = rank * base + min(rank, extra)
-    end = start + base + (1 if rank < extra else 0)
-    part = inputs[start:end]
-    if apply_padding and extra and rank >= extra and size:
-        last = inputs[-1:]
-        part = torch.cat([part, last]) if isinstance(part, torch.Tensor) else part + type(part)(last)
-    return part
