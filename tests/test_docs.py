@@ -31,3 +31,6 @@ def test_api_reference_examples_render_as_code(tmp_path):
         blocks = re.findall(r'<div class="highlight">(.*?)</div>', text, flags=re.S)
         examples += sum('class="gp">&gt;&gt;&gt;' in block for block in blocks)
     assert examples >= 26  # the issue counted 26 example blocks that rendered as quotes
+    accelerator = (site / "reference" / "trainer_core" / "index.html").read_text()
+    for method in ("prepare", "save_state", "split_between_processes", "init_trackers"):  # inherited ones too
+        assert f'id="trainer_core.accelerator.Accelerator.{method}"' in accelerator, method

@@ -6,6 +6,7 @@ cell), ``magics``. Rank side: ``serve`` (the call loop), ``source`` (a cell's co
 runs it).
 """
 
-from .handle import Workers, current_workers, start_workers
+from .handle import Workers
+from .starting import current_workers, start_workers
 
 __all__ = ["Workers", "current_workers", "start_workers"]

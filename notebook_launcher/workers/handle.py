@@ -1,21 +1,15 @@
-"""Persistent workers: ranks started once that run call after call, keeping their state between cells.
+"""The handle of running persistent workers: calls to their ranks, one at a time, and their end.
 
-``start_workers`` launches ``serve`` on every rank through the ordinary launcher (start methods,
-capture, notebook safety, stacks, the sidebar's Stop and cleanup are the launch's), then accepts one
-connection per rank on a Unix socket in a private directory: calls go to the ranks over it, replies
-come back on the ranks' event channels after their output (``serve``).
+``Workers`` (made by ``start_workers`` in ``starting``) sends each call to the ranks over their
+Unix-socket connections, waits for the replies that come back on the ranks' event channels after
+their output, shows what the called ranks wrote in the calling cell (``router``, ``call_record``),
+handles interrupts (one interrupts the call, a second stops the workers) and stops them.
 
 Examples:
+    >>> from notebook_launcher.workers import start_workers
     >>> workers = start_workers(num_processes=2, display="none")
-    >>> workers.exec("import os\\nrank = int(os.environ['RANK'])")
-    [None, None]
     >>> workers.run(lambda x: x * 10, 4)
     [40, 40]
-    >>> workers.push(step=3)
-    >>> workers.exec("rank + step")
-    [3, 4]
-    >>> workers.pull("rank", ranks=[1])
-    [1]
     >>> workers.stop()
     >>> workers.status
     'stopped'
@@ -23,158 +17,29 @@ Examples:
 
 from __future__ import annotations
 
-import hmac
 import itertools
 import os
 import pickle
-import secrets
-import select
 import shutil
 import signal
-import socket
 import sys
 import threading
-import time
 from multiprocessing.connection import Connection
 from typing import Any
 
-from ..choices import check_choice
 from ..errors import LaunchError
-from ..scratch import scratch_dir
 from ..tracebacks import shown_as
 from ..wire import rebuild_exception
 from .call_record import CallLaunch
 from .interrupts import CountedInterrupts
 from .router import Call, CallRouter, call_view
-from .serve import serve
 
-__all__ = ["Workers", "start_workers", "current_workers"]
+__all__ = ["Workers"]
 
-CONNECT_TIMEOUT = 120.0  # seconds for every rank to start and connect back (spawn, slow imports)
 STOP_TIMEOUT = 10.0  # seconds ranks get to end after being told to stop, before they are ended
 CALL_DISPLAYS = ("auto", "widget", "text", "none")
 
 _INTERRUPTING = "interrupting the call on every rank (interrupt again to stop the workers)"
-
-_current: list[Workers] = []
-
-
-def current_workers() -> Workers | None:
-    """The workers started last in this kernel, if they are still running (what ``%%dist`` uses)."""
-    return _current[0] if _current and _current[0].status not in ("stopped", "failed") else None
-
-
-def start_workers(
-    num_processes: int | None = None, backend: str | None = "auto", display: str = "auto", **launch_options: Any
-) -> Workers:
-    """Start ``num_processes`` long-lived ranks and return their ``Workers`` handle.
-
-    Args:
-        num_processes: as for ``launch`` (None: the kernel's choice).
-        backend: the default process group every rank initialises before this returns: "auto" (the
-            device's: gloo on CPUs, NCCL on GPUs; none on TPUs, where torch_xla sets up its own),
-            "gloo", "nccl", or None / "none" to leave it to you (``dist.init_process_group()`` in a
-            cell works, the torchrun environment is set).
-        display: how each call shows what the ranks print, in the calling cell, as a launch does:
-            "auto" (the live widget and the static form the notebook keeps, one tab per rank, in a
-            Jupyter kernel; text elsewhere), "widget", "text" (``[rank N]`` lines) or "none" (kept in
-            ``workers.launch.logs(rank)`` only).
-        launch_options: ``launch``'s other arguments (``start_method``, ``device``,
-            ``mixed_precision``, ``grace_period``, ...); ``max_restarts`` is not offered: a restart
-            would lose the ranks' state.
-
-    Raises:
-        LaunchError: a rank did not start or connect back; as ``launch`` for bad arguments.
-    """
-    from ..api import plan_launch, start_launch
-
-    check_choice("display", display, CALL_DISPLAYS)
-    for name in ("max_restarts", "function", "args"):
-        if name in launch_options:
-            raise TypeError(f"start_workers() does not take {name!r}")
-    directory = scratch_dir()  # mode 0700: only this user
-    address = os.path.join(directory, "socket")
-    token = secrets.token_bytes(16)
-    server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    try:
-        server.bind(address)
-        server.listen(64)
-        plan, notices = plan_launch(serve, (address, token), num_processes, **launch_options)
-        router = CallRouter()
-        launch = start_launch(plan, notices, router)
-        launch.kind = "workers"
-        try:
-            connections, pids = _accept(server, token, launch, plan.num_processes)
-        except BaseException:
-            launch.stop()
-            raise
-    except BaseException:
-        shutil.rmtree(directory, ignore_errors=True)
-        raise
-    finally:
-        server.close()
-    workers = Workers(launch, router, connections, pids, directory, display)
-    _current[:] = [workers]
-    backend = _resolve_backend(backend, plan.device)
-    if backend is not None:
-        import cloudpickle
-
-        try:  # set-up, not a cell's call: nothing to show for it
-            workers._call("run", cloudpickle.dumps((_init_process_group, (backend,))), None, display="none")
-        except BaseException:
-            workers.stop()
-            raise
-    return workers
-
-
-def _resolve_backend(backend, device):
-    """The process-group backend ``start_workers`` initialises, or None for none."""
-    if backend in (None, "none"):
-        return None
-    if backend == "auto":
-        return device.backend if device.backend in ("gloo", "nccl") else None
-    if not isinstance(backend, str):
-        raise TypeError(f"backend must be a str or None, got {type(backend).__name__}")
-    return backend
-
-
-def _init_process_group(backend):
-    import torch.distributed as dist
-
-    dist.init_process_group(backend)
-
-
-def _accept(server, token, launch, count):
-    """One connection per rank, each proving with ``token`` that it is one of this launch's ranks."""
-    connections: dict[int, Connection] = {}
-    pids: dict[int, int] = {}
-    deadline = time.monotonic() + CONNECT_TIMEOUT
-    try:
-        while len(connections) < count:
-            if launch.done:
-                launch.wait()  # raises the rank's failure
-                raise LaunchError("the workers ended before they connected")
-            if time.monotonic() > deadline:
-                raise LaunchError(f"only {len(connections)} of {count} workers connected within {CONNECT_TIMEOUT:g} s")
-            if not select.select([server], [], [], 0.2)[0]:  # bounded wait, so a failed launch is seen
-                continue
-            sock, _ = server.accept()
-            connection = Connection(sock.detach())
-            if not connection.poll(10):
-                connection.close()
-                continue
-            hello = connection.recv()
-            if not (isinstance(hello, tuple) and len(hello) == 3 and hmac.compare_digest(hello[0], token)):
-                connection.close()
-                continue
-            _, rank, pid = hello
-            connections[rank] = connection
-            pids[rank] = pid
-    except BaseException:
-        for connection in connections.values():
-            connection.close()
-        raise
-    return connections, pids
 
 
 class Workers:

@@ -26,7 +26,7 @@ import sys
 from typing import Any
 
 from ..frontend.views.text import line_prefix
-from .handle import current_workers, start_workers
+from .starting import current_workers, start_workers
 
 __all__ = ["register", "parse_start", "parse_ranks"]
 
