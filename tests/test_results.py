@@ -138,3 +138,33 @@ def _a_dead_pid():
     process = subprocess.Popen(["true"])
     process.wait()
     return process.pid
+
+
+def test_a_launch_is_a_future_that_asyncio_can_await(kernel):
+    """``Launch.future``: its result is rank 0's value and its exception the failing rank's own;
+    a cell can ``await`` it (IPython's autoawait) and callbacks see the outcome."""
+    kernel.ok(
+        dedent("""
+        import asyncio
+        from notebook_launcher import launch
+        def answer():
+            return 40 + int(os.environ["RANK"]) + 2
+        def fails():
+            if os.environ["RANK"] == "1":
+                raise ValueError("rank one says no")
+            return "fine"
+        seen = []
+    """)
+    )
+    awaited = kernel.run(
+        "job = launch(answer, num_processes=2, display='none')\n"
+        "job.future.add_done_callback(lambda f: seen.append(f.result()))\n"
+        "print(await asyncio.wrap_future(job.future))"
+    )
+    assert awaited.error is None, awaited.traceback
+    assert awaited.stdout.strip() == "42"
+    assert kernel.eval("job.join(60) and seen") == [42]
+    assert kernel.eval("job.future.cancel()") is False  # a launch ends with stop(), not cancel()
+    failed = kernel.run("await asyncio.wrap_future(launch(fails, num_processes=2, display='none').future)")
+    assert failed.error["ename"] == "ValueError"
+    assert failed.error["evalue"] == "[rank 1] rank one says no"

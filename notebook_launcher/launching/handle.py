@@ -14,6 +14,7 @@ Examples:
 
 from __future__ import annotations
 
+import concurrent.futures
 import threading
 import time
 import uuid
@@ -65,6 +66,8 @@ class Launch:
         self._stopping = False
         self._ended = False
         self._done = threading.Event()
+        self._future: concurrent.futures.Future = concurrent.futures.Future()
+        self._future.set_running_or_notify_cancel()  # a launch is stopped with stop(), not cancelled
         self._started_at = time.monotonic()  # ``timeout`` bounds the launch, restarts included
         # a stop and the switch to the next attempt must not cross: a stop lost between two attempts
         # would let the launch go on in the background
@@ -129,6 +132,11 @@ class Launch:
         try:
             self._listener.on_finish(self)
         finally:
+            exception = self._ending_exception()
+            if exception is None:
+                self._future.set_result(record.results[0])
+            else:
+                self._future.set_exception(exception)
             self._done.set()
 
     def __repr__(self):
@@ -273,12 +281,34 @@ class Launch:
             raise shown_as(KeyboardInterrupt(message), line=f"KeyboardInterrupt: {message}") from None
         if not finished:
             raise TimeoutError(f"launch {self.id} still running after {timeout} s")
+        exception = self._ending_exception()
+        if exception is not None:
+            raise exception
+        return self._record.results[0]
+
+    def _ending_exception(self):
+        """What ``wait()`` raises for the ended launch (with the rank's frames), or None."""
         failure = self._record.failure
         if failure is not None:
-            raise failure.with_traceback(self._record.failure_traceback)
+            return failure.with_traceback(self._record.failure_traceback)
         if self._record.status == "stopped":
-            raise LaunchError(f"launch {self.id} was stopped before every rank returned")
-        return self._record.results[0]
+            return LaunchError(f"launch {self.id} was stopped before every rank returned")
+        return None
+
+    @property
+    def future(self):
+        """The launch as a ``concurrent.futures.Future``: its result is rank 0's return value, its
+        exception what ``wait()`` raises; ``add_done_callback``, ``result(timeout)`` and
+        ``asyncio.wrap_future`` work on it (callbacks run on the launcher's thread). It cannot be
+        cancelled: ``stop()`` ends a launch.
+
+        Examples:
+            >>> from notebook_launcher import launch
+            >>> job = launch(lambda: 7, num_processes=1, display="none")
+            >>> job.future.result(timeout=60)
+            7
+        """
+        return self._future
 
     def _waiting(self, change):
         self._waiters += change
