@@ -14,7 +14,7 @@ The bootstrap
 
 Example (what a start method calls in the new process)::
 
-    exit_code = run_worker(spec, pipes, load_payload=lambda: (train, (3, 1e-3)))
+    exit_code = run_rank_process(spec, pipes, load_payload=lambda: (train, (3, 1e-3)))
 """
 
 from __future__ import annotations
@@ -42,7 +42,7 @@ from .descendants import become_subreaper, end_descendants
 from .notebook import make_safe
 from .stacks import collect_stacks
 
-__all__ = ["RankSpec", "WorkerPipes", "run_worker", "prepare_process", "run_rank"]
+__all__ = ["RankSpec", "RankPipes", "run_rank_process", "prepare_process", "run_rank"]
 
 _PR_SET_PDEATHSIG = 1
 DESCENDANTS_GRACE = 1.0  # seconds the rank's own processes get to end after SIGTERM once it is done
@@ -63,15 +63,15 @@ class RankSpec:
 
 
 @dataclass(frozen=True)
-class WorkerPipes:
-    """The worker's ends of its three pipes, as file descriptors in the worker."""
+class RankPipes:
+    """A rank process's ends of its three pipes, as file descriptors in that process."""
 
     events: int
     stdout: int
     stderr: int
 
 
-def run_worker(spec, pipes, load_payload):
+def run_rank_process(spec, pipes, load_payload):
     """Run one rank to the end and return its exit code (0 with a result sent, 1 with an error sent)."""
     channel = prepare_process(spec, pipes)
     code = run_rank(channel, spec.rank, load_payload)

@@ -9,13 +9,13 @@ import sys
 
 import cloudpickle
 
-from .bootstrap import WorkerPipes, run_worker
+from .bootstrap import RankPipes, run_rank_process
 from .capture import flush_output
 
 
 def main(payload_path, encoded_spec):
     spec, events_fd = pickle.loads(base64.b64decode(encoded_spec))
-    return run_worker(spec, WorkerPipes(events=events_fd, stdout=1, stderr=2), payload_loader(payload_path))
+    return run_rank_process(spec, RankPipes(events=events_fd, stdout=1, stderr=2), payload_loader(payload_path))
 
 
 def payload_loader(payload_path):

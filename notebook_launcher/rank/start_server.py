@@ -145,11 +145,11 @@ class Server:
                 os.chdir(request["cwd"])
             except OSError:
                 pass
-            from .bootstrap import WorkerPipes, run_worker
+            from .bootstrap import RankPipes, run_rank_process
             from .spawn_main import payload_loader
 
             spec = dataclasses.replace(request["spec"], parent_pid=os.getppid())
-            code = run_worker(spec, WorkerPipes(events, stdout, stderr), payload_loader(request["payload"]))
+            code = run_rank_process(spec, RankPipes(events, stdout, stderr), payload_loader(request["payload"]))
         except BaseException:  # before the rank's own error reporting took over: say why on its stderr
             import traceback
 

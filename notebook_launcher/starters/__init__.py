@@ -1,4 +1,4 @@
-"""Ways to start worker processes, one small class each behind the ``Starter`` interface, chosen
+"""Ways to start rank processes, one small class each behind the ``Starter`` interface, chosen
 once by ``select_starter``. This package runs in the kernel; what runs in the started processes is
 in ``rank/``.
 
@@ -11,9 +11,9 @@ Examples:
 
 from __future__ import annotations
 
-from .base import Starter, WorkerProcess
+from .base import StartedProcess, Starter
 
-__all__ = ["select_starter", "Starter", "WorkerProcess"]
+__all__ = ["select_starter", "Starter", "StartedProcess"]
 
 
 def select_starter(start_method: str) -> Starter:

@@ -1,5 +1,5 @@
 """What the supervisor drives: a ``RankGroup`` (the ranks of one attempt, wherever they run), the
-``Starter`` that makes one, and, for ranks that are local processes, a started ``WorkerProcess``
+``Starter`` that makes one, and, for ranks that are local processes, a started ``StartedProcess``
 (a pid, a descriptor to wait on, an exit code).
 
 A new way of running ranks (a cluster's actors, another host's processes) is a new ``RankGroup``:
@@ -15,9 +15,9 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
     from ..launching.plan import LaunchPlan
-    from ..rank.bootstrap import RankSpec, WorkerPipes
+    from ..rank.bootstrap import RankPipes, RankSpec
 
-__all__ = ["Starter", "ProcessStarter", "RankGroup", "RankSink", "WorkerProcess"]
+__all__ = ["Starter", "ProcessStarter", "RankGroup", "RankSink", "StartedProcess"]
 
 
 class RankSink(Protocol):
@@ -69,8 +69,8 @@ class RankGroup(Protocol):
         """Everything has ended: deliver what is left, release every resource; nothing outlives it."""
 
 
-class WorkerProcess:
-    """One started worker process (one rank; all local ranks for a torch_xla host).
+class StartedProcess:
+    """One process a starter started (one rank; all local ranks for a torch_xla host).
 
     ``sentinel`` becomes readable when the process exits. It is a pidfd where Linux has them, which
     fires exactly at the rank's exit even if the rank forked children (DataLoader workers) that
@@ -137,7 +137,7 @@ class ProcessStarter:
         """One process per rank."""
         return [[local] for local in range(plan.num_processes)]
 
-    def start(self, plan: LaunchPlan, specs: list[RankSpec], pipes: WorkerPipes) -> WorkerProcess:
+    def start(self, plan: LaunchPlan, specs: list[RankSpec], pipes: RankPipes) -> StartedProcess:
         """Start one process for ``specs``; it writes to ``pipes``."""
         raise NotImplementedError
 

@@ -13,9 +13,9 @@ import importlib
 import multiprocessing
 import sys
 
-from ..rank.bootstrap import run_worker
+from ..rank.bootstrap import run_rank_process
 from ..rank.global_state import GlobalState
-from .base import ProcessStarter, WorkerProcess
+from .base import ProcessStarter, StartedProcess
 from .warmup import TORCH_MODULES, wait_for_warmup
 
 
@@ -39,15 +39,15 @@ class ForkStarter(ProcessStarter):
             name=f"notebook-launcher-rank-{spec.rank}",
         )
         process.start()
-        return ForkedWorker(process)
+        return ForkedProcess(process)
 
 
 def _fork_main(spec, pipes, function, args, global_state):
     global_state.restore()
-    sys.exit(run_worker(spec, pipes, lambda: (function, args)))
+    sys.exit(run_rank_process(spec, pipes, lambda: (function, args)))
 
 
-class ForkedWorker(WorkerProcess):
+class ForkedProcess(StartedProcess):
     def __init__(self, process):
         self._process = process
         super().__init__(process.pid, process.sentinel)

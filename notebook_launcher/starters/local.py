@@ -21,13 +21,13 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from ..wire import STACKS_SIGNAL
-from .base import RankSink, WorkerProcess
+from .base import RankSink, StartedProcess
 from .guardian import forget_group, watch_group
 from .pipes import RankProcess, close_pipes, make_pipes
 from .reaper import Reaper, end_group
 
 if TYPE_CHECKING:
-    from ..rank.bootstrap import RankSpec, WorkerPipes
+    from ..rank.bootstrap import RankPipes, RankSpec
 
 __all__ = ["LocalRankGroup"]
 
@@ -48,7 +48,7 @@ if hasattr(os, "register_at_fork"):
 class LocalRankGroup:
     """Local rank processes started by ``start(specs, pipes)`` (one of the process starters)."""
 
-    def __init__(self, start: Callable[[list[RankSpec], WorkerPipes], WorkerProcess], grace_period: float) -> None:
+    def __init__(self, start: Callable[[list[RankSpec], RankPipes], StartedProcess], grace_period: float) -> None:
         self._start = start
         self._processes: list[RankProcess] = []
         self._reaper = Reaper(grace_period)

@@ -16,9 +16,9 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from ..rank.bootstrap import WorkerPipes
+from ..rank.bootstrap import RankPipes
 from ..wire import REPLY, FrameReader, LineReader
-from .base import RankSink, WorkerProcess
+from .base import RankSink, StartedProcess
 
 __all__ = ["RankProcess", "make_pipes", "close_pipes"]
 
@@ -26,7 +26,7 @@ READ_LIMIT = 1 << 20  # bytes read from one pipe per round, so one chatty rank c
 
 
 class RankProcess:
-    def __init__(self, ranks: list[int], process: WorkerProcess, pipes: WorkerPipes) -> None:
+    def __init__(self, ranks: list[int], process: StartedProcess, pipes: RankPipes) -> None:
         self.ranks = ranks
         self.process = process
         self.pipes = {"events": pipes.events, "stdout": pipes.stdout, "stderr": pipes.stderr}
@@ -93,14 +93,14 @@ class RankProcess:
                 self.close_pipe(kind, sink)
 
 
-def make_pipes() -> tuple[WorkerPipes, WorkerPipes]:
-    """Three pipes for one worker: (kernel read ends, worker write ends)."""
+def make_pipes() -> tuple[RankPipes, RankPipes]:
+    """Three pipes for one rank process: (the kernel's read ends, the process's write ends)."""
     ends = [os.pipe() for _ in range(3)]
     for read_end, _ in ends:
         os.set_blocking(read_end, False)
         _enlarge(read_end)
-    ours = WorkerPipes(*(read_end for read_end, _ in ends))
-    theirs = WorkerPipes(*(write_end for _, write_end in ends))
+    ours = RankPipes(*(read_end for read_end, _ in ends))
+    theirs = RankPipes(*(write_end for _, write_end in ends))
     return ours, theirs
 
 

@@ -32,7 +32,7 @@ import time
 from typing import Any
 
 from ..errors import LaunchError
-from .base import WorkerProcess
+from .base import StartedProcess
 from .spawn import SpawnStarter
 
 __all__ = [
@@ -93,7 +93,7 @@ class StartServer:
         self.state = "warm"
         _changed()
 
-    def start_rank(self, spec: Any, payload_path: str, pipes: Any) -> ServedWorker:
+    def start_rank(self, spec: Any, payload_path: str, pipes: Any) -> ServedProcess:
         """Have the server fork one rank writing to ``pipes``; the started rank."""
         exit_r, exit_w = os.pipe()
         request = {"spec": spec, "payload": payload_path, "env": dict(os.environ), "cwd": os.getcwd()}
@@ -119,7 +119,7 @@ class StartServer:
         self.ranks_started += 1
         self.live_ranks += 1
         _changed()
-        return ServedWorker(reply["pid"], exit_r, self)
+        return ServedProcess(reply["pid"], exit_r, self)
 
     def _receive(self, timeout: float, doing: str) -> dict:
         ready, _, _ = select.select([self._socket], [], [], timeout)
@@ -166,7 +166,7 @@ class StartServer:
         }
 
 
-class ServedWorker(WorkerProcess):
+class ServedProcess(StartedProcess):
     """A rank forked by the start server: its exit code arrives on the exit pipe."""
 
     def __init__(self, pid: int, exit_pipe: int, server: StartServer) -> None:

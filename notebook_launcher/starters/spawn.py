@@ -21,7 +21,7 @@ import cloudpickle
 from ..errors import LaunchError
 from ..rank.global_state import GlobalState
 from ..scratch import scratch_file
-from .base import ProcessStarter, WorkerProcess
+from .base import ProcessStarter, StartedProcess
 
 
 class SpawnStarter(ProcessStarter):
@@ -54,7 +54,7 @@ class SpawnStarter(ProcessStarter):
             )
         finally:
             os.close(death_w)
-        return SpawnedWorker(popen, death_r)
+        return SpawnedProcess(popen, death_r)
 
     def cleanup(self):
         if self._payload_path is not None:
@@ -88,7 +88,7 @@ def _unpicklable_part(function, args):
     return None
 
 
-class SpawnedWorker(WorkerProcess):
+class SpawnedProcess(StartedProcess):
     def __init__(self, popen, death_pipe):
         self._popen = popen
         self._death_pipe = death_pipe

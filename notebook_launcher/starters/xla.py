@@ -12,7 +12,7 @@ import multiprocessing
 from ..errors import LaunchError
 from ..rank.xla_host import host_main
 from .base import ProcessStarter
-from .fork import ForkedWorker
+from .fork import ForkedProcess
 
 
 class XlaStarter(ProcessStarter):
@@ -40,4 +40,4 @@ class XlaStarter(ProcessStarter):
             target=host_main, args=(specs, pipes, plan.function, plan.args, nprocs), name="notebook-launcher-xla-host"
         )
         process.start()
-        return ForkedWorker(process)
+        return ForkedProcess(process)
