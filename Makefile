@@ -97,6 +97,7 @@ demo: $(STAMP)
 bench: $(STAMP)
 	$(PY) bench/output_path.py
 	$(PY) bench/launch_overhead.py
+	$(PY) bench/first_launch.py
 	$(PY) bench/step_overhead.py
 	$(PY) bench/log_overhead.py
 	$(PY) bench/result_transfer.py

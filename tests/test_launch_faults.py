@@ -13,12 +13,22 @@ RANK1_RAISES = dedent("""
         import torch, torch.distributed as dist
         dist.init_process_group("gloo")
         if dist.get_rank() == 1:
+            print("failing at", time.time(), flush=True)
             raise ValueError("bad batch shape (3, 5)")
         if sibling_mode == "collective":
             dist.barrier()                      # waits for rank 1, which never arrives
         else:
             threading.Event().wait()            # blocked where no signal handler runs
 """)
+
+
+def _seconds_since_rank_1_said(kernel, words):
+    """Seconds from the moment rank 1 printed ``words`` and its time.time() to now: how long the
+    failure took to end the launch and reach the cell, without the kernel's first start-up (torch's
+    first import in a fresh kernel takes seconds on a loaded machine)."""
+    return kernel.eval(
+        f"time.time() - float(__import__('notebook_launcher').last_launch().logs(1).split({words!r})[1].split()[0])"
+    )
 
 
 @pytest.mark.parametrize("sibling_mode", ["collective", "blocked"])
@@ -31,10 +41,10 @@ def test_failing_rank_raises_its_own_exception_and_siblings_end(kernel, sibling_
     assert result.error["evalue"] == "[rank 1] bad batch shape (3, 5)"
     # the rank's frames, shown by IPython as for a local error: the cell and line, the source
     assert 'raise ValueError("bad batch shape (3, 5)")' in result.traceback
-    assert re.search(r"Cell In\[\d+\], line 5\n", result.traceback)
+    assert re.search(r"Cell In\[\d+\], line 6\n", result.traceback)
     assert "[... skipping hidden" in result.traceback  # the launcher's own frames are folded
     assert result.traceback.count("bad batch shape") == 2  # the raise line and the message, once each
-    assert kernel.eval("time.monotonic() - t0") < 5
+    assert _seconds_since_rank_1_said(kernel, "failing at") < 5
     assert kernel.children() == []
 
 
@@ -103,6 +113,7 @@ def test_rank_killed_by_a_signal_gives_worker_error_with_the_signal(kernel):
         dedent("""
         def rank1_killed():
             if os.environ["RANK"] == "1":
+                print("dying at", time.time(), flush=True)
                 os.kill(os.getpid(), signal.SIGKILL)
             threading.Event().wait()
     """)
@@ -111,7 +122,7 @@ def test_rank_killed_by_a_signal_gives_worker_error_with_the_signal(kernel):
     assert result.error["ename"] == "WorkerError"
     assert result.error["evalue"] == "rank 1 was killed by signal SIGKILL (it may have run out of memory)"
     assert kernel.eval("(sys.last_value.rank, sys.last_value.exitcode)") == (1, -9)
-    assert kernel.eval("time.monotonic() - t0") < 5
+    assert _seconds_since_rank_1_said(kernel, "dying at") < 5
 
 
 @pytest.mark.parametrize(
