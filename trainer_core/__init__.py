@@ -22,6 +22,7 @@ from .big_modeling import (
     load_checkpoint_in_model,
 )
 from .data_config import DataLoaderConfiguration
+from .fsdp_plugin import FullyShardedDataParallelPlugin
 from .seeding import set_seed
 from .state import DistributedState
 
@@ -29,6 +30,7 @@ __all__ = [
     "__version__",
     "Accelerator",
     "DataLoaderConfiguration",
+    "FullyShardedDataParallelPlugin",
     "set_seed",
     "DistributedState",
     "cpu_offload",

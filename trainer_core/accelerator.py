@@ -41,6 +41,7 @@ from . import ops
 from .checkpoint_methods import CheckpointMethods
 from .data import DataState, PreparedDataLoader
 from .data_config import DataLoaderConfiguration
+from .fsdp_plugin import fsdp_plugin_from
 from .handlers import handler_kwargs
 from .interop import share_state_with_accelerate
 from .metrics import MetricLog
@@ -72,6 +73,9 @@ class Accelerator(TrackerMethods, CheckpointMethods):
             ``num_steps`` and ``sync_each_batch``): instead of ``gradient_accumulation_steps``.
         log_with: trackers for ``log`` besides the notebook view: "json", "csv", "tensorboard",
             "all", tracker objects, or a list (``trainer_core.trackers``); started by ``init_trackers``.
+        fsdp_plugin: shard the model over the ranks with FSDP2 (``FullyShardedDataParallelPlugin``;
+            Accelerate's plugin is accepted): each rank keeps 1/N of the parameters, gradients and
+            optimizer state.
         step_scheduler_with_optimizer: a prepared scheduler steps only when the optimizer did, and
             then once per process (as Accelerate does: schedules are sized by the un-prepared
             loader's length), once with ``split_batches``; False steps it at every call.
@@ -90,6 +94,7 @@ class Accelerator(TrackerMethods, CheckpointMethods):
         kwargs_handlers: list | None = None,
         rng_types: list | None = None,
         log_with: Any = None,
+        fsdp_plugin: Any = None,
     ) -> None:
         self._log_with = log_with
         self._trigger = False
@@ -109,7 +114,8 @@ class Accelerator(TrackerMethods, CheckpointMethods):
         self.state = DistributedState.from_environment(use_cpu=cpu, timeout=pg_timeout)
         chosen = mixed_precision or os.environ.get("ACCELERATE_MIXED_PRECISION") or "no"
         self.precision = select_precision(chosen, self.state.backend, scaler_kwargs)
-        self.strategy = select_strategy(self.state, ddp_kwargs)
+        self.fsdp_plugin = fsdp_plugin_from(fsdp_plugin)
+        self.strategy = select_strategy(self.state, ddp_kwargs, self.fsdp_plugin)
         self.gradient_accumulation_steps = gradient_accumulation_steps
         self.step = 0
         self.sync_gradients = True
@@ -281,7 +287,8 @@ class Accelerator(TrackerMethods, CheckpointMethods):
     def clip_grad_norm_(self, parameters, max_norm, norm_type=2):
         """Clip the gradient norm (after unscaling fp16 gradients); returns the total norm."""
         self.unscale_gradients()
-        return torch.nn.utils.clip_grad_norm_(parameters, max_norm, norm_type=norm_type)
+        norm = torch.nn.utils.clip_grad_norm_(parameters, max_norm, norm_type=norm_type)
+        return norm.full_tensor() if hasattr(norm, "full_tensor") else norm  # sharded gradients: a DTensor norm
 
     def clip_grad_value_(self, parameters, clip_value):
         self.unscale_gradients()

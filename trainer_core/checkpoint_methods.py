@@ -102,8 +102,9 @@ class CheckpointMethods(ProcessHelpers):
         from .big_modeling.files import save_sharded
 
         names = []
+        weights = self.get_state_dict(model)  # every rank: gathering a sharded model's weights is a collective
         if self.is_main_process:
-            names = save_sharded(self.get_state_dict(model), save_directory, max_shard_size, safe_serialization)
+            names = save_sharded(weights, save_directory, max_shard_size, safe_serialization)
         self.wait_for_everyone()
         return names
 

@@ -5,7 +5,7 @@ A strategy wraps the model for training (``setup_module``), prepares its optimiz
 ``sync_next_backward``), gives back the user's module and its weights (``unwrap``,
 ``module_state_dict``, ``load_module_state_dict``) and says which models can shadow the others'
 collectives when inputs are uneven (``joinable``). Collectives (``reduce``, ``all_gather``) go
-through the state's backend. One process, DDP (CPU/gloo and CUDA/NCCL) and XLA live here; a new way
+through the state's backend. One process, DDP (CPU/gloo and CUDA/NCCL), FSDP2 and XLA live here; a new way
 of sharding a model is a new strategy, not branches in the Accelerator.
 
 Examples:
@@ -16,6 +16,7 @@ Examples:
 
 from __future__ import annotations
 
+import warnings
 from typing import Any
 
 from .base import Strategy
@@ -25,12 +26,21 @@ from .single import SingleProcessStrategy
 __all__ = ["select_strategy", "Strategy", "SingleProcessStrategy", "DDPStrategy"]
 
 
-def select_strategy(state: Any, ddp_kwargs: dict | None = None) -> Strategy:
-    """One process: ``SingleProcessStrategy``; several, on a backend whose gradients DDP averages:
-    ``DDPStrategy`` (``ddp_kwargs``: ``DistributedDataParallel`` options); several on XLA, whose
-    optimizer step all-reduces the gradients: ``XlaStrategy``."""
+def select_strategy(state: Any, ddp_kwargs: dict | None = None, fsdp_plugin: Any = None) -> Strategy:
+    """One process: ``SingleProcessStrategy``; several with an FSDP plugin: ``FSDP2Strategy``; several,
+    on a backend whose gradients DDP averages: ``DDPStrategy`` (``ddp_kwargs``:
+    ``DistributedDataParallel`` options); several on XLA, whose optimizer step all-reduces the
+    gradients: ``XlaStrategy``."""
     if not state.distributed:
+        if fsdp_plugin is not None:
+            warnings.warn("fsdp_plugin has no effect in one process: the model is not sharded", stacklevel=3)
         return SingleProcessStrategy(state)
+    if fsdp_plugin is not None:
+        if not state.backend.wraps_ddp:
+            raise ValueError("fsdp_plugin is not supported on TPUs (XLA): use the XLA strategy's data parallelism")
+        from .fsdp import FSDP2Strategy
+
+        return FSDP2Strategy(state, fsdp_plugin)
     if state.backend.wraps_ddp:
         return DDPStrategy(state, ddp_kwargs or {})
     from .xla import XlaStrategy

@@ -1,0 +1,196 @@
+"""Sharded training (FSDP2) through the Accelerator on real gloo ranks: the weights of one process,
+1/N of the memory per rank, whole weights back out, clear errors."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+from ranks import on_ranks
+from torch.utils.data import DataLoader, TensorDataset
+
+from trainer_core import Accelerator, FullyShardedDataParallelPlugin, set_seed
+
+
+class Block(nn.Module):
+    def __init__(self, width):
+        super().__init__()
+        self.linear = nn.Linear(width, width)
+
+    def forward(self, x):
+        return x + torch.tanh(self.linear(x))
+
+
+class Net(nn.Module):
+    _no_split_modules = ["Block"]
+
+    def __init__(self, width=16, depth=3):
+        super().__init__()
+        self.embed = nn.Linear(6, width)
+        self.blocks = nn.Sequential(*[Block(width) for _ in range(depth)])
+        self.head = nn.Linear(width, 3)
+
+    def forward(self, x):
+        return self.head(self.blocks(self.embed(x)))
+
+
+def _data(n=64):
+    generator = torch.Generator().manual_seed(1234)
+    return TensorDataset(torch.randn(n, 6, generator=generator), torch.randint(0, 3, (n,), generator=generator))
+
+
+def train(sharded, batch_size, accumulation=1, optimizer_first=True, plugin_options=None):
+    """Train Net with Adam (built before prepare, unless told otherwise); rank 0 returns the full weights."""
+    set_seed(7)
+    plugin = FullyShardedDataParallelPlugin(**(plugin_options or {})) if sharded else None
+    accelerator = Accelerator(fsdp_plugin=plugin, gradient_accumulation_steps=accumulation)
+    model = Net()
+    loader = DataLoader(_data(), batch_size=batch_size, shuffle=True)
+    if optimizer_first:
+        optimizer = torch.optim.Adam(model.parameters(), lr=0.01)
+        model, optimizer, loader = accelerator.prepare(model, optimizer, loader)
+    else:
+        model = accelerator.prepare(model)
+        optimizer = accelerator.prepare(torch.optim.Adam(model.parameters(), lr=0.01))
+        loader = accelerator.prepare(loader)
+    norms = []
+    for _ in range(2):
+        for x, y in loader:
+            with accelerator.accumulate(model):
+                accelerator.backward(F.cross_entropy(model(x), y))
+                if accelerator.sync_gradients:
+                    norms.append(float(accelerator.clip_grad_norm_(model.parameters(), 10.0)))
+                optimizer.step()
+                optimizer.zero_grad()
+    weights = accelerator.get_state_dict(model)
+    return {"weights": weights, "norms": norms, "strategy": accelerator.strategy.name}
+
+
+def _assert_same_weights(a, b, atol):
+    assert a.keys() == b.keys()
+    for key in a:
+        torch.testing.assert_close(a[key], b[key], atol=atol, rtol=0)
+
+
+def test_fsdp2_and_ddp_reach_the_weights_of_one_process():
+    """Global batch 16 everywhere, fp32, Adam: FSDP2 (every Block a unit, the optimizer built before
+    prepare and re-pointed at the sharded parameters) and DDP end where one process does, to 1e-5."""
+    single = on_ranks(train, False, 16, num_processes=1)[0]
+    ddp = on_ranks(train, False, 8)[0]
+    fsdp = on_ranks(train, True, 8, 1, True, {"auto_wrap_policy": "transformer_based_wrap"})
+    assert fsdp[0]["strategy"] == "fsdp" and ddp["strategy"] == "ddp"
+    assert fsdp[1]["weights"] == {}  # the full weights are gathered to rank 0
+    _assert_same_weights(single["weights"], ddp["weights"], atol=1e-5)
+    _assert_same_weights(single["weights"], fsdp[0]["weights"], atol=1e-5)
+    torch.testing.assert_close(torch.tensor(fsdp[0]["norms"]), torch.tensor(single["norms"]), atol=1e-5, rtol=0)
+    assert not torch.equal(single["weights"]["head.weight"], Net().state_dict()["head.weight"])
+
+
+def test_fsdp2_gradient_accumulation_equals_the_larger_batch():
+    """2 ranks x batch 8 x 2 accumulation steps (gradients kept unsharded until the sync step) = one
+    process x batch 32; the optimizer made after prepare, size-based wrapping."""
+    single = on_ranks(train, False, 32, num_processes=1)[0]
+    options = {"auto_wrap_policy": "size_based_wrap", "min_num_params": 200, "reshard_after_forward": False}
+    fsdp = on_ranks(train, True, 8, 2, False, options)[0]
+    _assert_same_weights(single["weights"], fsdp["weights"], atol=1e-5)
+
+
+def _bytes(tensor):
+    local = tensor.to_local() if hasattr(tensor, "to_local") else tensor
+    return local.numel() * local.element_size()
+
+
+def training_memory(sharded):
+    """Bytes this rank holds of parameters, gradients and Adam's state after one step (local shards)."""
+    plugin = FullyShardedDataParallelPlugin(auto_wrap_policy="transformer_based_wrap") if sharded else None
+    accelerator = Accelerator(fsdp_plugin=plugin)
+    model = Net(width=256, depth=4)
+    optimizer = torch.optim.Adam(model.parameters(), lr=0.01)
+    model, optimizer = accelerator.prepare(model, optimizer)
+    accelerator.backward(model(torch.randn(4, 6)).sum())
+    optimizer.step()
+    parameters = list(model.parameters())
+    held = sum(_bytes(p) for p in parameters) + sum(_bytes(p.grad) for p in parameters)
+    for state in optimizer.optimizer.state.values():
+        held += sum(_bytes(value) for value in state.values() if torch.is_tensor(value) and value.dim())
+    return held
+
+
+def test_fsdp2_holds_about_one_nth_of_the_memory_per_rank():
+    """Measured from the tensors each rank holds after a step: FSDP2 on 2 ranks is within 1.2x of half
+    of what DDP holds per rank."""
+    ddp = on_ranks(training_memory, False)
+    fsdp = on_ranks(training_memory, True)
+    assert ddp[0] == ddp[1]
+    ideal = ddp[0] / 2
+    assert all(held <= 1.2 * ideal for held in fsdp), (ddp, fsdp)
+    assert sum(fsdp) >= ddp[0]  # nothing lost: the shards add up to the whole
+
+
+def rank_0_loads_the_weights(folder):
+    """cpu_ram_efficient_loading: rank 1 builds the model on 'meta'; after prepare its shards hold rank 0's
+    weights. save_model writes one consolidated safetensors file."""
+    set_seed(3)
+    accelerator = Accelerator(fsdp_plugin=FullyShardedDataParallelPlugin(cpu_ram_efficient_loading=True))
+    if accelerator.is_main_process:
+        model = Net()
+        original = {key: value.clone() for key, value in model.state_dict().items()}
+    else:
+        with torch.device("meta"):
+            model = Net()
+        original = None
+    model = accelerator.prepare(model)
+    output = model(torch.ones(2, 6))
+    names = accelerator.save_model(model, folder)
+    return {"original": original, "output": output.detach(), "names": names, "full": accelerator.get_state_dict(model)}
+
+
+def test_rank_0_loading_and_save_model_give_whole_weights(tmp_path):
+    from safetensors.torch import load_file
+
+    results = on_ranks(rank_0_loads_the_weights, str(tmp_path))
+    _assert_same_weights(results[0]["original"], results[0]["full"], atol=0)
+    torch.testing.assert_close(results[0]["output"], results[1]["output"], atol=0, rtol=0)  # same weights on both
+    assert results[0]["names"] == ["model.safetensors"]
+    _assert_same_weights(load_file(os.path.join(tmp_path, "model.safetensors")), results[0]["original"], atol=0)
+    expected = Net()
+    expected.load_state_dict(results[0]["original"])
+    torch.testing.assert_close(expected(torch.ones(2, 6)), results[0]["output"], atol=1e-6, rtol=0)
+
+
+def refuses(case):
+    plugin = FullyShardedDataParallelPlugin(transformer_cls_names_to_wrap="Decoder" if case == "names" else None)
+    accelerator = Accelerator(fsdp_plugin=plugin)
+    model = Net()
+    if case == "dtypes":
+        model.head.to(torch.float64)
+    try:
+        accelerator.prepare(model)
+    except ValueError as error:
+        return str(error)
+    return "accepted"
+
+
+@pytest.mark.parametrize(
+    "case, words",
+    [
+        ("names", "transformer_cls_names_to_wrap names classes the model does not have: Decoder"),
+        ("dtypes", "the parameters of one FSDP unit (Net) have different dtypes: torch.float32 (embed.weight)"),
+    ],
+)
+def test_models_fsdp_cannot_shard_are_refused_clearly(case, words):
+    assert words in on_ranks(refuses, case)[0]
+
+
+def test_plugin_options_it_does_not_support_are_refused_by_name():
+    with pytest.raises(ValueError, match="fsdp_version=1 is not supported"):
+        FullyShardedDataParallelPlugin(fsdp_version=1)
+    with pytest.raises(ValueError, match="FSDP option backward_prefetch='BACKWARD_POST' is not supported"):
+        FullyShardedDataParallelPlugin(extra={"backward_prefetch": "BACKWARD_POST"})
+    with pytest.raises(ValueError, match="state_dict_type must be one of SHARDED_STATE_DICT, FULL_STATE_DICT"):
+        FullyShardedDataParallelPlugin(state_dict_type="LOCAL_STATE_DICT")
+    with pytest.warns(UserWarning, match="fsdp_plugin has no effect in one process"):
+        assert Accelerator(fsdp_plugin=FullyShardedDataParallelPlugin()).strategy.name == "single"
