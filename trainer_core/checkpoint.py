@@ -51,6 +51,7 @@ class CheckpointContext:
     unwrap_model: Callable[[Any], Any]
     safe_serialization: bool = True
     stateful_dataloaders: bool = False  # restore each loader's position in its epoch on load
+    strategy: Any = None  # a strategy that keeps models in shards writes and reads them itself
 
 
 def _numbered(name: str, index: int) -> str:
@@ -89,27 +90,24 @@ def save_state(prepared, context, output_dir):
     """What ``Accelerator.save_state`` does: every rank calls it, the main process writes."""
     state = context.state
     rng_by_rank = ops.gather_object(state, [_rng_states(context.step)])
+    tmp = atomic.begin(output_dir) if state.is_main_process else None
+    if state.distributed:  # every rank writes its shards of a sharded model into the same directory
+        tmp = ops.broadcast_object(state, tmp)
+    sharded = context.strategy is not None and context.strategy.save_training_state(
+        prepared.models, prepared.optimizers, tmp
+    )
     if state.is_main_process:
-        tmp = atomic.begin(output_dir)
-        _write(tmp, prepared, context, rng_by_rank)
+        assert tmp is not None
+        _write(tmp, prepared, context, rng_by_rank, whole_models=not sharded)
         atomic.publish(tmp, output_dir)
     state.barrier()
     return output_dir
 
 
-def _write(directory, prepared, context, rng_by_rank):
+def _write(directory, prepared, context, rng_by_rank, whole_models=True):
     save = context.state.backend.save
-    for i, model in enumerate(prepared.models):
-        unwrapped = context.unwrap_model(model)
-        safe_name, pickle_name = model_file_names(i)
-        if context.safe_serialization:
-            from safetensors.torch import save_model
-
-            save_model(_on_cpu(unwrapped), os.path.join(directory, safe_name), metadata={"format": "pt"})
-        else:
-            _save(save, unwrapped.state_dict(), os.path.join(directory, pickle_name))
-    for i, optimizer in enumerate(prepared.optimizers):
-        _save(save, optimizer.state_dict(), os.path.join(directory, _numbered("optimizer.bin", i)))
+    if whole_models:
+        _write_models(directory, prepared, context, save)
     for i, scheduler in enumerate(prepared.schedulers):
         _save(save, scheduler.state_dict(), os.path.join(directory, _numbered("scheduler.bin", i)))
     precision_state = context.precision.state_dict()
@@ -127,6 +125,21 @@ def _write(directory, prepared, context, rng_by_rank):
     }
     with open(os.path.join(directory, _EXTRA), "w") as file:
         json.dump(extra, file)
+
+
+def _write_models(directory, prepared, context, save):
+    """Whole models and optimizers, from the main process."""
+    for i, model in enumerate(prepared.models):
+        unwrapped = context.unwrap_model(model)
+        safe_name, pickle_name = model_file_names(i)
+        if context.safe_serialization:
+            from safetensors.torch import save_model
+
+            save_model(_on_cpu(unwrapped), os.path.join(directory, safe_name), metadata={"format": "pt"})
+        else:
+            _save(save, unwrapped.state_dict(), os.path.join(directory, pickle_name))
+    for i, optimizer in enumerate(prepared.optimizers):
+        _save(save, optimizer.state_dict(), os.path.join(directory, _numbered("optimizer.bin", i)))
 
 
 def _on_cpu(model):
@@ -164,6 +177,21 @@ def load_state(prepared, context, input_dir):
 
 def _load_objects(prepared, context, directory, load):
     """Models, optimizers, schedulers, the precision's state and registered objects."""
+    sharded = context.strategy is not None and context.strategy.load_training_state(
+        prepared.models, prepared.optimizers, directory
+    )
+    if not sharded:
+        _load_models(prepared, context, directory, load)
+    for i, scheduler in enumerate(prepared.schedulers):
+        scheduler.load_state_dict(load(_numbered("scheduler.bin", i)))
+    if context.precision.state_dict() is not None and os.path.exists(os.path.join(directory, "scaler.pt")):
+        context.precision.load_state_dict(load("scaler.pt"))
+    for i, obj in enumerate(prepared.custom):
+        obj.load_state_dict(load(f"custom_checkpoint_{i}.pkl", "cpu"))
+
+
+def _load_models(prepared, context, directory, load):
+    """Whole models and optimizers, on every rank."""
     for i, model in enumerate(prepared.models):
         safe_name, pickle_name = model_file_names(i)
         unwrapped = context.unwrap_model(model)
@@ -173,12 +201,6 @@ def _load_objects(prepared, context, directory, load):
             unwrapped.load_state_dict(load(pickle_name))
     for i, optimizer in enumerate(prepared.optimizers):
         optimizer.load_state_dict(load(_numbered("optimizer.bin", i)))
-    for i, scheduler in enumerate(prepared.schedulers):
-        scheduler.load_state_dict(load(_numbered("scheduler.bin", i)))
-    if context.precision.state_dict() is not None and os.path.exists(os.path.join(directory, "scaler.pt")):
-        context.precision.load_state_dict(load("scaler.pt"))
-    for i, obj in enumerate(prepared.custom):
-        obj.load_state_dict(load(f"custom_checkpoint_{i}.pkl", "cpu"))
 
 
 def _load_extra(prepared, context, directory, step):

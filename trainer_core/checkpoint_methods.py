@@ -193,4 +193,5 @@ class CheckpointMethods(ProcessHelpers):
             self.unwrap_model,
             safe_serialization,
             stateful_dataloaders=bool(getattr(self.dataloader_config, "use_stateful_dataloader", False)),
+            strategy=self.strategy,
         )

@@ -46,6 +46,15 @@ class Strategy(Protocol):
         """Whether ``model`` can shadow its peers' collectives when this rank runs out of inputs."""
         ...
 
+    def save_training_state(self, models: list, optimizers: list, directory: str) -> bool:
+        """Write the models and optimizers into ``directory`` on every rank, if the strategy keeps them
+        in a form of its own (shards); False: the main process writes them whole."""
+        ...
+
+    def load_training_state(self, models: list, optimizers: list, directory: str) -> bool:
+        """Read what ``save_training_state`` wrote; False when it wrote nothing."""
+        ...
+
     def reduce(self, data: Any, reduction: str = "sum", scale: float = 1.0) -> Any:
         """Every tensor in ``data`` reduced across the ranks."""
         ...

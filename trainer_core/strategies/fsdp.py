@@ -87,6 +87,34 @@ class FSDP2Strategy(SingleProcessStrategy):
         options = StateDictOptions(full_state_dict=True, broadcast_from_rank0=True)
         set_model_state_dict(model, state_dict, options=options)
 
+    def save_training_state(self, models: list, optimizers: list, directory: str) -> bool:
+        """Write the models and optimizers in their sharded form (every rank; see ``fsdp_checkpoint``)."""
+        from .fsdp_checkpoint import save_sharded
+
+        kind = self.plugin.state_dict_type
+        save_sharded(models, _paired(models, optimizers), directory, kind, self.state.is_main_process)
+        return True
+
+    def load_training_state(self, models: list, optimizers: list, directory: str) -> bool:
+        from .fsdp_checkpoint import load_sharded
+
+        kind = self.plugin.state_dict_type
+        load_sharded(models, _paired(models, optimizers), directory, kind, self.state.is_main_process)
+        return True
+
+
+def _paired(models: list, optimizers: list) -> list[tuple[torch.nn.Module, torch.optim.Optimizer]]:
+    """Each optimizer with the model whose parameters it updates (the state dict functions need both)."""
+    pairs = []
+    for optimizer in optimizers:
+        inner = getattr(optimizer, "optimizer", optimizer)
+        updated = {id(p) for group in inner.param_groups for p in group["params"]}
+        owner = next((model for model in models if any(id(p) in updated for p in model.parameters())), None)
+        if owner is None:
+            raise ValueError("an optimizer updates none of the prepared models' parameters: prepare its model too")
+        pairs.append((owner, inner))
+    return pairs
+
 
 def wrapped_units(model: torch.nn.Module, plugin: FullyShardedDataParallelPlugin) -> list[torch.nn.Module]:
     """The submodules that become FSDP units of their own (inner ones first), as the plugin's policy says.

@@ -52,6 +52,13 @@ class SingleProcessStrategy:
     def joinable(self, model: torch.nn.Module) -> bool:
         return False
 
+    def save_training_state(self, models: list, optimizers: list, directory: str) -> bool:
+        """Whole models and optimizers are written by the main process (``checkpoint``): nothing here."""
+        return False
+
+    def load_training_state(self, models: list, optimizers: list, directory: str) -> bool:
+        return False
+
     def reduce(self, data: Any, reduction: str = "sum", scale: float = 1.0) -> Any:
         return ops.reduce(self.state, data, reduction, scale)
 
