@@ -40,8 +40,7 @@ _IGNORED: dict[str, tuple[Any, ...]] = {
     "ignored_modules": (None, [], ()),
     "param_init_fn": (None,),
     "device_id": (None,),
-    "optim_state_dict_config": (None,),
-    "state_dict_config": (None,),
+    "activation_checkpointing_offload": (None, False),
     "cpu_offload": (None, False),
 }
 
@@ -167,7 +166,13 @@ def fsdp_plugin_from(plugin: Any) -> FullyShardedDataParallelPlugin | None:
     if values.get("min_num_params") in (None, 0):
         values.pop("min_num_params", None)
     extra = {name: getattr(plugin, name) for name in _IGNORED if hasattr(plugin, name)}
-    if "cpu_offload" in values and not isinstance(values["cpu_offload"], bool):  # Accelerate's CPUOffload object
-        values["cpu_offload"] = bool(getattr(values["cpu_offload"], "offload_params", False))
+    offload = values.get("cpu_offload")
+    if offload is not None and not isinstance(offload, bool):  # FSDP1's CPUOffload or FSDP2's policy object
+        values["cpu_offload"] = bool(getattr(offload, "offload_params", type(offload).__name__ == "CPUOffloadPolicy"))
+    policy = values.get("auto_wrap_policy")
+    if callable(policy):  # Accelerate resolves its names to torch's FSDP1 policy functions
+        name = getattr(getattr(policy, "func", policy), "__name__", "")
+        if name in ("transformer_auto_wrap_policy", "size_based_auto_wrap_policy"):
+            values["auto_wrap_policy"] = name
     extra.pop("cpu_offload", None)
     return FullyShardedDataParallelPlugin(**values, extra=extra)

@@ -186,10 +186,12 @@ def _check_one_dtype(unit: torch.nn.Module) -> None:
 
 
 def _checkpoint_activations(model: torch.nn.Module, units: list[torch.nn.Module]) -> None:
-    from torch.distributed.algorithms._checkpoint.checkpoint_wrapper import apply_activation_checkpointing
+    """Recompute each unit's activations in backward; the composable form keeps parameter names as they
+    were (a wrapper module would rename them, and checkpoints and re-pointed optimizers go by name)."""
+    from torch.distributed._composable import checkpoint
 
-    chosen = {id(unit) for unit in units}
-    apply_activation_checkpointing(model, check_fn=lambda module: id(module) in chosen)
+    for unit in units or [model]:
+        checkpoint(unit)
 
 
 def _load_from_rank_0(model: torch.nn.Module, full: dict | None, device: torch.device, offload: bool) -> None:
