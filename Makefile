@@ -105,6 +105,7 @@ bench: $(STAMP)
 	$(PY) bench/faults.py
 	$(PY) bench/dist_cell.py
 	$(PY) bench/big_model.py
+	$(PY) bench/sharded_training.py
 
 clean:
 	rm -rf $(VENV) $(COLAB_VENV) $(XLA_VENV) .pytest_cache test-artifacts labextension/node_modules labextension/lib notebook_launcher/labextension
