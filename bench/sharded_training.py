@@ -20,6 +20,7 @@ import argparse
 import os
 import time
 from statistics import median
+from typing import Any
 
 import torch
 import torch.nn as nn
@@ -67,11 +68,8 @@ def _timed(step, steps: int) -> float:
     return median(times)
 
 
-def with_trainer_core(sharded: bool, steps: int) -> tuple[float, int]:
-    from trainer_core import Accelerator, FullyShardedDataParallelPlugin
-
-    plugin = FullyShardedDataParallelPlugin(transformer_cls_names_to_wrap=["Block"]) if sharded else None
-    accelerator = Accelerator(fsdp_plugin=plugin)
+def _prepared_steps(accelerator: Any, steps: int) -> tuple[float, int]:
+    """Step time and bytes held, for the model and Adam prepared by ``accelerator`` (ours or Accelerate's)."""
     model = _model()
     model, optimizer = accelerator.prepare(model, torch.optim.Adam(model.parameters(), lr=1e-3))
     x = torch.randn(BATCH, WIDTH)
@@ -81,8 +79,14 @@ def with_trainer_core(sharded: bool, steps: int) -> tuple[float, int]:
         optimizer.step()
         optimizer.zero_grad(set_to_none=False)
 
-    seconds = _timed(step, steps)
-    return seconds, _held(model, optimizer.optimizer)
+    return _timed(step, steps), _held(model, optimizer.optimizer)
+
+
+def with_trainer_core(sharded: bool, steps: int) -> tuple[float, int]:
+    from trainer_core import Accelerator, FullyShardedDataParallelPlugin
+
+    plugin = FullyShardedDataParallelPlugin(transformer_cls_names_to_wrap=["Block"]) if sharded else None
+    return _prepared_steps(Accelerator(fsdp_plugin=plugin), steps)
 
 
 def by_hand(steps: int) -> tuple[float, int]:
@@ -114,19 +118,9 @@ def with_accelerate(steps: int) -> tuple[float, int]:
 
     plugin = FullyShardedDataParallelPlugin(fsdp_version=2, transformer_cls_names_to_wrap=["Block"])
     accelerator = Accelerator(fsdp_plugin=plugin, cpu=True)
-    model = _model()
-    model, optimizer = accelerator.prepare(model, torch.optim.Adam(model.parameters(), lr=1e-3))
-    x = torch.randn(BATCH, WIDTH)
-
-    def step() -> None:
-        accelerator.backward(model(x).square().mean())
-        optimizer.step()
-        optimizer.zero_grad(set_to_none=False)
-
-    seconds = _timed(step, steps)
-    held = _held(model, optimizer.optimizer)
+    measured = _prepared_steps(accelerator, steps)
     accelerator.end_training()
-    return seconds, held
+    return measured
 
 
 def main() -> None:

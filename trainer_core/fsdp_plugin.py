@@ -158,9 +158,9 @@ def fsdp_plugin_from(plugin: Any) -> FullyShardedDataParallelPlugin | None:
         return plugin
     ours = {spec.name for spec in fields(FullyShardedDataParallelPlugin)} - {"extra"}
     values = {name: getattr(plugin, name) for name in ours if hasattr(plugin, name)}
-    for name in ("sharding_strategy",):  # Accelerate's FSDP1 name for reshard_after_forward
-        if getattr(plugin, name, None) is not None and "reshard_after_forward" not in values:
-            values["reshard_after_forward"] = str(getattr(plugin, name))
+    sharding = getattr(plugin, "sharding_strategy", None)  # Accelerate's FSDP1 name for reshard_after_forward
+    if sharding is not None and "reshard_after_forward" not in values:
+        values["reshard_after_forward"] = str(sharding)
     if values.get("reshard_after_forward") is None:
         values.pop("reshard_after_forward", None)
     if values.get("min_num_params") in (None, 0):

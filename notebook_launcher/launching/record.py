@@ -110,6 +110,15 @@ class LaunchRecord:
         with self._lock:
             return list(self._metrics)
 
+    @property
+    def metric_count(self):
+        return len(self._metrics)
+
+    def metrics_between(self, start, stop=None):
+        """The metrics logged from the ``start``-th to before the ``stop``-th (the end by default)."""
+        with self._lock:
+            return self._metrics[start:stop]
+
     def add_result(self, rank, value):
         with self._lock:
             self._results[rank] = value

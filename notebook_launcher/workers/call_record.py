@@ -15,11 +15,16 @@ Examples:
     ...     def stacks(self, timeout=5.0): return {}
     >>> workers = Workers()
     >>> workers.record.add_output(1, "stdout", "before\\n")
+    >>> workers.record.add_metric(0, {"values": {"loss": 9.0}}, 0.0)   # before the call: not its own
     >>> call = CallLaunch(workers, 3, [0, 1])
+    >>> workers.record.add_metric(1, {"values": {"loss": 0.5}}, 0.0)
     >>> workers.record.add_output(1, "stdout", "hi\\n"); call.finish({0: None, 1: 7}, None)
     >>> workers.record.add_output(1, "stdout", "after\\n")
     >>> call.id, call.status, call.results, call.logs(1)
     ('abc.3', 'succeeded', [None, 7], 'hi\\n')
+    >>> workers.record.add_metric(0, {"values": {"loss": 7.0}}, 0.0)   # after the call: not its own
+    >>> [metric["values"] for metric in call.metrics], call.line_count(1), call.line_count(0)
+    ([{'loss': 0.5}], 1, 0)
 """
 
 from __future__ import annotations
@@ -72,7 +77,7 @@ class CallLaunch:
         self._lines.seal_displays()
         self._starts = {rank: self._lines.line_count(rank) for rank in self.called}
         self._ends: dict[int, int] | None = None
-        self._metrics_start = len(self._lines.metrics)
+        self._metrics_start = self._lines.metric_count
         self._metrics_end: int | None = None
         self._done = False
 
@@ -80,7 +85,7 @@ class CallLaunch:
         """The call ended: the values ranks returned (by rank), and the failing rank and its error.
         The window closes: what the ranks write from now on belongs to the workers, not to this call."""
         self._ends = {rank: self._lines.line_count(rank) for rank in self.called}
-        self._metrics_end = len(self._lines.metrics)
+        self._metrics_end = self._lines.metric_count
         for rank in self.ranks:
             if rank in values or rank not in self.called:
                 self.record.add_result(rank, values.get(rank))
@@ -140,7 +145,7 @@ class CallLaunch:
 
     @property
     def metrics(self) -> list:
-        window = self._lines.metrics[self._metrics_start : self._metrics_end]
+        window = self._lines.metrics_between(self._metrics_start, self._metrics_end)
         return [metric for metric in window if metric["rank"] in self._starts]
 
     @property
