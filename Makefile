@@ -6,6 +6,9 @@ STAMP := $(VENV)/.installed
 # torch is pinned here (dev/test environment only) so pip never resolves a multi-GB CUDA build;
 # the package itself requires a range.
 TORCH_PIN := torch==2.13.0
+# DeepSpeed builds from source against the installed torch: without build isolation, or pip would
+# resolve an unpinned torch into the build environment.
+DEEPSPEED_PIN := deepspeed==0.19.8
 
 .PHONY: env test check demo bench clean browser labextension docs
 
@@ -29,6 +32,7 @@ $(STAMP): pyproject.toml
 	$(PY) -m pip install --quiet $(TORCH_PIN)
 	if [ -L $(LABEXT_LINK) ]; then rm $(LABEXT_LINK); fi
 	SKIP_JUPYTER_BUILDER=1 $(PY) -m pip install --quiet -e ".[test,demo,docs]"
+	$(PY) -m pip install --quiet --no-build-isolation $(DEEPSPEED_PIN)
 	if [ -f $(LABEXT) ]; then $(VENV)/bin/jupyter-builder develop --overwrite . >/dev/null; fi
 	touch $(STAMP)
 

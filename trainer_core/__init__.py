@@ -22,6 +22,7 @@ from .big_modeling import (
     load_checkpoint_in_model,
 )
 from .data_config import DataLoaderConfiguration
+from .deepspeed_plugin import DeepSpeedPlugin
 from .fsdp_plugin import FullyShardedDataParallelPlugin
 from .seeding import set_seed
 from .state import DistributedState
@@ -30,6 +31,7 @@ __all__ = [
     "__version__",
     "Accelerator",
     "DataLoaderConfiguration",
+    "DeepSpeedPlugin",
     "FullyShardedDataParallelPlugin",
     "set_seed",
     "DistributedState",

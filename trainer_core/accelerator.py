@@ -41,16 +41,18 @@ from . import ops
 from .checkpoint_methods import CheckpointMethods
 from .data import DataState, PreparedDataLoader
 from .data_config import DataLoaderConfiguration
+from .deepspeed_plugin import deepspeed_plugin_from
 from .fsdp_plugin import fsdp_plugin_from
 from .handlers import handler_kwargs
 from .interop import share_state_with_accelerate
+from .memory import held_bytes
 from .metrics import MetricLog
 from .optim import PreparedOptimizer, PreparedScheduler
 from .precision import select_precision
 from .prepared import PreparedObjects
 from .project import ProjectConfiguration
 from .state import DistributedState
-from .strategies import select_strategy
+from .strategies import PrepareSettings, select_strategy
 from .tracker_methods import TrackerMethods
 
 __all__ = ["Accelerator"]
@@ -76,6 +78,9 @@ class Accelerator(TrackerMethods, CheckpointMethods):
         fsdp_plugin: shard the model over the ranks with FSDP2 (``FullyShardedDataParallelPlugin``;
             Accelerate's plugin is accepted): each rank keeps 1/N of the parameters, gradients and
             optimizer state.
+        deepspeed_plugin: train through DeepSpeed ZeRO (``DeepSpeedPlugin``, a DeepSpeed config dict
+            or JSON path, or Accelerate's plugin): ``prepare`` hands the model and its optimizer to
+            ``deepspeed.initialize`` and ``backward`` steps the engine. Needs the ``deepspeed`` extra.
         step_scheduler_with_optimizer: a prepared scheduler steps only when the optimizer did, and
             then once per process (as Accelerate does: schedules are sized by the un-prepared
             loader's length), once with ``split_batches``; False steps it at every call.
@@ -95,6 +100,7 @@ class Accelerator(TrackerMethods, CheckpointMethods):
         rng_types: list | None = None,
         log_with: Any = None,
         fsdp_plugin: Any = None,
+        deepspeed_plugin: Any = None,
     ) -> None:
         self._log_with = log_with
         self._trigger = False
@@ -113,9 +119,14 @@ class Accelerator(TrackerMethods, CheckpointMethods):
             raise ValueError(f"gradient_accumulation_steps must be an int >= 1, got {gradient_accumulation_steps!r}")
         self.state = DistributedState.from_environment(use_cpu=cpu, timeout=pg_timeout)
         chosen = mixed_precision or os.environ.get("ACCELERATE_MIXED_PRECISION") or "no"
-        self.precision = select_precision(chosen, self.state.backend, scaler_kwargs)
         self.fsdp_plugin = fsdp_plugin_from(fsdp_plugin)
-        self.strategy = select_strategy(self.state, ddp_kwargs, self.fsdp_plugin)
+        self.deepspeed_plugin = deepspeed_plugin_from(deepspeed_plugin)
+        if self.fsdp_plugin is not None and self.deepspeed_plugin is not None:
+            raise ValueError("pass fsdp_plugin or deepspeed_plugin, not both")
+        if self.deepspeed_plugin is not None:
+            gradient_accumulation_steps = self.deepspeed_plugin.accumulation_steps(gradient_accumulation_steps)
+        self.strategy = select_strategy(self.state, ddp_kwargs, self.fsdp_plugin or self.deepspeed_plugin)
+        self.precision = self.strategy.adapt_precision(select_precision(chosen, self.state.backend, scaler_kwargs))
         self.gradient_accumulation_steps = gradient_accumulation_steps
         self.step = 0
         self.sync_gradients = True
@@ -158,6 +169,10 @@ class Accelerator(TrackerMethods, CheckpointMethods):
             >>> len(train_dl)
             3
         """
+        settings = PrepareSettings(
+            self.gradient_accumulation_steps, self.precision.name, self.dataloader_config.split_batches
+        )
+        objects = tuple(self.strategy.prepare_together(objects, settings))
         first = [obj if isinstance(obj, LRScheduler) else self._prepare_one(obj) for obj in objects]
         prepared = [self.prepare_scheduler(obj) if isinstance(obj, LRScheduler) else obj for obj in first]
         return prepared[0] if len(prepared) == 1 else tuple(prepared)
@@ -178,7 +193,7 @@ class Accelerator(TrackerMethods, CheckpointMethods):
         Moving to some devices (XLA) replaces the parameter objects; optimizers made before are
         pointed at the new ones when they are prepared (before or after the model).
         """
-        before = dict(model.named_parameters())
+        before = dict(self.strategy.unwrap(model).named_parameters())
         model = self.strategy.setup_module(model)
         self.prepared.note_moved(before, dict(self.strategy.unwrap(model).named_parameters()))
         if self.precision.name != "no":
@@ -274,10 +289,9 @@ class Accelerator(TrackerMethods, CheckpointMethods):
         return self.strategy.no_sync(model)
 
     def backward(self, loss, **kwargs):
-        """``loss.backward()``, divided for gradient accumulation and scaled for fp16."""
-        if self.gradient_accumulation_steps > 1:
-            loss = loss / self.gradient_accumulation_steps
-        self.precision.scale_loss(loss).backward(**kwargs)
+        """``loss.backward()``, divided for gradient accumulation and scaled for fp16 (with DeepSpeed:
+        the engine's backward, and its step at the end of an accumulation)."""
+        self.strategy.backward(loss, self.precision, self.gradient_accumulation_steps, self.sync_gradients, **kwargs)
 
     def unscale_gradients(self):
         """Unscale fp16 gradients of every prepared optimizer (once per step)."""
@@ -285,10 +299,10 @@ class Accelerator(TrackerMethods, CheckpointMethods):
             self.precision.unscale(optimizer.optimizer)
 
     def clip_grad_norm_(self, parameters, max_norm, norm_type=2):
-        """Clip the gradient norm (after unscaling fp16 gradients); returns the total norm."""
+        """Clip the gradient norm (after unscaling fp16 gradients); returns the total norm (with
+        DeepSpeed, which clips at its step by its ``gradient_clipping``: the norm it found)."""
         self.unscale_gradients()
-        norm = torch.nn.utils.clip_grad_norm_(parameters, max_norm, norm_type=norm_type)
-        return norm.full_tensor() if hasattr(norm, "full_tensor") else norm  # sharded gradients: a DTensor norm
+        return self.strategy.clip_grad_norm(parameters, max_norm, norm_type)
 
     def clip_grad_value_(self, parameters, clip_value):
         self.unscale_gradients()
@@ -335,6 +349,18 @@ class Accelerator(TrackerMethods, CheckpointMethods):
         """Make the next backward of a DDP model all-reduce its gradients even inside ``no_sync``
         (several forwards before one backward)."""
         return self.strategy.sync_next_backward(model)
+
+    def held_memory(self):
+        """Bytes this rank holds of the prepared models' parameters, gradients and optimizer state
+        (``trainer_core.memory``): what sharding saves, measured.
+
+        Examples:
+            >>> accelerator = Accelerator(cpu=True)
+            >>> model = accelerator.prepare(torch.nn.Linear(10, 10))
+            >>> accelerator.held_memory()
+            {'parameters': 440, 'gradients': 0, 'optimizer': 0}
+        """
+        return held_bytes(self.prepared.models, self.prepared.optimizers)
 
     def free_memory(self, *objects):
         """Drop the references this Accelerator holds (and ``objects``), collect, empty the device cache."""

@@ -104,6 +104,14 @@ class FullyShardedDataParallelPlugin:
             if value not in _IGNORED.get(name, ()):
                 raise ValueError(f"FSDP option {name}={value!r} is not supported by trainer_core's FSDP2 path")
 
+    argument_name = "fsdp_plugin"
+
+    def make_strategy(self, state: Any) -> Any:
+        """The strategy that shards with this plugin (``FSDP2Strategy``) on ``state``'s ranks."""
+        from .strategies.fsdp import FSDP2Strategy
+
+        return FSDP2Strategy(state, self)
+
     def mixed_precision(self) -> Any:
         """The ``MixedPrecisionPolicy`` for ``fully_shard`` (None: parameters keep their dtype)."""
         from torch.distributed.fsdp import MixedPrecisionPolicy

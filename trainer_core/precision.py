@@ -19,7 +19,7 @@ from typing import Any
 
 import torch
 
-__all__ = ["select_precision", "PRECISIONS"]
+__all__ = ["select_precision", "PRECISIONS", "EnginePrecision"]
 
 PRECISIONS = ("no", "fp16", "bf16")
 
@@ -107,6 +107,30 @@ class Fp16Precision(FullPrecision):
 
     def load_state_dict(self, state: dict) -> None:
         self.scaler.load_state_dict(state)
+
+
+class EnginePrecision(FullPrecision):
+    """The precision of an engine that casts weights and scales the loss itself (DeepSpeed): the
+    forward keeps ``precision``'s autocast (inputs meet the engine's half-precision weights); the
+    loss and the step go through unchanged, and a step the engine skipped reads as skipped.
+
+    Examples:
+        >>> from trainer_core.backends import CpuBackend
+        >>> p = EnginePrecision(select_precision("bf16", CpuBackend()))
+        >>> p.name, p.scaler, p.scale_loss(torch.ones(1)).item()
+        ('bf16', None, 1.0)
+    """
+
+    def __init__(self, precision: FullPrecision) -> None:
+        super().__init__()
+        self.name = precision.name
+        self._inner = precision
+
+    def autocast(self) -> Any:
+        return self._inner.autocast()
+
+    def step(self, optimizer: Any, closure: Any = None) -> tuple[Any, bool]:
+        return optimizer.step(closure), bool(getattr(optimizer, "overflow", False))
 
 
 def select_precision(name: str, backend: Any, scaler_kwargs: dict | None = None) -> FullPrecision:

@@ -5,8 +5,8 @@ A strategy wraps the model for training (``setup_module``), prepares its optimiz
 ``sync_next_backward``), gives back the user's module and its weights (``unwrap``,
 ``module_state_dict``, ``load_module_state_dict``) and says which models can shadow the others'
 collectives when inputs are uneven (``joinable``). Collectives (``reduce``, ``all_gather``) go
-through the state's backend. One process, DDP (CPU/gloo and CUDA/NCCL), FSDP2 and XLA live here; a new way
-of sharding a model is a new strategy, not branches in the Accelerator.
+through the state's backend. One process, DDP (CPU/gloo and CUDA/NCCL), FSDP2, DeepSpeed ZeRO and
+XLA live here; a new way of sharding a model is a new strategy, not branches in the Accelerator.
 
 Examples:
     >>> from trainer_core.state import DistributedState
@@ -19,28 +19,30 @@ from __future__ import annotations
 import warnings
 from typing import Any
 
-from .base import Strategy
+from .base import PrepareSettings, Strategy
 from .ddp import DDPStrategy
 from .single import SingleProcessStrategy
 
-__all__ = ["select_strategy", "Strategy", "SingleProcessStrategy", "DDPStrategy"]
+__all__ = ["select_strategy", "Strategy", "PrepareSettings", "SingleProcessStrategy", "DDPStrategy"]
 
 
-def select_strategy(state: Any, ddp_kwargs: dict | None = None, fsdp_plugin: Any = None) -> Strategy:
-    """One process: ``SingleProcessStrategy``; several with an FSDP plugin: ``FSDP2Strategy``; several,
-    on a backend whose gradients DDP averages: ``DDPStrategy`` (``ddp_kwargs``:
-    ``DistributedDataParallel`` options); several on XLA, whose optimizer step all-reduces the
-    gradients: ``XlaStrategy``."""
+def select_strategy(state: Any, ddp_kwargs: dict | None = None, sharding: Any = None) -> Strategy:
+    """One process: ``SingleProcessStrategy``; several with a sharding plugin (FSDP, DeepSpeed): the
+    strategy it names (``sharding.make_strategy``); several, on a backend whose gradients DDP
+    averages: ``DDPStrategy`` (``ddp_kwargs``: ``DistributedDataParallel`` options); several on XLA,
+    whose optimizer step all-reduces the gradients: ``XlaStrategy``."""
     if not state.distributed:
-        if fsdp_plugin is not None:
-            warnings.warn("fsdp_plugin has no effect in one process: the model is not sharded", stacklevel=3)
+        if sharding is not None:
+            warnings.warn(
+                f"{sharding.argument_name} has no effect in one process: the model is not sharded", stacklevel=3
+            )
         return SingleProcessStrategy(state)
-    if fsdp_plugin is not None:
+    if sharding is not None:
         if not state.backend.wraps_ddp:
-            raise ValueError("fsdp_plugin is not supported on TPUs (XLA): use the XLA strategy's data parallelism")
-        from .fsdp import FSDP2Strategy
-
-        return FSDP2Strategy(state, fsdp_plugin)
+            raise ValueError(
+                f"{sharding.argument_name} is not supported on TPUs (XLA): use the XLA strategy's data parallelism"
+            )
+        return sharding.make_strategy(state)
     if state.backend.wraps_ddp:
         return DDPStrategy(state, ddp_kwargs or {})
     from .xla import XlaStrategy

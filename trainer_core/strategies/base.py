@@ -3,16 +3,42 @@ spreading a model over the ranks."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from contextlib import AbstractContextManager
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 import torch
 
-__all__ = ["Strategy"]
+__all__ = ["Strategy", "PrepareSettings"]
+
+
+@dataclass(frozen=True)
+class PrepareSettings:
+    """What a strategy that builds an engine at ``prepare`` needs to know of the Accelerator.
+
+    Examples:
+        >>> PrepareSettings(gradient_accumulation_steps=2, mixed_precision="bf16").split_batches
+        False
+    """
+
+    gradient_accumulation_steps: int
+    mixed_precision: str
+    split_batches: bool = False
 
 
 class Strategy(Protocol):
     name: str
+
+    def adapt_precision(self, precision: Any) -> Any:
+        """The Accelerator's precision as this strategy runs it (an engine that casts and scales
+        itself keeps only the forward's autocast)."""
+        ...
+
+    def prepare_together(self, objects: Sequence[Any], settings: PrepareSettings) -> list[Any]:
+        """The objects of one ``prepare`` call, with those the strategy must set up as one (a model
+        with its optimizer) replaced; the rest unchanged."""
+        ...
 
     def setup_module(self, model: torch.nn.Module) -> torch.nn.Module:
         """The model on this rank's device, wrapped for training with the others (or not)."""
@@ -28,6 +54,14 @@ class Strategy(Protocol):
 
     def sync_next_backward(self, model: torch.nn.Module) -> AbstractContextManager[Any]:
         """A context whose backward synchronizes gradients even inside ``no_sync``."""
+        ...
+
+    def backward(self, loss: torch.Tensor, precision: Any, accumulation_steps: int, sync: bool, **kwargs: Any) -> None:
+        """Back-propagate ``loss`` of one micro-batch (``sync``: the last before an optimizer step)."""
+        ...
+
+    def clip_grad_norm(self, parameters: Any, max_norm: float, norm_type: float = 2) -> Any:
+        """Clip the gradients' total norm to ``max_norm``; return the norm before clipping."""
         ...
 
     def unwrap(self, model: torch.nn.Module) -> torch.nn.Module:

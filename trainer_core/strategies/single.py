@@ -12,12 +12,14 @@ Examples:
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Sequence
 from contextlib import AbstractContextManager
 from typing import Any
 
 import torch
 
 from .. import ops
+from .base import PrepareSettings
 
 __all__ = ["SingleProcessStrategy"]
 
@@ -27,6 +29,12 @@ class SingleProcessStrategy:
 
     def __init__(self, state: Any) -> None:
         self.state = state
+
+    def adapt_precision(self, precision: Any) -> Any:
+        return precision
+
+    def prepare_together(self, objects: Sequence[Any], settings: PrepareSettings) -> list[Any]:
+        return list(objects)
 
     def setup_module(self, model: torch.nn.Module) -> torch.nn.Module:
         return model.to(self.state.device)
@@ -39,6 +47,16 @@ class SingleProcessStrategy:
 
     def sync_next_backward(self, model: torch.nn.Module) -> AbstractContextManager[Any]:
         return contextlib.nullcontext()
+
+    def backward(self, loss: torch.Tensor, precision: Any, accumulation_steps: int, sync: bool, **kwargs: Any) -> None:
+        """``loss`` divided over the accumulated micro-batches, scaled (fp16), back-propagated."""
+        if accumulation_steps > 1:
+            loss = loss / accumulation_steps
+        precision.scale_loss(loss).backward(**kwargs)
+
+    def clip_grad_norm(self, parameters: Any, max_norm: float, norm_type: float = 2) -> Any:
+        norm = torch.nn.utils.clip_grad_norm_(parameters, max_norm, norm_type=norm_type)
+        return norm.full_tensor() if hasattr(norm, "full_tensor") else norm  # sharded gradients: a DTensor norm
 
     def unwrap(self, model: torch.nn.Module) -> torch.nn.Module:
         return model

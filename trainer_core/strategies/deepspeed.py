@@ -1,0 +1,196 @@
+"""DeepSpeed ZeRO: the model and its optimizer handed to ``deepspeed.initialize`` at ``prepare``.
+
+``prepare_together`` fills the plugin's config (``resolve_config``: micro-batch from the loaders
+given in the same call, accumulation, precision) and replaces the model with DeepSpeed's engine.
+The engine keeps the optimizer: ``backward`` runs ``engine.backward`` and, at the accumulation
+boundary, ``engine.step`` (clip, step, zero the gradients), so the prepared optimizer's ``step``
+and ``zero_grad`` do nothing, as in Accelerate. Checkpoints are the engine's own
+(``pytorch_model/`` with every rank's partitions, Accelerate's layout).
+
+Examples:
+    >>> from trainer_core.deepspeed_plugin import DeepSpeedPlugin
+    >>> from trainer_core.state import DistributedState
+    >>> strategy = DeepSpeedStrategy(DistributedState.from_environment(use_cpu=True), DeepSpeedPlugin(zero_stage=3))
+    >>> strategy.name, strategy.joinable(torch.nn.Linear(2, 2))
+    ('deepspeed', False)
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Sequence
+from typing import Any
+
+import torch
+from torch.utils.data import DataLoader
+
+from ..deepspeed_plugin import DeepSpeedPlugin, import_deepspeed, resolve_config
+from ..precision import EnginePrecision, FullPrecision
+from .base import PrepareSettings
+from .single import SingleProcessStrategy
+
+__all__ = ["DeepSpeedStrategy", "EngineOptimizer"]
+
+MODEL_NAME = "pytorch_model"  # the checkpoint tag of the first model, as Accelerate names it
+
+
+class DeepSpeedStrategy(SingleProcessStrategy):
+    name = "deepspeed"
+
+    def __init__(self, state: Any, plugin: DeepSpeedPlugin) -> None:
+        super().__init__(state)
+        self.plugin = plugin
+        self.engines: list[Any] = []
+        self._engine_of_optimizer: dict[int, Any] = {}
+        # DeepSpeed calls collectives torch deprecates: a warning at every step that no user can act on
+        warnings.filterwarnings(
+            "ignore",
+            r"`torch\.distributed\.(all_gather_into_tensor|reduce_scatter_tensor)` is deprecated",
+            FutureWarning,
+        )
+
+    def adapt_precision(self, precision: FullPrecision) -> FullPrecision:
+        return EnginePrecision(precision)
+
+    def prepare_together(self, objects: Sequence[Any], settings: PrepareSettings) -> list[Any]:
+        """``objects`` with the model replaced by a DeepSpeed engine that owns the optimizer given with it."""
+        models = [obj for obj in objects if isinstance(obj, torch.nn.Module) and not _is_engine(obj)]
+        if not models:
+            return list(objects)
+        optimizers = [obj for obj in objects if isinstance(obj, torch.optim.Optimizer)]
+        if len(models) > 1 or len(optimizers) > 1:
+            raise ValueError(
+                "with DeepSpeed, prepare() takes one model and at most one optimizer per call: prepare each model"
+                " with its optimizer in a call of its own"
+            )
+        model, optimizer = models[0], (optimizers[0] if optimizers else None)
+        config = resolve_config(
+            self.plugin,
+            batch_sizes=[obj.batch_size for obj in objects if isinstance(obj, DataLoader)],
+            num_processes=self.state.num_processes,
+            gradient_accumulation_steps=settings.gradient_accumulation_steps,
+            mixed_precision=settings.mixed_precision,
+            split_batches=settings.split_batches,
+            model=model,
+            client_optimizer=optimizer is not None,
+        )
+        deepspeed = import_deepspeed()
+        parameters = None if optimizer is not None else [p for p in model.parameters() if p.requires_grad]
+        engine, *_ = deepspeed.initialize(model=model, optimizer=optimizer, model_parameters=parameters, config=config)
+        self.engines.append(engine)
+        if optimizer is not None:
+            self._engine_of_optimizer[id(optimizer)] = engine
+        return [engine if obj is model else obj for obj in objects]
+
+    def setup_module(self, model: torch.nn.Module) -> torch.nn.Module:
+        if not _is_engine(model):
+            raise ValueError("with DeepSpeed, prepare the model in the same prepare() call as its optimizer and loader")
+        return model
+
+    def setup_optimizer(self, optimizer: torch.optim.Optimizer) -> Any:
+        engine = self._engine_of_optimizer.get(id(optimizer))
+        if engine is None:
+            raise ValueError("with DeepSpeed, prepare the optimizer in the same prepare() call as its model")
+        return EngineOptimizer(engine.optimizer)
+
+    def backward(self, loss: torch.Tensor, precision: Any, accumulation_steps: int, sync: bool, **kwargs: Any) -> None:
+        """The engine's backward (which divides by the accumulation steps itself) and, at the
+        boundary, its step."""
+        engine = self._engine()
+        engine.set_gradient_accumulation_boundary(sync)
+        engine.backward(loss, **kwargs)
+        if sync:
+            engine.step()
+
+    def clip_grad_norm(self, parameters: Any, max_norm: float, norm_type: float = 2) -> Any:
+        """The engine clips at its step (``gradient_clipping``); this gives the norm it found."""
+        norm = self._engine().get_global_grad_norm()
+        return norm.item() if hasattr(norm, "item") else norm
+
+    def unwrap(self, model: torch.nn.Module) -> torch.nn.Module:
+        engine: Any = model
+        return engine.module if _is_engine(model) else model
+
+    def module_state_dict(self, model: torch.nn.Module) -> dict[str, Any]:
+        """The full weights, on the CPU; under ZeRO-3 gathered to rank 0 (a collective: every rank
+        calls it) and ``{}`` on the others."""
+        if self.plugin.zero_stage == 3 and _is_engine(model):
+            engine: Any = model
+            full = engine._zero3_consolidated_16bit_state_dict()
+            return {name: tensor.detach().cpu().clone() for name, tensor in (full or {}).items()}
+        return {name: tensor.detach().cpu().clone() for name, tensor in self.unwrap(model).state_dict().items()}
+
+    def load_module_state_dict(self, model: torch.nn.Module, state_dict: dict[str, Any]) -> None:
+        if self.plugin.zero_stage != 3:
+            self.unwrap(model).load_state_dict(state_dict)
+            return
+        import deepspeed
+
+        with deepspeed.zero.GatheredParameters(list(self.unwrap(model).parameters()), modifier_rank=0):
+            if self.state.is_main_process:
+                self.unwrap(model).load_state_dict(state_dict)
+
+    def save_training_state(self, models: list, optimizers: list, directory: str) -> bool:
+        """Every engine writes its checkpoint (model, optimizer partitions) under its tag, on every rank."""
+        for i, model in enumerate(models):
+            model.save_checkpoint(directory, _tag(i))
+        return True
+
+    def load_training_state(self, models: list, optimizers: list, directory: str) -> bool:
+        for i, model in enumerate(models):
+            path, _ = model.load_checkpoint(directory, _tag(i))
+            if path is None:
+                raise FileNotFoundError(f"no DeepSpeed checkpoint {_tag(i)!r} in {directory}")
+        return True
+
+    def _engine(self) -> Any:
+        if not self.engines:
+            raise RuntimeError("with DeepSpeed, prepare() the model and optimizer before backward()")
+        return self.engines[-1]
+
+
+class EngineOptimizer:
+    """The optimizer inside a DeepSpeed engine, which steps and zeroes it in ``backward``: ``step`` and
+    ``zero_grad`` here do nothing; the rest (param groups for schedulers, state) is the engine's.
+
+    Examples:
+        >>> inner = torch.optim.SGD(torch.nn.Linear(2, 2).parameters(), lr=0.5)
+        >>> view = EngineOptimizer(inner)
+        >>> view.step(), view.param_groups[0]["lr"], view.overflow
+        (None, 0.5, False)
+    """
+
+    def __init__(self, optimizer: Any) -> None:
+        self.optimizer = optimizer
+
+    @property
+    def param_groups(self) -> list[dict]:
+        return self.optimizer.param_groups
+
+    @property
+    def overflow(self) -> bool:
+        """Whether the engine's last step was skipped (fp16 gradients overflowed)."""
+        return bool(getattr(self.optimizer, "overflow", False))
+
+    def step(self, closure: Any = None) -> None:
+        return None
+
+    def zero_grad(self, set_to_none: bool = True) -> None:
+        return None
+
+    def state_dict(self) -> dict:
+        return self.optimizer.state_dict()
+
+    def load_state_dict(self, state_dict: dict) -> None:
+        self.optimizer.load_state_dict(state_dict)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.optimizer, name)
+
+
+def _is_engine(model: Any) -> bool:
+    return any(cls.__name__ == "DeepSpeedEngine" for cls in type(model).__mro__)
+
+
+def _tag(index: int) -> str:
+    return MODEL_NAME if index == 0 else f"{MODEL_NAME}_{index}"
