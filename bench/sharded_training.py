@@ -1,15 +1,18 @@
-"""Sharded training: step time and per-rank memory, DDP vs FSDP2, trainer_core vs hand-written vs Accelerate.
+"""Sharded training: step time and per-rank memory, DDP vs FSDP2 vs ZeRO-3, trainer_core vs
+hand-written vs Accelerate.
 
 The same model (an MLP of residual blocks, ~4.2 M parameters) and Adam on 2 CPU ranks over gloo,
 launched with notebook_launcher; each row trains ``--steps`` steps after 3 warm-up steps.
-Columns: the median step time and the bytes each rank holds of parameters, gradients and Adam's
-state (local shards, measured from the tensors). Rows: trainer_core with DDP and with FSDP2
-(every block a unit), hand-written ``fully_shard`` with the same units, and Hugging Face
-Accelerate given its FSDP2 plugin (which it ignores on CPUs: it trains with DDP, so the row shows
-what its users get here).
+Columns: the median step time; the bytes each rank holds of parameters and optimizer state (Adam's
+moments and any fp32 master copy; ``trainer_core.memory.held_bytes``, each storage once) and that
+against the ideal, DDP's divided by N; the gradient bytes still held after the step (DeepSpeed
+frees its gradient partitions at the step, the others keep ``.grad``). Rows: trainer_core with DDP,
+FSDP2 (every block a unit) and DeepSpeed ZeRO-3; hand-written ``fully_shard`` and
+``deepspeed.initialize``; Hugging Face Accelerate given its FSDP2 and its DeepSpeed plugins (which
+it ignores on CPUs: it trains with DDP, so the rows show what its users get here).
 
-Targets (issue 22): FSDP2's memory per rank within 1.2x of the ideal (DDP's / N); its step time
-within 1.1x of hand-written fully_shard.
+Targets (issue 22): FSDP2's and ZeRO-3's memory per rank within 1.2x of the ideal; step times
+within 1.1x of the hand-written ones.
 
 Run: .venv/bin/python bench/sharded_training.py [--steps 20]
 """
@@ -44,17 +47,19 @@ def _model() -> nn.Sequential:
     return nn.Sequential(*[Block() for _ in range(DEPTH)])
 
 
-def _bytes(tensor: torch.Tensor) -> int:
-    local = tensor.to_local() if hasattr(tensor, "to_local") else tensor
-    return local.numel() * local.element_size()
+DEEPSPEED_CONFIG = {
+    "train_micro_batch_size_per_gpu": BATCH,
+    "gradient_clipping": 0.0,
+    "zero_optimization": {"stage": 3},
+}
 
 
-def _held(model: nn.Module, optimizer: torch.optim.Optimizer) -> int:
-    params = list(model.parameters())
-    held = sum(_bytes(p) for p in params) + sum(_bytes(p.grad) for p in params if p.grad is not None)
-    for state in optimizer.state.values():
-        held += sum(_bytes(v) for v in state.values() if torch.is_tensor(v) and v.dim())
-    return held
+def _held(model: Any, optimizer: Any) -> tuple[int, int]:
+    """(parameter + optimizer bytes, gradient bytes) this rank holds."""
+    from trainer_core.memory import held_bytes
+
+    held = held_bytes([model], [optimizer])
+    return held["parameters"] + held["optimizer"], held["gradients"]
 
 
 def _timed(step, steps: int) -> float:
@@ -68,7 +73,7 @@ def _timed(step, steps: int) -> float:
     return median(times)
 
 
-def _prepared_steps(accelerator: Any, steps: int) -> tuple[float, int]:
+def _prepared_steps(accelerator: Any, steps: int) -> tuple[float, tuple[int, int]]:
     """Step time and bytes held, for the model and Adam prepared by ``accelerator`` (ours or Accelerate's)."""
     model = _model()
     model, optimizer = accelerator.prepare(model, torch.optim.Adam(model.parameters(), lr=1e-3))
@@ -82,14 +87,34 @@ def _prepared_steps(accelerator: Any, steps: int) -> tuple[float, int]:
     return _timed(step, steps), _held(model, optimizer.optimizer)
 
 
-def with_trainer_core(sharded: bool, steps: int) -> tuple[float, int]:
-    from trainer_core import Accelerator, FullyShardedDataParallelPlugin
+def with_trainer_core(sharding: str, steps: int) -> tuple[float, tuple[int, int]]:
+    from trainer_core import Accelerator, DeepSpeedPlugin, FullyShardedDataParallelPlugin
 
-    plugin = FullyShardedDataParallelPlugin(transformer_cls_names_to_wrap=["Block"]) if sharded else None
-    return _prepared_steps(Accelerator(fsdp_plugin=plugin), steps)
+    plugins = {
+        "ddp": {},
+        "fsdp": {"fsdp_plugin": FullyShardedDataParallelPlugin(transformer_cls_names_to_wrap=["Block"])},
+        "zero3": {"deepspeed_plugin": DeepSpeedPlugin(hf_ds_config=DEEPSPEED_CONFIG)},
+    }
+    return _prepared_steps(Accelerator(**plugins[sharding]), steps)
 
 
-def by_hand(steps: int) -> tuple[float, int]:
+def deepspeed_by_hand(steps: int) -> tuple[float, tuple[int, int]]:
+    import deepspeed
+
+    model = _model()
+    optimizer = torch.optim.Adam(model.parameters(), lr=1e-3)
+    config = {**DEEPSPEED_CONFIG, "zero_allow_untested_optimizer": True, "steps_per_print": 10**9}
+    engine, engine_optimizer, _, _ = deepspeed.initialize(model=model, optimizer=optimizer, config=config)
+    x = torch.randn(BATCH, WIDTH)
+
+    def step() -> None:
+        engine.backward(engine(x).square().mean())
+        engine.step()
+
+    return _timed(step, steps), _held(engine, engine_optimizer)
+
+
+def by_hand(steps: int) -> tuple[float, tuple[int, int]]:
     import torch.distributed as dist
     from torch.distributed.fsdp import fully_shard
 
@@ -112,12 +137,17 @@ def by_hand(steps: int) -> tuple[float, int]:
     return seconds, held
 
 
-def with_accelerate(steps: int) -> tuple[float, int]:
+def with_accelerate(sharding: str, steps: int) -> tuple[float, tuple[int, int]]:
     from accelerate import Accelerator
-    from accelerate.utils import FullyShardedDataParallelPlugin
+    from accelerate.utils import DeepSpeedPlugin, FullyShardedDataParallelPlugin
 
-    plugin = FullyShardedDataParallelPlugin(fsdp_version=2, transformer_cls_names_to_wrap=["Block"])
-    accelerator = Accelerator(fsdp_plugin=plugin, cpu=True)
+    if sharding == "fsdp":
+        plugins: dict = {
+            "fsdp_plugin": FullyShardedDataParallelPlugin(fsdp_version=2, transformer_cls_names_to_wrap=["Block"])
+        }
+    else:
+        plugins = {"deepspeed_plugin": DeepSpeedPlugin(hf_ds_config=dict(DEEPSPEED_CONFIG))}
+    accelerator = Accelerator(cpu=True, **plugins)
     measured = _prepared_steps(accelerator, steps)
     accelerator.end_training()
     return measured
@@ -128,25 +158,34 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=20)
     steps = parser.parse_args().steps
     rows = {
-        "trainer_core DDP": (with_trainer_core, (False, steps)),
-        "trainer_core FSDP2": (with_trainer_core, (True, steps)),
+        "trainer_core DDP": (with_trainer_core, ("ddp", steps)),
+        "trainer_core FSDP2": (with_trainer_core, ("fsdp", steps)),
         "hand-written fully_shard": (by_hand, (steps,)),
-        "accelerate (FSDP2 plugin; DDP on CPU)": (with_accelerate, (steps,)),
+        "trainer_core DeepSpeed ZeRO-3": (with_trainer_core, ("zero3", steps)),
+        "hand-written deepspeed.initialize ZeRO-3": (deepspeed_by_hand, (steps,)),
+        "accelerate FSDP2 plugin (DDP on CPU)": (with_accelerate, ("fsdp", steps)),
+        "accelerate DeepSpeed plugin (DDP on CPU)": (with_accelerate, ("zero3", steps)),
     }
     results = {}
     for name, (function, args) in rows.items():
         job = launch(function, args, num_processes=2, display="none")
         job.wait(timeout=600)
         results[name] = job.results
-    ddp_bytes = results["trainer_core DDP"][0][1]
+    ideal = results["trainer_core DDP"][0][1][0] / 2
     print(f"2 CPU ranks, {DEPTH} blocks of {WIDTH}x{WIDTH}, batch {BATCH}/rank, Adam, median of {steps} steps")
-    print(f"{'':40}{'step (ms)':>11}{'MB per rank':>13}{'x ideal 1/N':>13}")
+    print(f"{'':44}{'step (ms)':>10}{'params+optim MB':>17}{'x ideal 1/N':>13}{'grads MB':>10}")
     for name, per_rank in results.items():
         seconds = max(result[0] for result in per_rank)
-        held = max(result[1] for result in per_rank)
-        print(f"{name:40}{seconds * 1e3:>11.1f}{held / 2**20:>13.1f}{held / (ddp_bytes / 2):>13.2f}")
-    ratio = max(r[0] for r in results["trainer_core FSDP2"]) / max(r[0] for r in results["hand-written fully_shard"])
-    print(f"trainer_core FSDP2 step time / hand-written fully_shard: {ratio:.2f} (target <= 1.10)")
+        held = max(result[1][0] for result in per_rank)
+        grads = max(result[1][1] for result in per_rank)
+        print(f"{name:44}{seconds * 1e3:>10.1f}{held / 2**20:>17.1f}{held / ideal:>13.2f}{grads / 2**20:>10.1f}")
+
+    def slowest(name: str) -> float:
+        return max(r[0] for r in results[name])
+
+    for ours, theirs in (("FSDP2", "fully_shard"), ("DeepSpeed ZeRO-3", "deepspeed.initialize ZeRO-3")):
+        ratio = slowest(f"trainer_core {ours}") / slowest(f"hand-written {theirs}")
+        print(f"trainer_core {ours} step time / hand-written {theirs}: {ratio:.2f} (target <= 1.10)")
 
 
 if __name__ == "__main__":

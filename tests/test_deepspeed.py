@@ -134,6 +134,25 @@ def test_zero3_holds_about_one_nth_of_the_parameters_and_optimizer_state():
         assert held["optimizer"] <= 1.2 * (ddp[0]["optimizer"] / 2 + ddp[0]["parameters"] / 2)  # Adam + fp32 master
 
 
+def test_the_notebook_view_shows_each_ranks_held_memory_after_the_first_step():
+    """A sharded run shows, per rank, the MB of parameters + optimizer state it holds (measured after
+    the first optimizer step): a metric of the launch, drawn in the finished cell's HTML."""
+    from notebook_launcher import launch
+    from notebook_launcher.frontend.views.static import static_bundle
+    from trainer_core.accelerator import MEMORY_METRIC
+
+    job = launch(held_after_a_step, ({"zero_stage": 3},), num_processes=2, display="none")
+    job.wait(timeout=240)
+    shown = {metric["rank"]: metric["values"][MEMORY_METRIC] for metric in job.metrics}
+    assert sorted(shown) == [0, 1]
+    for rank, held in enumerate(job.results):
+        assert shown[rank] == pytest.approx((held["parameters"] + held["optimizer"]) / 2**20)
+    assert MEMORY_METRIC in static_bundle(job)["text/html"]
+    ddp = launch(held_after_a_step, (None,), num_processes=2, display="none")
+    ddp.wait(timeout=240)
+    assert ddp.metrics == []  # only a sharded model's memory is news
+
+
 def resumable(project, stage, die_once):
     """Two epochs checkpointed after each (``save_state``); with ``die_once`` rank 1 is killed right after
     the first checkpoint of the first attempt; each attempt starts from the latest checkpoint."""

@@ -55,7 +55,9 @@ from .state import DistributedState
 from .strategies import PrepareSettings, select_strategy
 from .tracker_methods import TrackerMethods
 
-__all__ = ["Accelerator"]
+__all__ = ["Accelerator", "MEMORY_METRIC"]
+
+MEMORY_METRIC = "held MB (params+optimizer)"  # shown once per rank after the first step of a sharded model
 
 
 class Accelerator(TrackerMethods, CheckpointMethods):
@@ -134,6 +136,7 @@ class Accelerator(TrackerMethods, CheckpointMethods):
         self.dataloader_config = DataLoaderConfiguration.from_any(dataloader_config)
         self.prepared = PreparedObjects()
         self._metrics = MetricLog()
+        self._memory_shown = False
         self.project_configuration = project_config or ProjectConfiguration(project_dir)
         if project_dir is not None and project_config is not None:
             self.project_configuration.set_directories(project_dir)
@@ -349,6 +352,14 @@ class Accelerator(TrackerMethods, CheckpointMethods):
         """Make the next backward of a DDP model all-reduce its gradients even inside ``no_sync``
         (several forwards before one backward)."""
         return self.strategy.sync_next_backward(model)
+
+    def _after_optimizer_step(self):
+        """After the first step of a sharded model, show each rank's held memory in the notebook view."""
+        if self._memory_shown or not self.strategy.shards_state:
+            return
+        self._memory_shown = True
+        held = self.held_memory()
+        self._metrics.show({MEMORY_METRIC: (held["parameters"] + held["optimizer"]) / 2**20}, self.step)
 
     def held_memory(self):
         """Bytes this rank holds of the prepared models' parameters, gradients and optimizer state

@@ -37,6 +37,13 @@ class MetricLog:
             channel.send("metric", record)
         return record
 
+    def show(self, values, step):
+        """Send ``values`` to the notebook view only (not kept, not given to trackers): what the
+        library measures about the run, beside the user's metrics."""
+        channel = _channel()
+        if channel is not None:
+            channel.send("metric", {"step": int(step), "values": {str(k): _number(v) for k, v in values.items()}})
+
 
 def _number(value):
     if hasattr(value, "item"):

@@ -47,6 +47,8 @@ class PreparedOptimizer:
             return None
         result, self.step_was_skipped = self._accelerator.precision.step(self.optimizer, closure)
         self.stepped = not self.step_was_skipped
+        if self.stepped:
+            self._accelerator._after_optimizer_step()
         return result
 
     def __getattr__(self, name):

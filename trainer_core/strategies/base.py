@@ -29,6 +29,7 @@ class PrepareSettings:
 
 class Strategy(Protocol):
     name: str
+    shards_state: bool  # each rank holds a part of the parameters or optimizer state (FSDP, ZeRO)
 
     def adapt_precision(self, precision: Any) -> Any:
         """The Accelerator's precision as this strategy runs it (an engine that casts and scales

@@ -36,6 +36,7 @@ MODEL_NAME = "pytorch_model"  # the checkpoint tag of the first model, as Accele
 
 class DeepSpeedStrategy(SingleProcessStrategy):
     name = "deepspeed"
+    shards_state = True
 
     def __init__(self, state: Any, plugin: DeepSpeedPlugin) -> None:
         super().__init__(state)

@@ -31,6 +31,7 @@ __all__ = ["FSDP2Strategy", "wrapped_units"]
 
 class FSDP2Strategy(SingleProcessStrategy):
     name = "fsdp"
+    shards_state = True
 
     def __init__(self, state: Any, plugin: FullyShardedDataParallelPlugin) -> None:
         super().__init__(state)

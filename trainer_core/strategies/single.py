@@ -26,6 +26,7 @@ __all__ = ["SingleProcessStrategy"]
 
 class SingleProcessStrategy:
     name = "single"
+    shards_state = False
 
     def __init__(self, state: Any) -> None:
         self.state = state
