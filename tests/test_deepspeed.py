@@ -77,6 +77,17 @@ def test_zero_stages_1_2_3_reach_the_weights_of_one_process():
         assert (ranks[1]["weights"] == {}) == (stage == 3)
 
 
+def test_offloading_to_the_cpu_reaches_the_same_weights():
+    """offload_optimizer_device="cpu" (ZeRO-2, the user's torch Adam stepping the offloaded state) and
+    offload of parameters too (ZeRO-3) train to one process's weights."""
+    single = on_ranks(train, None, 16, num_processes=1)[0]
+    for options in (
+        {"zero_stage": 2, "offload_optimizer_device": "cpu"},
+        {"zero_stage": 3, "offload_optimizer_device": "cpu", "offload_param_device": "cpu"},
+    ):
+        _assert_same_weights(single["weights"], on_ranks(train, {**options, **NO_CLIPPING}, 8)[0]["weights"], atol=1e-5)
+
+
 def test_a_scheduler_prepared_with_zero_steps_as_under_ddp():
     """A torch StepLR prepared with the engine's optimizer follows the engine's steps as it follows
     DDP's (per Accelerate: once per process per optimizer step), to the same weights and rate."""
