@@ -222,6 +222,39 @@ def test_accelerates_plugin_and_a_json_config_with_auto_values(tmp_path):
     _assert_same_weights(single["weights"], from_file["weights"], atol=1e-5)
 
 
+def train_evaluate_save(folder):
+    """ZeRO-3: train one epoch, then prepare a second model for evaluation only (no optimizer) and
+    keep training the first; save_model writes the first model's whole weights."""
+    set_seed(5)
+    accelerator = Accelerator(deepspeed_plugin=DeepSpeedPlugin(zero_stage=3))
+    model = Net()
+    optimizer = torch.optim.Adam(model.parameters(), lr=0.01)
+    loader = DataLoader(_data(), batch_size=8)
+    model, optimizer, loader = accelerator.prepare(model, optimizer, loader)
+    for step, (x, y) in enumerate(loader):
+        if step == 2:
+            judge, loader_again = accelerator.prepare(Net(), DataLoader(_data(), batch_size=8))
+        accelerator.backward(F.cross_entropy(model(x), y))
+        optimizer.step()
+        optimizer.zero_grad()
+    with torch.no_grad():
+        judged = judge(next(iter(loader_again))[0])
+    names = accelerator.save_model(model, folder)
+    return {"weights": accelerator.get_state_dict(model), "names": names, "judged": tuple(judged.shape)}
+
+
+def test_zero3_evaluation_model_and_save_model(tmp_path):
+    """A model prepared without an optimizer runs forward (its partitions gathered) and does not take
+    over backward from the trained one; save_model writes the gathered weights as safetensors."""
+    from safetensors.torch import load_file
+
+    ranks = on_ranks(train_evaluate_save, str(tmp_path))
+    assert ranks[0]["judged"] == ranks[1]["judged"] == (8, 3)
+    assert ranks[0]["names"] == ["model.safetensors"]
+    _assert_same_weights(load_file(tmp_path / "model.safetensors"), ranks[0]["weights"], atol=0)
+    assert not torch.equal(ranks[0]["weights"]["head.weight"], Net().state_dict()["head.weight"])
+
+
 def test_config_values_that_cannot_be_filled_are_refused_by_name():
     plugin = DeepSpeedPlugin(zero_stage=2)
     common = {"num_processes": 2, "gradient_accumulation_steps": 1, "mixed_precision": "no"}
@@ -241,6 +274,8 @@ def test_config_values_that_cannot_be_filled_are_refused_by_name():
     assert (
         resolve_config(plugin, batch_sizes=[16, 8], split_batches=True, **common)["train_micro_batch_size_per_gpu"] == 4
     )
+    evaluation = resolve_config(plugin, batch_sizes=[8], client_optimizer=False, **common)  # prepare(model, loader)
+    assert "zero_allow_untested_optimizer" not in evaluation and "optimizer" not in evaluation
 
 
 def test_plugin_options_it_does_not_support_are_refused_by_name():

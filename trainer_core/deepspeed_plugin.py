@@ -264,10 +264,9 @@ def _fill_precision(config: dict, mixed_precision: str) -> None:
 
 
 def _fill_optimizer(config: dict, client_optimizer: bool) -> None:
-    """A torch optimizer given to prepare (DeepSpeed calls it untested) or one the config names."""
+    """A torch optimizer given to prepare (DeepSpeed calls it untested), one the config names, or
+    none (a model prepared for evaluation only)."""
     if not client_optimizer:
-        if "optimizer" not in config:
-            raise ValueError("prepare() was given no optimizer and the DeepSpeed config names none")
         return
     if "optimizer" in config:
         raise ValueError("the DeepSpeed config names an optimizer and prepare() was given one too: remove one of them")

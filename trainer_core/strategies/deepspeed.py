@@ -42,6 +42,7 @@ class DeepSpeedStrategy(SingleProcessStrategy):
         super().__init__(state)
         self.plugin = plugin
         self.engines: list[Any] = []
+        self._trained: Any = None
         self._engine_of_optimizer: dict[int, Any] = {}
         # DeepSpeed calls collectives torch deprecates: a warning at every step that no user can act on
         warnings.filterwarnings(
@@ -79,6 +80,8 @@ class DeepSpeedStrategy(SingleProcessStrategy):
         parameters = None if optimizer is not None else [p for p in model.parameters() if p.requires_grad]
         engine, *_ = deepspeed.initialize(model=model, optimizer=optimizer, model_parameters=parameters, config=config)
         self.engines.append(engine)
+        if optimizer is not None or "optimizer" in config:
+            self._trained = engine  # what backward steps; a model prepared for evaluation has no optimizer
         if optimizer is not None:
             self._engine_of_optimizer[id(optimizer)] = engine
         return [engine if obj is model else obj for obj in objects]
@@ -145,9 +148,9 @@ class DeepSpeedStrategy(SingleProcessStrategy):
         return True
 
     def _engine(self) -> Any:
-        if not self.engines:
-            raise RuntimeError("with DeepSpeed, prepare() the model and optimizer before backward()")
-        return self.engines[-1]
+        if self._trained is None:
+            raise RuntimeError("with DeepSpeed, prepare() the model with its optimizer before backward()")
+        return self._trained
 
 
 class EngineOptimizer:
