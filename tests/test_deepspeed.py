@@ -5,14 +5,13 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import sys
 
 import pytest
 import torch
 import torch.nn.functional as F
 from ranks import on_ranks
-from test_fsdp import Net, _assert_same_weights, _data
+from test_fsdp import Net, _assert_same_weights, _data, resumed_after_a_kill
 from torch.utils.data import DataLoader
 
 from trainer_core import Accelerator, DeepSpeedPlugin, set_seed
@@ -118,8 +117,9 @@ def test_zero3_bf16_stays_near_fp32_and_gives_16_bit_weights():
     assert 0 < max(differences) <= 0.05
 
 
-def held_after_a_step(plugin_options):
-    accelerator = Accelerator(deepspeed_plugin=plugin_options and DeepSpeedPlugin(**plugin_options))
+def held_after_a_step(sharding):
+    """``Accelerator.held_memory()`` after one step (``sharding``: the Accelerator's plugin argument)."""
+    accelerator = Accelerator(**sharding)
     model = Net(width=256, depth=4)
     optimizer = torch.optim.Adam(model.parameters(), lr=0.01)
     loader = DataLoader(_data(), batch_size=4)
@@ -133,9 +133,9 @@ def test_zero3_holds_about_one_nth_of_the_parameters_and_optimizer_state():
     """Measured from the tensors each rank holds after a step (``Accelerator.held_memory``): ZeRO-3's
     parameters + Adam state + fp32 master on 2 ranks within 1.2x of half of DDP's parameters + Adam
     state; ZeRO-1 keeps whole parameters and shards the rest."""
-    ddp = on_ranks(held_after_a_step, None)
-    zero3 = on_ranks(held_after_a_step, {"zero_stage": 3})
-    zero1 = on_ranks(held_after_a_step, {"zero_stage": 1})
+    ddp = on_ranks(held_after_a_step, {})
+    zero3 = on_ranks(held_after_a_step, {"deepspeed_plugin": DeepSpeedPlugin(zero_stage=3)})
+    zero1 = on_ranks(held_after_a_step, {"deepspeed_plugin": DeepSpeedPlugin(zero_stage=1)})
     whole = ddp[0]["parameters"] + ddp[0]["optimizer"]
     for held in zero3:
         assert held["parameters"] + held["optimizer"] <= 1.2 * whole / 2, (ddp, zero3)
@@ -146,46 +146,27 @@ def test_zero3_holds_about_one_nth_of_the_parameters_and_optimizer_state():
 
 
 def test_the_notebook_view_shows_each_ranks_held_memory_after_the_first_step():
-    """A sharded run shows, per rank, the MB of parameters + optimizer state it holds (measured after
-    the first optimizer step): a metric of the launch, drawn in the finished cell's HTML."""
+    """A sharded run (ZeRO-3, FSDP2) shows, per rank, the MB of parameters + optimizer state it holds
+    (measured after the first optimizer step): a metric of the launch, drawn in the finished cell's HTML."""
     from notebook_launcher import launch
     from notebook_launcher.frontend.views.static import static_bundle
+    from trainer_core import FullyShardedDataParallelPlugin
     from trainer_core.accelerator import MEMORY_METRIC
 
-    job = launch(held_after_a_step, ({"zero_stage": 3},), num_processes=2, display="none")
-    job.wait(timeout=240)
-    shown = {metric["rank"]: metric["values"][MEMORY_METRIC] for metric in job.metrics}
-    assert sorted(shown) == [0, 1]
-    for rank, held in enumerate(job.results):
-        assert shown[rank] == pytest.approx((held["parameters"] + held["optimizer"]) / 2**20)
-    assert MEMORY_METRIC in static_bundle(job)["text/html"]
-    ddp = launch(held_after_a_step, (None,), num_processes=2, display="none")
+    for sharding in (
+        {"deepspeed_plugin": DeepSpeedPlugin(zero_stage=3)},
+        {"fsdp_plugin": FullyShardedDataParallelPlugin()},
+    ):
+        job = launch(held_after_a_step, (sharding,), num_processes=2, display="none")
+        job.wait(timeout=240)
+        shown = {metric["rank"]: metric["values"][MEMORY_METRIC] for metric in job.metrics}
+        assert sorted(shown) == [0, 1]
+        for rank, held in enumerate(job.results):
+            assert shown[rank] == pytest.approx((held["parameters"] + held["optimizer"]) / 2**20)
+        assert MEMORY_METRIC in static_bundle(job)["text/html"]
+    ddp = launch(held_after_a_step, ({},), num_processes=2, display="none")
     ddp.wait(timeout=240)
     assert ddp.metrics == []  # only a sharded model's memory is news
-
-
-def resumable(project, stage, die_once):
-    """Two epochs checkpointed after each (``save_state``); with ``die_once`` rank 1 is killed right after
-    the first checkpoint of the first attempt; each attempt starts from the latest checkpoint."""
-    set_seed(3)
-    accelerator = Accelerator(deepspeed_plugin=DeepSpeedPlugin(zero_stage=stage), project_dir=project)
-    model = Net()
-    optimizer = torch.optim.Adam(model.parameters(), lr=0.01)
-    loader = DataLoader(_data(), batch_size=8, shuffle=True)
-    model, optimizer, loader = accelerator.prepare(model, optimizer, loader)
-    resumed = accelerator.load_state()
-    for epoch in range(0 if resumed is None else 1, 2):
-        for x, y in loader:
-            accelerator.backward(F.cross_entropy(model(x), y))
-            optimizer.step()
-            optimizer.zero_grad()
-        folder = accelerator.save_state()
-        marker = os.path.join(project, "died")
-        if die_once and epoch == 0 and accelerator.process_index == 1 and not os.path.exists(marker):
-            open(marker, "w").close()
-            os.kill(os.getpid(), signal.SIGKILL)
-    files = sorted(os.listdir(os.path.join(folder, "pytorch_model")))
-    return {"weights": accelerator.get_state_dict(model), "resumed": resumed, "files": files}
 
 
 @pytest.mark.parametrize("stage", [2, 3])
@@ -193,13 +174,9 @@ def test_a_killed_zero_run_restarts_from_its_checkpoint_to_the_same_weights(tmp_
     """save_state writes the engine's checkpoint in Accelerate's layout (``pytorch_model/`` with every
     rank's optimizer partitions) inside our atomically published folder; a rank killed after the
     first checkpoint, max_restarts=1, ends with the weights of a run never interrupted."""
-    straight = on_ranks(resumable, str(tmp_path / "straight"), stage, False)[0]
-    restarted = on_ranks(resumable, str(tmp_path / "restarted"), stage, True, max_restarts=1)[0]
-    assert os.path.exists(tmp_path / "restarted" / "died")
-    assert restarted["resumed"].endswith("checkpoint_0") and straight["resumed"] is None
-    _assert_same_weights(straight["weights"], restarted["weights"], atol=0)
-    partitions = [name for name in restarted["files"] if "optim_states" in name]
-    assert len(partitions) == 2, restarted["files"]
+    folder = resumed_after_a_kill(tmp_path, {"deepspeed_plugin": DeepSpeedPlugin(zero_stage=stage)})
+    files = os.listdir(os.path.join(folder, "pytorch_model"))
+    assert len([name for name in files if "optim_states" in name]) == 2, files
 
 
 def test_accelerates_plugin_and_a_json_config_with_auto_values(tmp_path):

@@ -227,22 +227,21 @@ def test_plugin_options_it_does_not_support_are_refused_by_name():
         assert Accelerator(fsdp_plugin=FullyShardedDataParallelPlugin()).strategy.name == "single"
 
 
-def resumable(project, kind, die_once):
-    """Two epochs of sharded training, checkpointed (``save_state``) after each; with ``die_once``, rank 1
-    is killed right after the first checkpoint of the first attempt. Each attempt starts from the latest
-    checkpoint (``load_state()``). Rank 0 returns the full weights; every rank what its checkpoint holds."""
+def resumable(project, sharding, die_once):
+    """Two epochs of sharded training (``sharding``: the Accelerator's plugin argument), checkpointed
+    (``save_state``) after each; with ``die_once``, rank 1 is killed right after the first checkpoint
+    of the first attempt. Each attempt starts from the latest checkpoint (``load_state()``). Rank 0
+    returns the full weights; every rank the last checkpoint's folder."""
     import signal
 
     set_seed(3)
-    plugin = FullyShardedDataParallelPlugin(auto_wrap_policy="transformer_based_wrap", state_dict_type=kind)
-    accelerator = Accelerator(fsdp_plugin=plugin, project_dir=project)
+    accelerator = Accelerator(**sharding, project_dir=project)
     model = Net()
     optimizer = torch.optim.Adam(model.parameters(), lr=0.01)
     loader = DataLoader(_data(), batch_size=8, shuffle=True)
     model, optimizer, loader = accelerator.prepare(model, optimizer, loader)
     resumed = accelerator.load_state()
-    first_epoch = 0 if resumed is None else 1
-    for epoch in range(first_epoch, 2):
+    for epoch in range(0 if resumed is None else 1, 2):
         for x, y in loader:
             accelerator.backward(F.cross_entropy(model(x), y))
             optimizer.step()
@@ -252,7 +251,18 @@ def resumable(project, kind, die_once):
         if die_once and epoch == 0 and accelerator.process_index == 1 and not os.path.exists(marker):
             open(marker, "w").close()
             os.kill(os.getpid(), signal.SIGKILL)
-    return {"weights": accelerator.get_state_dict(model), "resumed": resumed, "files": sorted(os.listdir(folder))}
+    return {"weights": accelerator.get_state_dict(model), "resumed": resumed, "folder": folder}
+
+
+def resumed_after_a_kill(tmp_path, sharding):
+    """The last checkpoint's folder of a run whose rank 1 was killed once (max_restarts=1), after
+    checking it ends with the weights of a run never interrupted (Adam state included)."""
+    straight = on_ranks(resumable, str(tmp_path / "straight"), sharding, False)[0]
+    restarted = on_ranks(resumable, str(tmp_path / "restarted"), sharding, True, max_restarts=1)[0]
+    assert os.path.exists(tmp_path / "restarted" / "died")
+    assert restarted["resumed"].endswith("checkpoint_0") and straight["resumed"] is None
+    _assert_same_weights(straight["weights"], restarted["weights"], atol=0)
+    return restarted["folder"]
 
 
 @pytest.mark.parametrize("kind", ["SHARDED_STATE_DICT", "FULL_STATE_DICT"])
@@ -260,16 +270,13 @@ def test_a_killed_sharded_run_restarts_from_its_checkpoint_to_the_same_weights(t
     """save_state writes Accelerate's FSDP layout (each rank its shards through torch.distributed.checkpoint,
     or the full state from rank 0); a rank killed after the first checkpoint, max_restarts=1, and the
     second attempt ends with the weights of a run never interrupted (Adam state included)."""
-    straight = on_ranks(resumable, str(tmp_path / "straight"), kind, False)[0]
-    restarted = on_ranks(resumable, str(tmp_path / "restarted"), kind, True, max_restarts=1)[0]
-    assert os.path.exists(tmp_path / "restarted" / "died")
-    assert restarted["resumed"].endswith("checkpoint_0") and straight["resumed"] is None
-    _assert_same_weights(straight["weights"], restarted["weights"], atol=0)
+    plugin = FullyShardedDataParallelPlugin(auto_wrap_policy="transformer_based_wrap", state_dict_type=kind)
+    files = set(os.listdir(resumed_after_a_kill(tmp_path, {"fsdp_plugin": plugin})))
     if kind == "SHARDED_STATE_DICT":
-        assert {"optimizer_0", "pytorch_model_fsdp_0"} <= set(restarted["files"])
+        assert {"optimizer_0", "pytorch_model_fsdp_0"} <= files
     else:
-        assert {"optimizer_0.bin", "pytorch_model_fsdp_0.bin"} <= set(restarted["files"])
-    assert "model.safetensors" not in restarted["files"]
+        assert {"optimizer_0.bin", "pytorch_model_fsdp_0.bin"} <= files
+    assert "model.safetensors" not in files
 
 
 def test_the_same_sharded_training_runs_under_spawn():

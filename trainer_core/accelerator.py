@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import collections
 import contextlib
-import functools
 import gc
 import os
 import warnings
@@ -48,7 +47,7 @@ from .interop import share_state_with_accelerate
 from .memory import held_bytes
 from .metrics import MetricLog
 from .optim import PreparedOptimizer, PreparedScheduler
-from .precision import select_precision
+from .precision import autocast_forward, select_precision
 from .prepared import PreparedObjects
 from .project import ProjectConfiguration
 from .state import DistributedState
@@ -200,7 +199,7 @@ class Accelerator(TrackerMethods, CheckpointMethods):
         model = self.strategy.setup_module(model)
         self.prepared.note_moved(before, dict(self.strategy.unwrap(model).named_parameters()))
         if self.precision.name != "no":
-            model.forward = _autocast_forward(model.forward, self.precision)
+            model.forward = autocast_forward(model.forward, self.precision)
         self.prepared.models.append(model)
         return model
 
@@ -327,7 +326,7 @@ class Accelerator(TrackerMethods, CheckpointMethods):
         Gathering every eval batch therefore yields exactly the dataset's samples, in dataset order.
         Non-tensor objects are gathered with ``all_gather_object``.
         """
-        tensors = not use_gather_object and _all_tensors(data)
+        tensors = not use_gather_object and ops.all_tensors(data)
         gathered = self.gather(data) if tensors else ops.gather_object(self.state, data)
         remainder = self._data_state.remainder
         if not self._data_state.end_of_dataloader or remainder is None:
@@ -381,27 +380,3 @@ class Accelerator(TrackerMethods, CheckpointMethods):
         gc.collect()
         self.state.backend.empty_cache()
         return [None] * len(objects)
-
-
-def _autocast_forward(forward, precision):
-    @functools.wraps(forward)
-    def wrapped(*args, **kwargs):
-        with precision.autocast():
-            output = forward(*args, **kwargs)
-        return ops.apply_to_tensors(_to_fp32, output)
-
-    return wrapped
-
-
-def _to_fp32(tensor):
-    return tensor.float() if tensor.dtype in (torch.float16, torch.bfloat16) else tensor
-
-
-def _all_tensors(data):
-    if isinstance(data, torch.Tensor):
-        return True
-    if isinstance(data, (list, tuple)):
-        return bool(data) and all(_all_tensors(item) for item in data)
-    if isinstance(data, dict):
-        return bool(data) and all(_all_tensors(item) for item in data.values())
-    return False

@@ -15,7 +15,15 @@ from __future__ import annotations
 
 import torch
 
-__all__ = ["apply_to_tensors", "gather", "gather_object", "reduce", "pad_across_processes", "broadcast_object"]
+__all__ = [
+    "apply_to_tensors",
+    "all_tensors",
+    "gather",
+    "gather_object",
+    "reduce",
+    "pad_across_processes",
+    "broadcast_object",
+]
 
 
 def apply_to_tensors(function, data):
@@ -28,6 +36,22 @@ def apply_to_tensors(function, data):
     if isinstance(data, dict):
         return type(data)({key: apply_to_tensors(function, value) for key, value in data.items()})
     return data
+
+
+def all_tensors(data):
+    """Whether ``data`` is a tensor or a non-empty nested list/tuple/dict of nothing but tensors.
+
+    Examples:
+        >>> all_tensors({"x": torch.ones(1), "y": [torch.zeros(2)]}), all_tensors([torch.ones(1), "label"])
+        (True, False)
+    """
+    if isinstance(data, torch.Tensor):
+        return True
+    if isinstance(data, (list, tuple)):
+        return bool(data) and all(all_tensors(item) for item in data)
+    if isinstance(data, dict):
+        return bool(data) and all(all_tensors(item) for item in data.values())
+    return False
 
 
 def _sizes(state, tensor, dim=0):

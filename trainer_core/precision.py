@@ -15,11 +15,14 @@ Examples:
 from __future__ import annotations
 
 import contextlib
+import functools
 from typing import Any
 
 import torch
 
-__all__ = ["select_precision", "PRECISIONS", "EnginePrecision"]
+from .ops import apply_to_tensors
+
+__all__ = ["select_precision", "autocast_forward", "PRECISIONS", "EnginePrecision"]
 
 PRECISIONS = ("no", "fp16", "bf16")
 
@@ -131,6 +134,31 @@ class EnginePrecision(FullPrecision):
 
     def step(self, optimizer: Any, closure: Any = None) -> tuple[Any, bool]:
         return optimizer.step(closure), bool(getattr(optimizer, "overflow", False))
+
+
+def autocast_forward(forward: Any, precision: FullPrecision) -> Any:
+    """``forward`` run under ``precision``'s autocast, its half-precision outputs given back in fp32
+    (what a prepared model's forward becomes).
+
+    Examples:
+        >>> from trainer_core.backends import CpuBackend
+        >>> linear = torch.nn.Linear(2, 2)
+        >>> forward = autocast_forward(linear.forward, select_precision("bf16", CpuBackend()))
+        >>> forward(torch.ones(1, 2)).dtype
+        torch.float32
+    """
+
+    @functools.wraps(forward)
+    def wrapped(*args: Any, **kwargs: Any) -> Any:
+        with precision.autocast():
+            output = forward(*args, **kwargs)
+        return apply_to_tensors(_to_fp32, output)
+
+    return wrapped
+
+
+def _to_fp32(tensor: torch.Tensor) -> torch.Tensor:
+    return tensor.float() if tensor.dtype in (torch.float16, torch.bfloat16) else tensor
 
 
 def select_precision(name: str, backend: Any, scaler_kwargs: dict | None = None) -> FullPrecision:
