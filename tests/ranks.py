@@ -8,8 +8,16 @@ from __future__ import annotations
 from notebook_launcher import launch
 
 
+RANKS_TIMEOUT = 150.0  # seconds: a launch past it ends with LaunchTimeout and every rank's stack
+
+
 def on_ranks(function, *args, num_processes=2, **options):
-    """Every rank's return value of ``function(*args)``, launched with notebook_launcher."""
+    """Every rank's return value of ``function(*args)``, launched with notebook_launcher.
+
+    A launch that hangs fails with the launcher's own ``LaunchTimeout``, which shows where each
+    rank was; a launcher that could not end it is caught by pytest-timeout, which shows every thread.
+    """
+    options.setdefault("timeout", RANKS_TIMEOUT)
     job = launch(function, args, num_processes=num_processes, display="none", **options)
-    job.wait(timeout=240)
+    job.wait()
     return job.results

@@ -76,6 +76,21 @@ def test_zero_stages_1_2_3_reach_the_weights_of_one_process():
         assert (ranks[1]["weights"] == {}) == (stage == 3)
 
 
+def test_nothing_is_compiled_and_a_lock_left_by_an_ended_build_blocks_nothing(tmp_path, monkeypatch):
+    """On a CPU machine DeepSpeed's backend compiles a shared-memory all-reduce (used only for
+    tensor-parallel inference) before the first step, under a lock file in the extensions folder; a
+    rank ended mid-build leaves the file, and every later launch waited on it for ever. A launch
+    compiles nothing, so such a file is no obstacle."""
+    extensions = tmp_path / "extensions"
+    lock = extensions / "deepspeed_shm_comm" / "lock"  # what a build ended by SIGKILL leaves
+    lock.parent.mkdir(parents=True)
+    lock.touch()
+    monkeypatch.setenv("TORCH_EXTENSIONS_DIR", str(extensions))
+    ranks = on_ranks(train, {"zero_stage": 2, **NO_CLIPPING}, 8, timeout=90)
+    assert ranks[0]["strategy"] == "deepspeed"
+    assert sorted(path.name for path in extensions.rglob("*")) == ["deepspeed_shm_comm", "lock"]
+
+
 def test_offloading_to_the_cpu_reaches_the_same_weights():
     """offload_optimizer_device="cpu" (ZeRO-2, the user's torch Adam stepping the offloaded state) and
     offload of parameters too (ZeRO-3) train to one process's weights."""

@@ -125,6 +125,27 @@ def test_rank_killed_by_a_signal_gives_worker_error_with_the_signal(kernel):
     assert _seconds_since_rank_1_said(kernel, "dying at") < 5
 
 
+def test_a_sigterm_the_launcher_did_not_send_names_its_sender(kernel):
+    """A rank ended by another program's SIGTERM (a memory watchdog, a neighbour's script) fails
+    with the signal and which process sent it, in the error and in the rank's log."""
+    kernel.ok(
+        dedent("""
+        def rank1_terminated_from_outside():
+            if os.environ["RANK"] == "1":
+                subprocess.Popen(["sh", "-c", f"kill -TERM {os.getpid()}; sleep 30"])  # ends with the rank
+            threading.Event().wait()
+    """)
+    )
+    result = kernel.run("import subprocess\nnotebook_launcher(rank1_terminated_from_outside, num_processes=2)")
+    assert result.error["ename"] == "WorkerError"
+    assert result.error["evalue"] == "rank 1 was killed by signal SIGTERM"
+    notes = kernel.eval("sys.last_value.__notes__")
+    assert len(notes) == 1 and re.fullmatch(
+        r"rank process \d+ was sent SIGTERM by process \d+ \(sh -c kill -TERM \d+; sleep 30\)", notes[0]
+    )
+    assert notes[0] in result.traceback  # the cell shows it
+
+
 @pytest.mark.parametrize(
     "exit_code, words",
     [

@@ -218,7 +218,33 @@ def import_deepspeed() -> Any:
         raise ImportError(
             "deepspeed_plugin needs DeepSpeed, which is not installed: pip install 'notebook-launcher[deepspeed]'"
         ) from error
+    _skip_shared_memory_op(deepspeed)
     return deepspeed
+
+
+SHARED_MEMORY_OP = "deepspeed_shm_comm"
+
+
+def _skip_shared_memory_op(deepspeed: Any) -> None:
+    """Keep DeepSpeed from compiling its shared-memory all-reduce when its backend starts.
+
+    On a CPU machine DeepSpeed's communication backend first probes every op it has by running the
+    C compiler, then compiles this op with the C++ compiler (~30 s on two cores) before the first
+    step. torch guards that build with a lock file in ~/.cache/torch_extensions: a rank ended while
+    it builds (a stop, a sibling's failure) leaves the file behind, and every later launch then
+    waits on it for ever. The op serves only DeepSpeed's tensor-parallel inference all-reduce
+    (``LOCAL_SIZE`` set), never training, where the process group's all-reduce does the work; so
+    it is marked unavailable, which DeepSpeed reads from its ``__compatible_ops__`` table (an
+    editable cache, filled on first access) before building anything.
+    """
+    ops = getattr(deepspeed, "ops", None)
+    if ops is None:
+        return
+    table = ops.__dict__.get("__compatible_ops__")
+    if table is None:  # not probed yet: skip the probe too (it only answers this question)
+        ops.__compatible_ops__ = {SHARED_MEMORY_OP: False}
+    else:
+        table[SHARED_MEMORY_OP] = False
 
 
 def _config_dict(source: Any) -> dict:

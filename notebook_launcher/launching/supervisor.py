@@ -209,6 +209,7 @@ class Supervisor:
             os.getpid(),
             plan.threads,
             self._tensor_prefix,
+            launcher_pid=os.getpid(),
         )
 
     def _loop(self) -> None:

@@ -60,6 +60,7 @@ class RankSpec:
     parent_pid: int
     threads: int
     tensor_prefix: str | None = None  # where large returned tensors go (``wire.shared_tensors``)
+    launcher_pid: int = 0  # the kernel that launched it (the parent may be a start server)
 
 
 @dataclass(frozen=True)
@@ -91,7 +92,7 @@ def prepare_process(spec, pipes, channel_lock=None):
     threading.current_thread().name = "MainThread"  # forked from a supervisor thread, it is this rank's main
     die_with_parent(spec.parent_pid)
     become_subreaper()
-    capture = Capture.install(pipes)
+    capture = Capture.install(pipes, launchers=frozenset({spec.parent_pid, spec.launcher_pid}))
     os.environ.update(spec.env)
     _cap_threads(spec.threads)
     channel = ChannelWriter(pipes.events, rank=spec.rank, lock=channel_lock)

@@ -10,7 +10,9 @@ block-buffered: a line is one ``memcpy``, not one system call. Nothing is lost f
 * ``os._exit`` flushes first (``multiprocessing`` and users call it);
 * SIGTERM — how the launcher ends ranks — is blocked in every thread and taken by the flusher
   thread with ``sigtimedwait``: it flushes, then lets the default action end the process, so a
-  terminated rank loses no line and still ends at once, even while blocked in a collective.
+  terminated rank loses no line and still ends at once, even while blocked in a collective. A
+  SIGTERM the launcher did not send (another program, a memory watchdog, a neighbour) is named on
+  the rank's stderr first — which process sent it — so "killed by signal SIGTERM" has a cause.
 
 The same thread answers the kernel's request for the rank's stacks (``STACKS_SIGNAL``, blocked in
 every thread as well): it sends every other thread's stack (``stacks.collect_stacks``) through the
@@ -36,7 +38,7 @@ import sys
 import threading
 from typing import Any
 
-from ..wire import STACKS_SIGNAL
+from ..wire import SIGNAL_SENDER_MARK, STACKS_SIGNAL
 
 __all__ = ["Capture", "FLUSH_INTERVAL", "flush_output"]
 
@@ -47,16 +49,20 @@ _real_exit = os._exit
 
 
 class Capture:
-    def __init__(self) -> None:
+    def __init__(self, launchers: frozenset[int] = frozenset()) -> None:
         self._stopped = threading.Event()
+        self.launchers = launchers  # the processes whose SIGTERM is the launcher's own
         self.on_stacks_request: Any = None  # set by the bootstrap once the channel exists
         self.thread_ident: int | None = None  # the output thread's (left out of the stacks)
         self.interval = float(os.environ.get("NOTEBOOK_LAUNCHER_FLUSH_INTERVAL", FLUSH_INTERVAL))
 
     @classmethod
-    def install(cls, pipes: Any) -> Capture:
-        """Point descriptors 1/2 and ``sys.stdout``/``sys.stderr`` at the rank's pipes, batched."""
-        capture = cls()
+    def install(cls, pipes: Any, launchers: frozenset[int] = frozenset()) -> Capture:
+        """Point descriptors 1/2 and ``sys.stdout``/``sys.stderr`` at the rank's pipes, batched.
+
+        ``launchers``: the pids whose SIGTERM ends the rank without comment (the kernel, a start server).
+        """
+        capture = cls(launchers)
         old = (sys.stdout, sys.stderr)
         for source, target in ((pipes.stdout, 1), (pipes.stderr, 2)):
             if source != target:
@@ -103,11 +109,30 @@ class Capture:
                 self._answer_stacks()
                 continue
             if received is not None:
+                if received.si_pid not in self.launchers:
+                    _name_the_sender(received.si_pid)
                 # SIGTERM keeps its default action: unblocked on this thread and sent to it, it ends
                 # the process with the status a terminated process has
                 signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGTERM})
                 signal.pthread_kill(threading.get_ident(), signal.SIGTERM)
                 return
+
+
+def _name_the_sender(pid: int) -> None:
+    """Say on the rank's stderr which process sent the SIGTERM that is about to end it."""
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as file:
+            command = file.read().replace(b"\0", b" ").decode(errors="replace").strip()
+    except OSError:
+        command = ""
+    if pid == os.getpid():
+        who = "this rank itself"
+    else:
+        who = f"process {pid}" + (f" ({command[:200]})" if command else " (gone already)")
+    try:
+        os.write(2, f"{SIGNAL_SENDER_MARK}rank process {os.getpid()} was sent SIGTERM by {who}\n".encode())
+    except OSError:
+        pass
 
 
 def _stream(fd: int) -> Any:
@@ -175,8 +200,10 @@ def _start_children_with_default_signals() -> None:
         return
 
     def fork_exec(*args: Any, **kwargs: Any) -> Any:
-        # the stacks signal has a handler in the rank, so unblocking it for this moment is harmless
-        previous = signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGTERM, STACKS_SIGNAL})
+        # the stacks signal has a handler in the rank, so unblocking it for this moment is harmless;
+        # a SIGTERM already waiting stays blocked here, for the flusher to take (flush, name its sender)
+        unblocked = {STACKS_SIGNAL} if signal.SIGTERM in signal.sigpending() else {signal.SIGTERM, STACKS_SIGNAL}
+        previous = signal.pthread_sigmask(signal.SIG_UNBLOCK, unblocked)
         try:
             return start(*args, **kwargs)
         finally:

@@ -42,6 +42,7 @@ __all__ = [
     "set_rank_channel",
     "EVENT_KINDS",
     "STACKS_SIGNAL",
+    "SIGNAL_SENDER_MARK",
 ]
 
 # The event kinds, rank → kernel.
@@ -58,6 +59,9 @@ EVENT_KINDS = (STATUS, RESULT, ERROR, METRIC, DISPLAY, OUTPUT, STACKS, REPLY)
 # The signal by which the kernel asks a rank for its stacks: a real-time signal (no library uses
 # them) that a rank blocks in every thread and answers from its output thread (``rank/capture``).
 STACKS_SIGNAL = signal.SIGRTMIN + 4 if hasattr(signal, "SIGRTMIN") else signal.SIGUSR2
+# How a rank's stderr line naming the sender of a SIGTERM the launcher did not send begins; the
+# kernel adds that line to the rank's "killed by signal SIGTERM" failure.
+SIGNAL_SENDER_MARK = "[notebook-launcher] "
 
 _HEADER = struct.Struct("<Q")
 LIVE_LIMIT = 4096  # characters of a line still being written that the live preview shows (its end)
