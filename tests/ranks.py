@@ -7,7 +7,6 @@ from __future__ import annotations
 
 from notebook_launcher import launch
 
-
 RANKS_TIMEOUT = 150.0  # seconds: a launch past it ends with LaunchTimeout and every rank's stack
 
 

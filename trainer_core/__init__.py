@@ -24,6 +24,7 @@ from .big_modeling import (
 from .data_config import DataLoaderConfiguration
 from .deepspeed_plugin import DeepSpeedPlugin
 from .fsdp_plugin import FullyShardedDataParallelPlugin
+from .parallelism import ParallelismConfig
 from .seeding import set_seed
 from .state import DistributedState
 
@@ -33,6 +34,7 @@ __all__ = [
     "DataLoaderConfiguration",
     "DeepSpeedPlugin",
     "FullyShardedDataParallelPlugin",
+    "ParallelismConfig",
     "set_seed",
     "DistributedState",
     "cpu_offload",

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import collections
 import contextlib
+import dataclasses
 import gc
 import os
 import warnings
@@ -47,6 +48,7 @@ from .interop import share_state_with_accelerate
 from .memory import held_bytes
 from .metrics import MetricLog
 from .optim import PreparedOptimizer, PreparedScheduler
+from .parallelism import MeshMethods, data_parallel_coordinates, parallelism_config_from
 from .precision import autocast_forward, select_precision
 from .prepared import PreparedObjects
 from .project import ProjectConfiguration
@@ -59,7 +61,7 @@ __all__ = ["Accelerator", "MEMORY_METRIC"]
 MEMORY_METRIC = "held MB (params+optimizer)"  # shown once per rank after the first step of a sharded model
 
 
-class Accelerator(TrackerMethods, CheckpointMethods):
+class Accelerator(TrackerMethods, CheckpointMethods, MeshMethods):
     """Training helper for one rank; see the module docstring.
 
     Args:
@@ -82,6 +84,9 @@ class Accelerator(TrackerMethods, CheckpointMethods):
         deepspeed_plugin: train through DeepSpeed ZeRO (``DeepSpeedPlugin``, a DeepSpeed config dict
             or JSON path, or Accelerate's plugin): ``prepare`` hands the model and its optimizer to
             ``deepspeed.initialize`` and ``backward`` steps the engine. Needs the ``deepspeed`` extra.
+        parallelism_config: the ranks as a mesh (``ParallelismConfig(dp_shard_size=2, tp_size=2)``;
+            Accelerate's is accepted), with ``fsdp_plugin``: FSDP2 shards over "dp_shard", the
+            user's tensor-parallel layers span "tp" (``torch_device_mesh``), loaders shard by "dp_shard".
         step_scheduler_with_optimizer: a prepared scheduler steps only when the optimizer did, and
             then once per process (as Accelerate does: schedules are sized by the un-prepared
             loader's length), once with ``split_batches``; False steps it at every call.
@@ -102,6 +107,7 @@ class Accelerator(TrackerMethods, CheckpointMethods):
         log_with: Any = None,
         fsdp_plugin: Any = None,
         deepspeed_plugin: Any = None,
+        parallelism_config: Any = None,
     ) -> None:
         self._log_with = log_with
         self._trigger = False
@@ -126,7 +132,13 @@ class Accelerator(TrackerMethods, CheckpointMethods):
             raise ValueError("pass fsdp_plugin or deepspeed_plugin, not both")
         if self.deepspeed_plugin is not None:
             gradient_accumulation_steps = self.deepspeed_plugin.accumulation_steps(gradient_accumulation_steps)
-        self.strategy = select_strategy(self.state, ddp_kwargs, self.fsdp_plugin or self.deepspeed_plugin)
+        self.parallelism_config = parallelism_config_from(parallelism_config)
+        self._mesh = None
+        if self.parallelism_config is not None:
+            self._mesh = self.parallelism_config.build_device_mesh(
+                self.state.device.type, self.state.num_processes, sharded=self.fsdp_plugin is not None
+            )
+        self.strategy = select_strategy(self.state, ddp_kwargs, self.fsdp_plugin or self.deepspeed_plugin, self._mesh)
         self.precision = self.strategy.adapt_precision(select_precision(chosen, self.state.backend, scaler_kwargs))
         self.gradient_accumulation_steps = gradient_accumulation_steps
         self.step = 0
@@ -222,9 +234,11 @@ class Accelerator(TrackerMethods, CheckpointMethods):
         config = self.dataloader_config
         seed = config.data_seed if config.data_seed is not None else torch.initial_seed() % 2**31
         seed = ops.broadcast_object(self.state, seed)
-        prepared = PreparedDataLoader(
-            loader, self.state, self._data_state, seed, config.split_batches, config.even_batches
-        )
+        shard = data_parallel_coordinates(self._mesh)  # a tensor-parallel group shares its batches
+        state = self.state
+        if shard is not None:
+            state = dataclasses.replace(state, process_index=shard[0], num_processes=shard[1])
+        prepared = PreparedDataLoader(loader, state, self._data_state, seed, config.split_batches, config.even_batches)
         self.prepared.dataloaders.append(prepared)
         return prepared
 

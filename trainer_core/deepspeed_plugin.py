@@ -107,8 +107,9 @@ class DeepSpeedPlugin:
 
     argument_name = "deepspeed_plugin"
 
-    def make_strategy(self, state: Any) -> Any:
-        """The strategy that trains through DeepSpeed with this plugin on ``state``'s ranks."""
+    def make_strategy(self, state: Any, mesh: Any = None) -> Any:
+        """The strategy that trains through DeepSpeed with this plugin on ``state``'s ranks
+        (``mesh``: never given, a ParallelismConfig needs the FSDP plugin)."""
         from .strategies.deepspeed import DeepSpeedStrategy
 
         import_deepspeed()  # fail at Accelerator(), not at the first prepare, when it is missing

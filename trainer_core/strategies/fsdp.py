@@ -33,9 +33,10 @@ class FSDP2Strategy(SingleProcessStrategy):
     name = "fsdp"
     shards_state = True
 
-    def __init__(self, state: Any, plugin: FullyShardedDataParallelPlugin) -> None:
+    def __init__(self, state: Any, plugin: FullyShardedDataParallelPlugin, mesh: Any = None) -> None:
         super().__init__(state)
         self.plugin = plugin
+        self.shard_mesh = mesh["dp_shard"] if mesh is not None else None  # None: every rank
 
     def setup_module(self, model: torch.nn.Module) -> torch.nn.Module:
         from torch.distributed.fsdp import CPUOffloadPolicy, FSDPModule, OffloadPolicy, fully_shard
@@ -49,6 +50,7 @@ class FSDP2Strategy(SingleProcessStrategy):
         if plugin.activation_checkpointing:
             _checkpoint_activations(model, units)
         options: dict[str, Any] = {
+            "mesh": self.shard_mesh,
             "reshard_after_forward": plugin.reshard_after_forward,
             "offload_policy": CPUOffloadPolicy(pin_memory=torch.cuda.is_available())
             if plugin.cpu_offload
@@ -70,6 +72,28 @@ class FSDP2Strategy(SingleProcessStrategy):
 
     def no_sync(self, model: torch.nn.Module) -> contextlib.AbstractContextManager[Any]:
         return _gradient_sync(model, False)
+
+    def clip_grad_norm(self, parameters: Any, max_norm: float, norm_type: float = 2) -> Any:
+        """torch's ``clip_grad_norm_``, also when the gradients live on different meshes (with tensor
+        parallelism: the split layers on the 2-D mesh, the plain ones on "dp_shard"), which it cannot
+        stack: each mesh's norm is computed whole, then combined, and every gradient scaled alike."""
+        parameters = [p for p in parameters if p.grad is not None]
+        groups: dict[Any, list[torch.Tensor]] = {}
+        for parameter in parameters:
+            groups.setdefault(getattr(parameter.grad, "device_mesh", None), []).append(parameter.grad)
+        if len(groups) <= 1:
+            return super().clip_grad_norm(parameters, max_norm, norm_type)
+        from torch.nn.utils import get_total_norm
+
+        norms = [get_total_norm(grads, norm_type) for grads in groups.values()]
+        whole = [norm.full_tensor() if hasattr(norm, "full_tensor") else norm for norm in norms]
+        total = get_total_norm(whole, norm_type)
+        coefficient = torch.clamp(max_norm / (total + 1e-6), max=1.0)
+        with torch.no_grad():
+            for grads in groups.values():
+                for grad in grads:  # a scale applies to each shard as to the whole tensor
+                    (grad.to_local() if hasattr(grad, "to_local") else grad).mul_(coefficient.to(grad.device))
+        return total
 
     def unwrap(self, model: torch.nn.Module) -> torch.nn.Module:
         return model  # fully_shard changes the module in place: it is the user's module
