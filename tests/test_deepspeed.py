@@ -11,7 +11,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 from ranks import on_ranks
-from test_fsdp import Net, _assert_same_weights, _data, resumed_after_a_kill
+from test_fsdp import Net, _assert_same_weights, _data, resumed_after_a_kill, two_epochs
 from torch.utils.data import DataLoader
 
 from trainer_core import Accelerator, DeepSpeedPlugin, set_seed
@@ -40,16 +40,7 @@ def train(plugin_options, batch_size, accumulation=1, precision="no", scheduled=
     scheduler = torch.optim.lr_scheduler.StepLR(optimizer, step_size=3 if scheduled else 10**6, gamma=0.5)
     loader = DataLoader(_data(), batch_size=batch_size, shuffle=True)
     model, optimizer, loader, scheduler = accelerator.prepare(model, optimizer, loader, scheduler)
-    norms = []
-    for _ in range(2):
-        for x, y in loader:
-            with accelerator.accumulate(model):
-                accelerator.backward(F.cross_entropy(model(x), y))
-                if accelerator.sync_gradients:
-                    norms.append(float(accelerator.clip_grad_norm_(model.parameters(), 10.0)))
-                optimizer.step()
-                scheduler.step()
-                optimizer.zero_grad()
+    norms = two_epochs(accelerator, model, optimizer, loader, scheduler)
     return {
         "weights": accelerator.get_state_dict(model),
         "norms": norms,

@@ -62,9 +62,16 @@ def train(sharded, batch_size, accumulation=1, optimizer_first=True, plugin_opti
         model = accelerator.prepare(model)
         optimizer = accelerator.prepare(torch.optim.Adam(model.parameters(), lr=0.01))
         loader = accelerator.prepare(loader)
-    norms = []
     forwards = []
     accelerator.unwrap_model(model).blocks[0].register_forward_pre_hook(lambda module, args: forwards.append(1))
+    norms = two_epochs(accelerator, model, optimizer, loader)
+    weights = accelerator.get_state_dict(model)
+    return {"weights": weights, "norms": norms, "strategy": accelerator.strategy.name, "block_forwards": len(forwards)}
+
+
+def two_epochs(accelerator, model, optimizer, loader, scheduler=None):
+    """Train with cross-entropy under ``accumulate``, clipping at 10; the norms ``clip_grad_norm_`` gave."""
+    norms = []
     for _ in range(2):
         for x, y in loader:
             with accelerator.accumulate(model):
@@ -72,9 +79,10 @@ def train(sharded, batch_size, accumulation=1, optimizer_first=True, plugin_opti
                 if accelerator.sync_gradients:
                     norms.append(float(accelerator.clip_grad_norm_(model.parameters(), 10.0)))
                 optimizer.step()
+                if scheduler is not None:
+                    scheduler.step()
                 optimizer.zero_grad()
-    weights = accelerator.get_state_dict(model)
-    return {"weights": weights, "norms": norms, "strategy": accelerator.strategy.name, "block_forwards": len(forwards)}
+    return norms
 
 
 def _assert_same_weights(a, b, atol):

@@ -238,12 +238,9 @@ def _skip_shared_memory_op(deepspeed: Any) -> None:
     it is marked unavailable, which DeepSpeed reads from its ``__compatible_ops__`` table (an
     editable cache, filled on first access) before building anything.
     """
-    ops = getattr(deepspeed, "ops", None)
-    if ops is None:
-        return
-    table = ops.__dict__.get("__compatible_ops__")
+    table = deepspeed.ops.__dict__.get("__compatible_ops__")
     if table is None:  # not probed yet: skip the probe too (it only answers this question)
-        ops.__compatible_ops__ = {SHARED_MEMORY_OP: False}
+        deepspeed.ops.__compatible_ops__ = {SHARED_MEMORY_OP: False}
     else:
         table[SHARED_MEMORY_OP] = False
 

@@ -125,8 +125,8 @@ def parallelism_config_from(source: Any) -> ParallelismConfig | None:
     """
     if source is None or isinstance(source, ParallelismConfig):
         return source
-    sizes = {name: getattr(source, name, 1) for name in ("dp_replicate_size", "dp_shard_size", "tp_size", "cp_size")}
-    return ParallelismConfig(**sizes, sp_size=getattr(source, "sp_size", 1) or 1)
+    names = ("dp_replicate_size", "dp_shard_size", "tp_size", "cp_size", "sp_size")
+    return ParallelismConfig(**{name: getattr(source, name, 1) for name in names})  # None counts as 1
 
 
 def data_parallel_coordinates(mesh: Any) -> tuple[int, int] | None:
@@ -139,10 +139,7 @@ def data_parallel_coordinates(mesh: Any) -> tuple[int, int] | None:
     """
     if mesh is None:
         return None
-    names = mesh.mesh_dim_names or ()
-    if "dp_shard" not in names:
-        return (0, 1)
-    return (mesh.get_local_rank("dp_shard"), mesh["dp_shard"].size())
+    return (mesh.get_local_rank("dp_shard"), mesh["dp_shard"].size())  # a built mesh always has it
 
 
 class MeshMethods:

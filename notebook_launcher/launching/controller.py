@@ -37,7 +37,6 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from ..errors import LaunchError, LaunchStalled, LaunchTimeout, WorkerError, describe_exit, lost_a_peer
-from ..wire import SIGNAL_SENDER_MARK
 from .plan import FaultPolicy
 from .record import LaunchRecord
 from .watchdog import Watchdog
@@ -274,7 +273,7 @@ class Controller:
                 commands.append(ShowStatus(rank, "stopped"))
             else:
                 failure = WorkerError(rank, describe_exit(rank, exitcode), exitcode=exitcode)
-                for note in self._rank_notes(rank):  # e.g. who sent a SIGTERM the launcher did not send
+                for note in self._record.exit_notes(rank):  # e.g. who sent a SIGTERM the launcher did not send
                     if hasattr(failure, "add_note"):
                         failure.add_note(note)
                 commands += self._fail(rank, failure, self._clock.wall())
@@ -316,15 +315,6 @@ class Controller:
         return self._record.failure is None and not self.stopped
 
     # -- the rules ------------------------------------------------------------------------------
-
-    def _rank_notes(self, rank: int, last: int = 5) -> list[str]:
-        """What the rank's process said about its own end, among its last ``last`` log lines."""
-        count = self._record.line_count(rank)
-        return [
-            line.text[len(SIGNAL_SENDER_MARK) :].strip()
-            for line in self._record.lines(rank, max(0, count - last))
-            if line.stream == "stderr" and line.text.startswith(SIGNAL_SENDER_MARK)
-        ]
 
     def _check_running(self, now: float) -> list[Command]:
         unfinished = [rank for rank in self._record.ranks if rank not in self._reported]

@@ -17,6 +17,7 @@ import heapq
 import threading
 import time
 
+from ..wire import SIGNAL_SENDER_MARK
 from .ranklog import LogLine, RankLog, display_text, html_text
 
 __all__ = ["LaunchRecord", "LogLine", "display_text", "html_text"]  # the last three: from ranklog
@@ -89,6 +90,15 @@ class LaunchRecord:
     def line_count(self, rank):
         with self._lock:
             return self._logs[rank].count
+
+    def exit_notes(self, rank, last=5):
+        """What ``rank``'s process said about its own end (e.g. who sent it SIGTERM), among its last
+        ``last`` log lines."""
+        return [
+            line.text[len(SIGNAL_SENDER_MARK) :].strip()
+            for line in self.lines(rank, max(0, self.line_count(rank) - last))
+            if line.stream == "stderr" and line.text.startswith(SIGNAL_SENDER_MARK)
+        ]
 
     def text(self, rank, stream=None):
         """``rank``'s whole log as text (only ``stream``'s lines when given)."""
