@@ -41,6 +41,9 @@ def launch(
     timeout: float | None = None,
     rendezvous_timeout: float = 300.0,
     secret: str | None = None,
+    cluster: str | None = None,
+    resources_per_rank: dict | None = None,
+    placement_strategy: str | None = None,
 ) -> Launch:
     """Start ``function(*args)`` on ``num_processes`` ranks and return a ``Launch`` handle at once.
 
@@ -85,6 +88,14 @@ def launch(
         secret: with several nodes, a key every node's cell shares (or ``NOTEBOOK_LAUNCHER_SECRET``):
             the nodes sign their messages on the rendezvous store with it, so another process that
             reaches the store's port cannot forge a node's join or failure. Not needed on one node.
+        cluster: None (ranks on this machine), "ray" (one Ray actor per rank on the cluster
+            ``ray.init()`` finds: ``RAY_ADDRESS`` or a running head) or "ray://host:10001" (Ray
+            Client). ``num_processes`` is then the total number of ranks; rank 0's node hosts the
+            store; the function travels by value. Needs ``pip install 'notebook-launcher[ray]'``.
+        resources_per_rank: what each rank's actor reserves, e.g. ``{"GPU": 1}`` or ``{"CPU": 2}``
+            (default ``{"CPU": 1}``); with a GPU the ranks are CUDA ranks.
+        placement_strategy: how Ray spreads the ranks: "PACK" (default: as few nodes as possible),
+            "SPREAD", "STRICT_PACK" or "STRICT_SPREAD". The launch starts whole or not at all.
 
     Returns:
         The running ``Launch``: ``.wait()``, ``.stop()``, ``.stacks()``, ``.status``, ``.results``, ``.logs(rank)``.
@@ -124,6 +135,9 @@ def launch(
         timeout=timeout,
         rendezvous_timeout=rendezvous_timeout,
         secret=secret,
+        cluster=cluster,
+        resources_per_rank=resources_per_rank,
+        placement_strategy=placement_strategy,
     )
     return start_launch(plan, notices, select_view(display, line_prefix=plan.log_line_prefix))
 

@@ -16,6 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from ..choices import MIXED_PRECISIONS, START_METHODS, check_choice
+from ..cluster.options import ClusterPlan, check_cluster, cluster_ranks
 from ..devices import Device, select_device
 from ..devices.probe import usable_cpus
 from .checks import (
@@ -80,6 +81,7 @@ class LaunchPlan:
     faults: FaultPolicy = field(default_factory=FaultPolicy)
     log_line_prefix: str | None = None  # e.g. "[{rank}]: " (torchrun's log_line_prefix_template)
     run_id: str = ""
+    cluster: ClusterPlan | None = None  # the ranks run on a Ray cluster (``cluster``), not here
 
     @property
     def grace_period(self) -> float:
@@ -143,6 +145,9 @@ def make_plan(
     timeout=None,
     log_line_prefix_template=None,
     secret=None,
+    cluster=None,
+    resources_per_rank=None,
+    placement_strategy=None,
 ):
     """Check the arguments and resolve the defaults.
 
@@ -189,10 +194,15 @@ def make_plan(
     check_prefix(log_line_prefix_template)
     if use_port is not None and node_rank == 0 and rdzv_backend == "static":
         check_port_free(master_addr, use_port)  # said now; the rendezvous binds it when the launch starts
-    chosen = select_device(device)
-    count = resolve_num_processes(num_processes, chosen, default_num_processes)
-    method, notice = chosen.resolve_start_method(start_method, fork_hazards())
-    notices = [text for text in (chosen.oversubscription(count), notice) if text]
+    on_cluster = check_cluster(cluster, resources_per_rank, placement_strategy)
+    if on_cluster is not None:
+        chosen, count, method = cluster_ranks(on_cluster, num_processes, device, start_method, num_nodes)
+        notices = []
+    else:
+        chosen = select_device(device)
+        count = resolve_num_processes(num_processes, chosen, default_num_processes)
+        method, notice = chosen.resolve_start_method(start_method, fork_hazards())
+        notices = [text for text in (chosen.oversubscription(count), notice) if text]
     run_id = str(rdzv_id)
     if rdzv_id in (None, "none") and num_nodes == 1:
         run_id = uuid.uuid4().hex[:12]  # nodes share torchrun's default "none"; one node gets an id of its own
@@ -210,6 +220,7 @@ def make_plan(
         faults,
         log_line_prefix_template,
         run_id,
+        on_cluster,
     )
     return plan, notices
 

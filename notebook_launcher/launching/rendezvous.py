@@ -51,7 +51,7 @@ from typing import Any
 from ..errors import LaunchError
 from .signed_store import SignedStore
 
-__all__ = ["Rendezvous"]
+__all__ = ["Rendezvous", "host_store"]
 
 _POLL = 0.1  # seconds between looks at the store while waiting
 _ATTEMPT = "attempt"  # the marker node 0 (or the meeting's host) signs when it hosts a store
@@ -88,6 +88,23 @@ class Rendezvous:
         self._signed: SignedStore | None = None  # node-to-node messages on it
         self._meeting: SignedStore | None = None  # c10d: the store the nodes meet at
         self._listener: socket.socket | None = None  # bound, not served yet (one node)
+
+    @classmethod
+    def for_plan(cls, plan: Any, attempt: int) -> Rendezvous:
+        """The meeting of ``attempt`` of a launch on this kernel's machine (``LaunchPlan``)."""
+        meeting = plan.rendezvous
+        return cls(
+            plan.master_addr,
+            meeting.port,
+            plan.node_rank,
+            plan.num_nodes,
+            meeting.timeout,
+            meeting.backend,
+            meeting.endpoint,
+            plan.run_id,
+            meeting.secret,
+            attempt,
+        )
 
     # -- opening --------------------------------------------------------------------------------
 
@@ -135,22 +152,7 @@ class Rendezvous:
         return SignedStore(store, self._secret, self.run_id, self.attempt)
 
     def _host(self, address: str, port: int | None, workers: int, listener: socket.socket | None = None) -> Any:
-        """A TCPStore server bound to ``address`` only (``port`` None: a free one), on ``listener``
-        when it is already bound."""
-        import torch.distributed as dist
-
-        listener = listener or _bind(address, port)
-        # the store takes the socket over (and closes it when it is deleted)
-        return dist.TCPStore(
-            address,
-            listener.getsockname()[1],
-            max(1, workers),
-            True,
-            timeout=datetime.timedelta(seconds=self.timeout),
-            wait_for_workers=False,
-            master_listen_fd=listener.detach(),
-            use_libuv=True,
-        )
+        return host_store(address, port, workers, self.timeout, listener)
 
     def _connect(
         self,
@@ -313,6 +315,33 @@ class Rendezvous:
         if self._listener is not None:  # never served: the launch ended before its ranks started
             self._listener.close()
             self._listener = None
+
+
+def host_store(
+    address: str, port: int | None, workers: int, timeout: float, listener: socket.socket | None = None
+) -> Any:
+    """A TCPStore server bound to ``address`` only (``port`` None: a free one), on ``listener``
+    when it is already bound. Its port is ``store.port``.
+
+    Examples:
+        >>> store = host_store("127.0.0.1", None, workers=1, timeout=10.0)
+        >>> store.set("k", "v"); store.get("k")
+        b'v'
+    """
+    import torch.distributed as dist
+
+    listener = listener or _bind(address, port)
+    # the store takes the socket over (and closes it when it is deleted)
+    return dist.TCPStore(
+        address,
+        listener.getsockname()[1],
+        max(1, workers),
+        True,
+        timeout=datetime.timedelta(seconds=timeout),
+        wait_for_workers=False,
+        master_listen_fd=listener.detach(),
+        use_libuv=True,
+    )
 
 
 def _bind(address: str, port: int | None) -> socket.socket:

@@ -2,7 +2,8 @@
 
 It goes through five phases:
 
-* RENDEZVOUS — the nodes meet and the kernel hosts (or joins) the ranks' store (``rendezvous``);
+* RENDEZVOUS — the nodes meet and the kernel hosts (or joins) the ranks' store (``rendezvous``;
+  the starter's ``Meeting``: on a cluster, rank 0's node hosts it);
 * STARTING — the starter's ``RankGroup`` starts the ranks (local processes: ``starters.local``);
 * RUNNING — one loop waits on the group's waitables (and a wake-up pipe for ``stop()`` and
   ``stacks()``); the group reads what is ready into this object (a ``RankSink``), which checks each
@@ -47,7 +48,6 @@ from .controller import STACKS_WAIT, AskStacks, Command, Controller, Kill, Phase
 from .listener import LaunchListener
 from .plan import LaunchPlan
 from .record import LaunchRecord
-from .rendezvous import Rendezvous
 from .threads import run_in_thread
 
 __all__ = ["Supervisor", "Phase", "STACKS_WAIT"]
@@ -83,18 +83,7 @@ class Supervisor:
         self._listener = listener
         self._on_done = on_done
         self.attempt = attempt
-        self._meeting = Rendezvous(
-            plan.master_addr,
-            plan.rendezvous.port,
-            plan.node_rank,
-            plan.num_nodes,
-            plan.rendezvous.timeout,
-            plan.rendezvous.backend,
-            plan.rendezvous.endpoint,
-            plan.run_id,
-            plan.rendezvous.secret,
-            attempt,
-        )
+        self._meeting = starter.meeting(plan, attempt)
         self._control = Controller(
             record,
             plan.grace_period,

@@ -17,7 +17,7 @@ __all__ = ["select_starter", "Starter", "StartedProcess"]
 
 
 def select_starter(start_method: str) -> Starter:
-    """A new starter for a resolved start method ("fork", "spawn" or "xla").
+    """A new starter for a resolved start method ("fork", "spawn", "xla" or "ray": a Ray cluster).
 
     Each starter is imported only when chosen, so the others cost nothing.
     """
@@ -33,6 +33,10 @@ def select_starter(start_method: str) -> Starter:
         from .spawn import SpawnStarter
 
         return SpawnStarter()
+    if start_method == "ray":
+        from ..cluster.starter import RayStarter
+
+        return RayStarter()
     if start_method == "xla":
         from .xla import XlaStarter
 

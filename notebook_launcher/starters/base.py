@@ -10,14 +10,14 @@ and carries the controller's commands out on it (``ask_stacks``, ``terminate``, 
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
     from ..launching.plan import LaunchPlan
     from ..rank.bootstrap import RankPipes, RankSpec
 
-__all__ = ["Starter", "ProcessStarter", "RankGroup", "RankSink", "StartedProcess"]
+__all__ = ["Starter", "ProcessStarter", "Meeting", "RankGroup", "RankSink", "StartedProcess"]
 
 
 class RankSink(Protocol):
@@ -69,6 +69,32 @@ class RankGroup(Protocol):
         """Everything has ended: deliver what is left, release every resource; nothing outlives it."""
 
 
+class Meeting(Protocol):
+    """Where the ranks of one attempt meet (their store), and how this kernel hears of the other
+    nodes' launches: the kernel's own ``launching.rendezvous.Rendezvous``, or a cluster's."""
+
+    node_rank: int
+    master_addr: str
+
+    def open(self, stop_requested: Callable[[], bool], waiting: Callable[[str], None]) -> int:
+        """Host or join the ranks' store before they start; its port."""
+
+    def serve(self) -> None:
+        """The ranks are started: serve the store."""
+
+    def failure_elsewhere(self) -> str | None:
+        """Another node's reported failure, if any."""
+
+    def report_failure(self, reason: str) -> None:
+        """Tell the other nodes this node's launch failed."""
+
+    def leave(self, stop_requested: Callable[[], bool], waiting: Callable[[str], None]) -> None:
+        """This node's ranks have all returned."""
+
+    def close(self) -> None:
+        """Stop hosting (or leave) the store."""
+
+
 class StartedProcess:
     """One process a starter started (one rank; all local ranks for a torch_xla host).
 
@@ -115,6 +141,10 @@ class Starter(Protocol):
         """Which local ranks each started carrier (process, actor) carries."""
         ...
 
+    def meeting(self, plan: LaunchPlan, attempt: int) -> Meeting:
+        """Where the ranks of ``attempt`` meet (``Meeting``)."""
+        ...
+
     def rank_group(self, plan: LaunchPlan) -> RankGroup:
         """A new, empty group of ranks for one attempt; ``RankGroup.start`` fills it."""
         ...
@@ -136,6 +166,12 @@ class ProcessStarter:
     def groups(self, plan: LaunchPlan) -> list[list[int]]:
         """One process per rank."""
         return [[local] for local in range(plan.num_processes)]
+
+    def meeting(self, plan: LaunchPlan, attempt: int) -> Meeting:
+        """The kernel hosts (or joins) the store: ``launching.rendezvous``."""
+        from ..launching.rendezvous import Rendezvous
+
+        return Rendezvous.for_plan(plan, attempt)
 
     def start(self, plan: LaunchPlan, specs: list[RankSpec], pipes: RankPipes) -> StartedProcess:
         """Start one process for ``specs``; it writes to ``pipes``."""

@@ -31,11 +31,9 @@ class SpawnStarter(ProcessStarter):
         self._payload_path: str | None = None
 
     def prepare(self, plan):
-        payload = pickle_payload(plan.function, plan.args)
+        payload = payload_file_bytes(plan.function, plan.args)
         self._payload_path = scratch_file(".pkl")
         with open(self._payload_path, "wb") as file:
-            pickle.dump(list(sys.path), file)
-            pickle.dump(GlobalState.capture(), file)  # what a forked rank would inherit
             file.write(payload)
 
     def start(self, plan, specs, pipes):
@@ -62,7 +60,15 @@ class SpawnStarter(ProcessStarter):
             self._payload_path = None
 
 
-def pickle_payload(function, args):
+def payload_file_bytes(function, args, how="start_method='spawn'", instead="start_method='fork'"):
+    """What a rank started by value loads (``rank.spawn_main.payload_loader``): the kernel's
+    ``sys.path``, its global state (what a forked rank would inherit) and the pickled function and
+    arguments. Raises as ``pickle_payload`` does."""
+    payload = pickle_payload(function, args, how, instead)
+    return pickle.dumps(list(sys.path)) + pickle.dumps(GlobalState.capture()) + payload
+
+
+def pickle_payload(function, args, how="start_method='spawn'", instead="start_method='fork'"):
     """cloudpickle ``(function, args)``; on failure name the part that cannot be pickled.
 
     Raises:
@@ -73,8 +79,8 @@ def pickle_payload(function, args):
     except Exception as err:
         culprit = _unpicklable_part(function, args) or "the function or its arguments"
         raise LaunchError(
-            f"{culprit} cannot be pickled for start_method='spawn': {type(err).__name__}: {err}."
-            f" Build it inside the function, or use start_method='fork'"
+            f"{culprit} cannot be pickled for {how}: {type(err).__name__}: {err}."
+            f" Build it inside the function, or use {instead}"
         ) from err
 
 

@@ -1,0 +1,62 @@
+"""Reaching the Ray cluster from the kernel: Ray imported with a clear error, connected once.
+
+The kernel becomes a Ray *driver* of the cluster ``ray.init()`` would find (``RAY_ADDRESS``, or a
+head already running on this machine), or of a Ray Client address (``ray://host:10001``). It never
+starts a cluster of its own: a launch that finds none says which address it tried. A kernel that
+called ``ray.init`` itself keeps its connection.
+
+Examples:
+    >>> ray_address_tried(None, {"RAY_ADDRESS": "10.0.0.1:6379"})
+    '10.0.0.1:6379'
+    >>> ray_address_tried(None, {})
+    'auto'
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Mapping
+from typing import Any
+
+from ..errors import LaunchError
+
+__all__ = ["import_ray", "connect", "ray_address_tried"]
+
+INSTALL_HINT = "pip install 'notebook-launcher[ray]' (or pip install ray) in this kernel's environment"
+
+
+def import_ray() -> Any:
+    """The ``ray`` module, or a ``LaunchError`` saying how to install it."""
+    try:
+        import ray
+    except ImportError as err:
+        raise LaunchError(f"cluster='ray' needs Ray, which this kernel cannot import ({err}): {INSTALL_HINT}") from None
+    return ray
+
+
+def ray_address_tried(address: str | None, environ: Mapping[str, str] = os.environ) -> str:
+    """The address ``connect`` gives ``ray.init``: the launch's, else ``RAY_ADDRESS``, else "auto"."""
+    return address or environ.get("RAY_ADDRESS") or "auto"
+
+
+def connect(address: str | None) -> Any:
+    """Connect this kernel to the cluster (once; later launches reuse the connection); ``ray``.
+
+    Raises:
+        LaunchError: Ray is not installed, or no cluster answers at the address tried.
+    """
+    ray = import_ray()
+    if ray.is_initialized():
+        return ray
+    tried = ray_address_tried(address)
+    try:
+        ray.init(address=tried, log_to_driver=False, logging_level=logging.WARNING, configure_logging=False)
+    except Exception as err:  # ConnectionError, or whatever Ray Client raises for a wrong address
+        hint = (
+            "start one with `ray start --head`, or set RAY_ADDRESS / pass cluster='ray://host:10001'"
+            if tried == "auto"
+            else "is the head running, and is that address reachable from this machine?"
+        )
+        raise LaunchError(f"no Ray cluster could be reached at {tried!r}: {type(err).__name__}: {err}; {hint}") from None
+    return ray

@@ -1,0 +1,128 @@
+"""The checked cluster arguments of a launch: where the cluster is, what each rank needs, how the
+ranks are spread.
+
+Examples:
+    >>> plan = check_cluster("ray", {"CPU": 2}, "spread")
+    >>> plan.address, plan.resources, plan.strategy, plan.device
+    (None, {'CPU': 2}, 'SPREAD', 'cpu')
+    >>> check_cluster("ray://head:10001", None, None).address
+    'ray://head:10001'
+    >>> check_cluster("slurm", None, None)
+    Traceback (most recent call last):
+    ...
+    ValueError: cluster='slurm' is not valid; use 'ray' (the cluster ray.init() finds: RAY_ADDRESS or a running head on this machine) or 'ray://host:port' (Ray Client)
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from ..launching.checks import is_int
+
+__all__ = ["ClusterPlan", "check_cluster", "cluster_ranks", "STRATEGIES"]
+
+STRATEGIES = ("PACK", "SPREAD", "STRICT_PACK", "STRICT_SPREAD")
+
+
+@dataclass(frozen=True)
+class ClusterPlan:
+    """A launch on a Ray cluster: ``address`` None is the cluster ``ray.init()`` finds."""
+
+    address: str | None = None
+    resources: dict = field(default_factory=lambda: {"CPU": 1})
+    strategy: str = "PACK"
+
+    @property
+    def device(self) -> str:
+        """"cuda" when each rank asks for a GPU, else "cpu"."""
+        return "cuda" if self.resources.get("GPU", 0) > 0 else "cpu"
+
+    @property
+    def cpus(self) -> int:
+        """Threads a rank may use: its CPUs, at least one."""
+        return max(1, int(self.resources.get("CPU", 1)))
+
+    def describe(self, ranks: int) -> str:
+        """What the launch asks of the cluster, e.g. "2 ranks x {'CPU': 1} (PACK)"."""
+        return f"{ranks} rank{'s' if ranks != 1 else ''} x {self.resources} ({self.strategy})"
+
+
+def check_cluster(cluster, resources_per_rank=None, placement_strategy=None) -> ClusterPlan | None:
+    """The ``ClusterPlan`` of the arguments, or None for a launch on this machine.
+
+    Raises:
+        ValueError: an unknown cluster, a bad resource or strategy, or cluster options without a cluster.
+    """
+    if cluster is None:
+        given = [name for name, value in (("resources_per_rank", resources_per_rank),
+                                          ("placement_strategy", placement_strategy)) if value is not None]
+        if given:
+            raise ValueError(f"{' and '.join(given)} only apply with cluster='ray'; pass cluster='ray' too")
+        return None
+    if cluster == "ray":
+        address = None
+    elif isinstance(cluster, str) and cluster.startswith("ray://") and len(cluster) > len("ray://"):
+        address = cluster
+    else:
+        raise ValueError(
+            f"cluster={cluster!r} is not valid; use 'ray' (the cluster ray.init() finds: RAY_ADDRESS or a"
+            " running head on this machine) or 'ray://host:port' (Ray Client)"
+        )
+    strategy = "PACK" if placement_strategy is None else str(placement_strategy).upper()
+    if strategy not in STRATEGIES:
+        raise ValueError(f"placement_strategy={placement_strategy!r} is not valid; use one of {', '.join(STRATEGIES)}")
+    return ClusterPlan(address, _check_resources(resources_per_rank), strategy)
+
+
+def _check_resources(resources) -> dict:
+    if resources is None:
+        return {"CPU": 1}
+    if not isinstance(resources, dict) or not resources:
+        raise ValueError(f"resources_per_rank must be a non-empty dict such as {{'GPU': 1}}, got {resources!r}")
+    checked = {}
+    for name, amount in resources.items():
+        if not isinstance(name, str) or isinstance(amount, bool) or not isinstance(amount, (int, float)) or amount < 0:
+            raise ValueError(
+                f"resources_per_rank[{name!r}]={amount!r} is not valid; each resource is a name and a number >= 0"
+            )
+        if name == "GPU" and not is_int(amount) and amount > 1:
+            raise ValueError(f"resources_per_rank['GPU']={amount!r}: more than one GPU per rank must be a whole number")
+        checked[name] = amount
+    checked.setdefault("CPU", 1)
+    return checked
+
+
+def cluster_ranks(plan: ClusterPlan, num_processes, device, start_method, num_nodes):
+    """The device, rank count and start method ("ray") of a cluster launch.
+
+    Examples:
+        >>> device, count, method = cluster_ranks(ClusterPlan(), 4, "auto", "auto", 1)
+        >>> device.name, count, method
+        ('cpu', 4, 'ray')
+
+    Raises:
+        ValueError: no rank count, several nodes, fork, or a device the resources do not give.
+    """
+    from ..devices import CpuDevice, CudaDevice
+
+    if num_processes is None or not is_int(num_processes) or num_processes < 1:
+        raise ValueError(
+            f"num_processes must be a whole number of ranks >= 1 with cluster='ray' (the cluster's size is not"
+            f" guessed), got {num_processes!r}"
+        )
+    if num_nodes != 1:
+        raise ValueError(
+            f"num_nodes={num_nodes}: with cluster='ray' one kernel drives every rank and Ray chooses the nodes;"
+            " leave num_nodes at 1 and set num_processes to the total number of ranks"
+        )
+    if start_method not in (None, "auto", "spawn"):
+        raise ValueError(
+            f"start_method={start_method!r} does not apply with cluster='ray': ranks on the cluster get the"
+            " function by value, as with 'spawn'"
+        )
+    if device not in ("auto", plan.device):
+        raise ValueError(
+            f"device={device!r} does not match resources_per_rank={plan.resources}: ask for"
+            f" {{'GPU': 1}} for CUDA ranks, none for CPU ranks"
+        )
+    return (CudaDevice() if plan.device == "cuda" else CpuDevice()), num_processes, "ray"

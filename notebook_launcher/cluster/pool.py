@@ -1,0 +1,253 @@
+"""The kernel's warm rank actors on the cluster: one placement group, one ``RankHost`` per rank.
+
+Creating actors costs seconds (each imports torch and starts its node's start server), so a pool
+outlives its launch: the next launch with the same shape (ranks, resources, strategy) reuses it
+and its ranks start in milliseconds. A pool is released (its actors killed, its placement group
+removed, the cluster's resources free again) when a launch of another shape comes, when a launch
+ends badly (a failure, a stop, an interrupt: a restart gets fresh actors on a new placement group),
+after ``NOTEBOOK_LAUNCHER_RAY_KEEP_WARM`` seconds without a launch (default 600), and when the
+kernel exits (Ray ends a driver's actors with it).
+
+The placement group makes a launch start whole or not at all: it waits for the cluster to give
+every rank its resources, up to ``rendezvous_timeout``, and says what was asked and what the
+cluster has when it cannot.
+
+Examples (in a kernel connected to a cluster)::
+
+    pool = acquire(ClusterPlan(), ranks=4, timeout=300, stop_requested=lambda: False, waiting=print)
+    pool.layout.describe()     # ['node 0 (10.0.0.1): ranks 0-1', 'node 1 (10.0.0.2): ranks 2-3']
+    done_with(pool, healthy=True)
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+from ..errors import LaunchError
+from .host import RankHost
+from .options import ClusterPlan
+from .placement import Layout, Spot
+
+__all__ = ["RankPool", "acquire", "done_with", "release_pool", "pool_info"]
+
+_POLL = 0.2  # seconds between looks at a stop request while waiting for the cluster
+_CONCURRENCY = 8  # actor calls at once: a poll waits while signals and starts go through
+
+
+class RankPool:
+    """Warm actors for ``ranks`` ranks of one shape; ``actors[rank]`` carries ``rank``."""
+
+    def __init__(self, key: tuple, group: Any, hosts: list[Any], layout: Layout) -> None:
+        self.key = key
+        self.placement_group = group
+        self.layout = layout
+        self.actors = [hosts[bundle] for bundle in layout.order]
+        self.launches = 0
+
+    def release(self) -> None:
+        """Kill every actor and remove the placement group; the cluster has the resources back."""
+        import ray
+        from ray.util.placement_group import remove_placement_group
+
+        for actor in self.actors:
+            try:
+                ray.kill(actor, no_restart=True)
+            except Exception:  # already dead with its node
+                pass
+        try:
+            remove_placement_group(self.placement_group)
+        except Exception:  # removed already, or the cluster is gone
+            pass
+
+
+class _Registry:
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.pool: RankPool | None = None
+        self.in_use = False
+        self.timer: threading.Timer | None = None
+
+
+_registry = _Registry()
+
+
+def _key(plan: ClusterPlan, ranks: int) -> tuple:
+    return (ranks, tuple(sorted(plan.resources.items())), plan.strategy)
+
+
+def acquire(
+    plan: ClusterPlan,
+    ranks: int,
+    timeout: float,
+    stop_requested: Callable[[], bool],
+    waiting: Callable[[str], None],
+) -> RankPool:
+    """The warm pool for this shape, or a new one once the cluster gives every rank its resources.
+
+    Raises:
+        LaunchError: the cluster did not give the resources within ``timeout`` s, an actor could not
+            start, a stop was requested while waiting, or another launch holds the pool.
+    """
+    key = _key(plan, ranks)
+    with _registry.lock:
+        if _registry.in_use:
+            raise LaunchError("another cluster launch of this kernel is running; wait for it or stop it first")
+        if _registry.timer is not None:
+            _registry.timer.cancel()
+            _registry.timer = None
+        pool = _registry.pool
+        if pool is not None and pool.key != key:
+            _registry.pool = None
+            pool.release()
+            pool = None
+        _registry.in_use = True
+    try:
+        if pool is None:
+            pool = _create(plan, ranks, time.monotonic() + timeout, timeout, stop_requested, waiting)
+    except BaseException:
+        with _registry.lock:
+            _registry.in_use = False
+        raise
+    with _registry.lock:
+        _registry.pool = pool
+    pool.launches += 1
+    return pool
+
+
+def done_with(pool: RankPool, healthy: bool) -> None:
+    """The launch that acquired ``pool`` has ended: keep it warm if ``healthy``, else release it."""
+    with _registry.lock:
+        _registry.in_use = False
+        if not healthy:
+            if _registry.pool is pool:
+                _registry.pool = None
+            pool.release()
+            return
+        keep = float(os.environ.get("NOTEBOOK_LAUNCHER_RAY_KEEP_WARM", "600"))
+        if keep <= 0:
+            _registry.pool = None
+            pool.release()
+            return
+        _registry.timer = threading.Timer(keep, release_pool)
+        _registry.timer.daemon = True
+        _registry.timer.start()
+
+
+def release_pool() -> bool:
+    """Release the kernel's warm actors now (unless a launch is using them); True if there were any.
+
+    Examples:
+        >>> release_pool() in (True, False)
+        True
+    """
+    with _registry.lock:
+        pool = _registry.pool
+        if pool is None or _registry.in_use:
+            return False
+        _registry.pool = None
+        if _registry.timer is not None:
+            _registry.timer.cancel()
+            _registry.timer = None
+    pool.release()
+    return True
+
+
+def pool_info() -> dict | None:
+    """The warm pool as the sidebar shows it, or None."""
+    pool = _registry.pool
+    if pool is None:
+        return None
+    return {"ranks": len(pool.actors), "nodes": pool.layout.describe(), "launches": pool.launches, "in_use": _registry.in_use}
+
+
+def _create(
+    plan: ClusterPlan,
+    ranks: int,
+    deadline: float,
+    timeout: float,
+    stop_requested: Callable[[], bool],
+    waiting: Callable[[str], None],
+) -> RankPool:
+    import ray
+    from ray.util.placement_group import placement_group, remove_placement_group
+    from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
+
+    asked = plan.describe(ranks)
+    group = placement_group([dict(plan.resources) for _ in range(ranks)], strategy=plan.strategy)
+    hosts: list[Any] = []
+    try:
+        waiting(f"waiting for the Ray cluster to place {asked}")
+        _wait_for(ray, [group.ready()], deadline, stop_requested, lambda: _not_placed(ray, asked, timeout))
+        resources = dict(plan.resources)
+        options = {
+            "num_cpus": resources.pop("CPU", 1),
+            "num_gpus": resources.pop("GPU", 0),
+            "max_concurrency": _CONCURRENCY,
+        }
+        if resources:
+            options["resources"] = resources
+        actor_class = ray.remote(RankHost)
+        for bundle in range(ranks):
+            strategy = PlacementGroupSchedulingStrategy(group, placement_group_bundle_index=bundle)
+            hosts.append(actor_class.options(scheduling_strategy=strategy, **options).remote())
+        waiting(f"starting {ranks} rank actor{'s' if ranks != 1 else ''} on the Ray cluster (each imports torch)")
+        spots = _wait_for(
+            ray,
+            [host.ready.remote() for host in hosts],
+            deadline,
+            stop_requested,
+            lambda: LaunchError(f"the rank actors did not start within rendezvous_timeout={timeout:g} s"),
+        )
+    except BaseException:
+        for host in hosts:
+            try:
+                ray.kill(host, no_restart=True)
+            except Exception:
+                pass
+        remove_placement_group(group)
+        raise
+    return RankPool(_key(plan, ranks), group, hosts, Layout.of([Spot(**spot) for spot in spots]))
+
+
+def _wait_for(ray: Any, refs: list, deadline: float, stop_requested: Callable[[], bool], late: Callable[[], Exception]) -> list:
+    """``ray.get(refs)`` once all are ready, watching for a stop and the deadline."""
+    pending = list(refs)
+    while pending:
+        if stop_requested():
+            raise LaunchError("stopped while waiting for the Ray cluster")
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            raise late()
+        _, pending = ray.wait(pending, num_returns=len(pending), timeout=min(_POLL, remaining))
+    try:
+        return ray.get(refs)
+    except Exception as err:  # an actor died while starting (its node, an import error there)
+        raise LaunchError(f"a rank actor could not start on the Ray cluster: {type(err).__name__}: {err}") from None
+
+
+def _not_placed(ray: Any, asked: str, timeout: float) -> LaunchError:
+    total = _resources(ray.cluster_resources)
+    free = _resources(ray.available_resources)
+    nodes = sum(1 for node in ray.nodes() if node.get("Alive"))
+    return LaunchError(
+        f"the Ray cluster could not place {asked} within rendezvous_timeout={timeout:g} s: its {nodes}"
+        f" node{'s' if nodes != 1 else ''} have {total} in all, {free} free. Ask for fewer ranks or"
+        " resources, another placement_strategy, or add nodes"
+    )
+
+
+def _resources(read: Callable[[], dict]) -> dict:
+    """CPU, GPU and custom resources (not memory or Ray's per-node markers), for a message."""
+    try:
+        resources = read()
+    except Exception:
+        return {}
+    return {
+        name: (int(amount) if float(amount).is_integer() else amount)
+        for name, amount in sorted(resources.items())
+        if "memory" not in name and not name.startswith("node:") and not name.startswith("accelerator_type")
+    }
