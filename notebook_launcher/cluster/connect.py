@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import logging
 import os
+import socket
 from collections.abc import Mapping
 from typing import Any
 
@@ -50,6 +51,12 @@ def connect(address: str | None) -> Any:
     if ray.is_initialized():
         return ray
     tried = ray_address_tried(address)
+    unreachable = _unreachable(tried)
+    if unreachable:
+        raise LaunchError(
+            f"no Ray cluster could be reached at {tried!r}: {unreachable}; is the head running, and is that"
+            " address reachable from this machine?"
+        )
     try:
         ray.init(address=tried, log_to_driver=False, logging_level=logging.WARNING, configure_logging=False)
     except Exception as err:  # ConnectionError, or whatever Ray Client raises for a wrong address
@@ -60,3 +67,22 @@ def connect(address: str | None) -> Any:
         )
         raise LaunchError(f"no Ray cluster could be reached at {tried!r}: {type(err).__name__}: {err}; {hint}") from None
     return ray
+
+
+def _unreachable(address: str, timeout: float = 3.0) -> str | None:
+    """Why nothing listens at ``host:port`` (``ray.init`` would retry for minutes), or None.
+
+    Examples:
+        >>> _unreachable("auto") is None
+        True
+        >>> "refused" in _unreachable("127.0.0.1:1")
+        True
+    """
+    host, sep, port = address.removeprefix("ray://").rpartition(":")
+    if not sep or not port.isdigit():
+        return None  # "auto", or a form Ray resolves itself
+    try:
+        socket.create_connection((host.strip("[]"), int(port)), timeout=timeout).close()
+    except OSError as err:
+        return f"nothing answers at {host}:{port} ({err.strerror or err})"
+    return None

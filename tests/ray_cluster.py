@@ -1,0 +1,120 @@
+"""A real two-node Ray cluster on this machine, for the cluster tests, the notebook and the bench.
+
+The head listens on 127.0.0.1; the second node joins it on 127.0.0.2 (another loopback address, so
+the two nodes have different addresses, as on a real cluster). Both run ``ray start --block`` in a
+session of their own, so ``stop`` ends exactly the processes this cluster started (never another
+Ray on the machine, as ``ray stop`` would).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import psutil
+
+RAY = str(Path(sys.executable).with_name("ray"))
+START_TIMEOUT = 180.0  # seconds for both nodes to come up on a loaded 2-core machine
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+class LocalRayCluster:
+    """Two Ray nodes with ``cpus`` CPUs each; ``address`` is what ``RAY_ADDRESS`` takes."""
+
+    def __init__(self, cpus: int = 2) -> None:
+        self.cpus = cpus
+        self.port = _free_port()
+        self.address = f"127.0.0.1:{self.port}"
+        self.temp_dir = tempfile.mkdtemp(prefix="nlray-", dir="/tmp")  # short: Ray puts sockets in it
+        self.log = open(os.path.join(self.temp_dir, "nodes.log"), "wb")  # noqa: SIM115 -- closed in stop()
+        self._nodes: list[subprocess.Popen] = []
+
+    def start(self) -> LocalRayCluster:
+        common = ["--block", "--num-cpus", str(self.cpus), "--object-store-memory", str(80 << 20), "--disable-usage-stats"]
+        self._start_node(
+            ["--head", "--node-ip-address", "127.0.0.1", "--port", str(self.port), "--include-dashboard=false",
+             "--temp-dir", self.temp_dir, *common]
+        )
+        self._wait_for(lambda: self._listening(), "the head to listen")
+        self._start_node(["--address", self.address, "--node-ip-address", "127.0.0.2", *common])
+        return self
+
+    def _start_node(self, arguments: list[str]) -> None:
+        env = {**os.environ, "RAY_USAGE_STATS_ENABLED": "0"}
+        self._nodes.append(
+            subprocess.Popen([RAY, "start", *arguments], stdout=self.log, stderr=subprocess.STDOUT, env=env,
+                             start_new_session=True)
+        )
+
+    def _listening(self) -> bool:
+        try:
+            socket.create_connection(("127.0.0.1", self.port), timeout=1).close()
+            return True
+        except OSError:
+            return False
+
+    def wait_for_nodes(self, ray) -> None:
+        """Block until both nodes are alive (``ray`` connected to this cluster)."""
+        self._wait_for(lambda: sum(node["Alive"] for node in ray.nodes()) >= 2, "both nodes to join")
+        self._wait_for(lambda: ray.cluster_resources().get("CPU", 0) >= 2 * self.cpus, "both nodes' CPUs")
+
+    def _wait_for(self, condition, what: str) -> None:
+        deadline = time.monotonic() + START_TIMEOUT
+        while not condition():
+            for node in self._nodes:
+                if node.poll() is not None:
+                    raise RuntimeError(f"a Ray node exited ({node.returncode}) while waiting for {what}: {self.logs()}")
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"waited {START_TIMEOUT:g} s for {what}: {self.logs()}")
+            time.sleep(0.2)  # a poll of another process's start-up, bounded by the deadline
+
+    def logs(self) -> str:
+        self.log.flush()
+        return Path(self.log.name).read_text(errors="replace")[-4000:]
+
+    def processes(self) -> list[psutil.Process]:
+        """Every process this cluster started (the nodes and what they started), still running."""
+        found = []
+        for node in self._nodes:
+            try:
+                root = psutil.Process(node.pid)
+                found += [root, *root.children(recursive=True)]
+            except psutil.NoSuchProcess:
+                pass
+        return found
+
+    def stop(self) -> None:
+        """End both nodes and everything they started (SIGKILL: a test cluster keeps nothing worth a
+        graceful shutdown, which takes Ray 15 s and more); remove the temporary directory."""
+        for _ in range(5):  # a process started while the others were being killed is found next round
+            doomed = [process for process in self.processes() if _running(process)]
+            if not doomed:
+                break
+            for process in doomed:
+                try:
+                    process.kill()
+                except psutil.NoSuchProcess:
+                    pass
+            psutil.wait_procs(doomed, timeout=10)
+        for node in self._nodes:
+            node.wait(10)
+        self.log.close()
+        shutil.rmtree(self.temp_dir, ignore_errors=True)
+
+
+def _running(process: psutil.Process) -> bool:
+    try:
+        return process.status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False

@@ -1,0 +1,209 @@
+"""Launches on a real two-node Ray cluster started on this machine (``ray_cluster``): ranks on both
+nodes, collectives across them, errors, stops, a lost actor with a restart, and the clear errors."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+import traceback
+
+import pytest
+
+ray = pytest.importorskip("ray")
+
+from notebook_launcher import launch, notebook_launcher  # noqa: E402
+from notebook_launcher.cluster.pool import pool_info, release_pool  # noqa: E402
+from notebook_launcher.errors import LaunchError  # noqa: E402
+
+from ray_cluster import LocalRayCluster  # noqa: E402
+
+pytestmark = pytest.mark.slow
+TIMEOUT = 150.0  # seconds: a launch past it ends with LaunchTimeout and every rank's stack
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    """The cluster, with this process connected to it as a driver (as a kernel is)."""
+    local = LocalRayCluster(cpus=2).start()
+    saved = os.environ.get("RAY_ADDRESS")
+    os.environ["RAY_ADDRESS"] = local.address
+    try:
+        ray.init(address=local.address, log_to_driver=False)
+        local.wait_for_nodes(ray)
+        yield local
+    finally:
+        release_pool()
+        ray.shutdown()
+        local.stop()
+        if saved is None:
+            os.environ.pop("RAY_ADDRESS", None)
+        else:
+            os.environ["RAY_ADDRESS"] = saved
+
+
+def free_cpus():
+    return ray.available_resources().get("CPU", 0)
+
+
+def wait_until(condition, what, timeout=30.0):
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, f"waited {timeout:g} s for {what}"
+        time.sleep(0.1)  # a poll of the cluster's state, bounded by the deadline
+
+
+def where():
+    """What a rank sees of its place in the job."""
+    import torch
+    import torch.distributed as dist
+
+    dist.init_process_group("gloo")
+    total = torch.tensor([float(dist.get_rank() + 1)])
+    dist.all_reduce(total)
+    print(f"rank {dist.get_rank()} on node {os.environ['NODE_RANK']}", flush=True)
+    keys = ("RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "NODE_RANK", "GROUP_WORLD_SIZE", "MASTER_ADDR")
+    import psutil
+
+    server = psutil.Process(os.getppid())  # the node's start server, whose parent is the rank's actor
+    return {**{key: os.environ[key] for key in keys}, "sum": total.item(), "actor": server.ppid()}
+
+
+def test_four_ranks_spread_over_two_nodes_all_reduce_and_print_and_return(cluster):
+    job = launch(where, num_processes=4, cluster="ray", placement_strategy="SPREAD", display="none", timeout=TIMEOUT)
+    first = job.wait()
+    results = job.results
+    assert [result["sum"] for result in results] == [10.0] * 4  # 1+2+3+4 across both nodes
+    assert [result["RANK"] for result in results] == ["0", "1", "2", "3"]
+    assert {result["NODE_RANK"] for result in results} == {"0", "1"}
+    assert {result["GROUP_WORLD_SIZE"] for result in results} == {"2"}
+    for node in ("0", "1"):  # ranks of one node are consecutive and numbered locally from 0
+        on_node = [result for result in results if result["NODE_RANK"] == node]
+        assert [result["LOCAL_RANK"] for result in on_node] == ["0", "1"]
+        assert {result["LOCAL_WORLD_SIZE"] for result in on_node} == {"2"}
+    nodes = {node["NodeManagerAddress"] for node in ray.nodes() if node["Alive"]}
+    assert first["MASTER_ADDR"] in nodes and {r["MASTER_ADDR"] for r in results} == {first["MASTER_ADDR"]}
+    for rank in range(4):
+        assert f"rank {rank} on node {results[rank]['NODE_RANK']}" in job.logs(rank)
+
+    # the next launch of the same shape reuses the warm actors: the same actor processes
+    again = launch(where, num_processes=4, cluster="ray", placement_strategy="SPREAD", display="none", timeout=TIMEOUT)
+    again.wait()
+    assert [result["actor"] for result in again.results] == [result["actor"] for result in results]
+    assert pool_info()["launches"] == 2 and pool_info()["in_use"] is False
+
+
+def test_a_failing_rank_raises_its_own_exception_and_its_siblings_are_ended(cluster):
+    def fails_on_rank_1():
+        import torch.distributed as dist
+
+        dist.init_process_group("gloo")
+        if dist.get_rank() == 1:
+            raise ValueError("no such column: label")
+        dist.barrier()  # rank 0 waits here until it is ended
+        return "unreachable"
+
+    started = time.monotonic()
+    with pytest.raises(ValueError, match=r"\[rank 1\] no such column") as caught:
+        notebook_launcher(fails_on_rank_1, num_processes=2, cluster="ray", display="none", timeout=TIMEOUT)
+    assert time.monotonic() - started < 60
+    shown = "".join(traceback.format_exception(caught.value))
+    assert 'raise ValueError("no such column: label")' in shown  # the rank's own frames
+    assert pool_info() is None  # a failed launch releases its actors and placement group
+    wait_until(lambda: free_cpus() == 4, "the cluster's CPUs to be free again")
+
+
+def test_stop_ends_every_rank_and_frees_the_cluster_within_seconds(cluster):
+    def sleeps():
+        print("sleeping", flush=True)
+        time.sleep(600)
+
+    job = launch(sleeps, num_processes=2, cluster="ray", display="none", timeout=TIMEOUT)
+    wait_until(lambda: all("sleeping" in job.logs(rank) for rank in range(2)), "both ranks to start")
+    started = time.monotonic()
+    job.stop()
+    assert job.status == "stopped"
+    assert time.monotonic() - started < 20
+    wait_until(lambda: free_cpus() == 4, "the cluster's CPUs to be free again")
+    assert pool_info() is None
+
+
+def test_a_lost_actor_is_named_and_a_restart_resumes_from_the_checkpoint(cluster, tmp_path):
+    checkpoint = tmp_path / "step.txt"
+
+    def resumable(path):
+        import signal
+
+        import psutil
+        import torch.distributed as dist
+
+        dist.init_process_group("gloo")
+        step = int(open(path).read()) if os.path.exists(path) else 0
+        dist.barrier()  # every rank has read the checkpoint before rank 0 writes the next one
+        if dist.get_rank() == 0:
+            with open(path, "w") as file:
+                file.write(str(step + 5))
+        dist.barrier()
+        if step == 0 and dist.get_rank() == 1:
+            actor = psutil.Process(os.getppid()).ppid()
+            os.kill(actor, signal.SIGKILL)  # the actor dies, as with its node
+            time.sleep(600)
+        return step
+
+    job = launch(resumable, (str(checkpoint),), num_processes=2, cluster="ray", max_restarts=1, display="none",
+                 timeout=TIMEOUT)
+    assert job.wait() == 5 and job.results == [5, 5] and job.attempt == 1
+    log = job.logs(1)
+    assert "rank 1 on node" in log and "its Ray actor died" in log
+
+
+def test_a_cluster_that_cannot_place_the_ranks_says_what_was_asked_and_what_it_has(cluster):
+    with pytest.raises(LaunchError) as caught:
+        notebook_launcher(print, num_processes=2, cluster="ray", resources_per_rank={"CPU": 3}, display="none",
+                          rendezvous_timeout=3)
+    message = str(caught.value)
+    assert "could not place 2 ranks x {'CPU': 3} (PACK) within rendezvous_timeout=3 s" in message
+    assert "2 nodes have {'CPU': 4} in all" in message
+    wait_until(lambda: free_cpus() == 4, "the placement group to be removed")
+
+
+def test_cluster_arguments_are_checked_before_anything_starts():
+    with pytest.raises(ValueError, match="cluster='slurm' is not valid"):
+        launch(print, num_processes=2, cluster="slurm")
+    with pytest.raises(ValueError, match="num_processes must be a whole number of ranks"):
+        launch(print, cluster="ray")
+    with pytest.raises(ValueError, match="resources_per_rank only apply with cluster='ray'"):
+        launch(print, num_processes=2, resources_per_rank={"GPU": 1})
+    with pytest.raises(ValueError, match="placement_strategy='round' is not valid"):
+        launch(print, num_processes=2, cluster="ray", placement_strategy="round")
+    with pytest.raises(ValueError, match="start_method='fork' does not apply"):
+        launch(print, num_processes=2, cluster="ray", start_method="fork")
+
+
+def _in_fresh_python(code, **env):
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
+                          env={**os.environ, **env})
+    return done.stdout + done.stderr
+
+
+def test_no_cluster_at_the_address_is_a_clear_error_at_once():
+    code = (
+        "from notebook_launcher import launch\n"
+        "try:\n    launch(print, num_processes=2, cluster='ray', display='none')\n"
+        "except Exception as err:\n    print(type(err).__name__, err)\n"
+    )
+    output = _in_fresh_python(code, RAY_ADDRESS="127.0.0.1:1")
+    assert "LaunchError no Ray cluster could be reached at '127.0.0.1:1'" in output
+    client = _in_fresh_python(code.replace("cluster='ray'", "cluster='ray://127.0.0.1:1'"))
+    assert "LaunchError no Ray cluster could be reached at 'ray://127.0.0.1:1'" in client
+
+
+def test_without_ray_installed_the_error_says_how_to_install_it():
+    code = (
+        "import sys; sys.modules['ray'] = None\n"
+        "from notebook_launcher import launch\n"
+        "try:\n    launch(print, num_processes=2, cluster='ray', display='none')\n"
+        "except Exception as err:\n    print(type(err).__name__, err)\n"
+    )
+    assert "pip install 'notebook-launcher[ray]'" in _in_fresh_python(code)
