@@ -31,7 +31,7 @@ $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet $(TORCH_PIN)
 	if [ -L $(LABEXT_LINK) ]; then rm $(LABEXT_LINK); fi
-	SKIP_JUPYTER_BUILDER=1 $(PY) -m pip install --quiet -e ".[test,demo,docs]"
+	SKIP_JUPYTER_BUILDER=1 $(PY) -m pip install --quiet -e ".[test,demo,docs,ray]"
 	$(PY) -m pip install --quiet --no-build-isolation $(DEEPSPEED_PIN)
 	if [ -f $(LABEXT) ]; then $(VENV)/bin/jupyter-builder develop --overwrite . >/dev/null; fi
 	touch $(STAMP)

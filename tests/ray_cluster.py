@@ -41,10 +41,26 @@ class LocalRayCluster:
         self._nodes: list[subprocess.Popen] = []
 
     def start(self) -> LocalRayCluster:
-        common = ["--block", "--num-cpus", str(self.cpus), "--object-store-memory", str(80 << 20), "--disable-usage-stats"]
+        common = [
+            "--block",
+            "--num-cpus",
+            str(self.cpus),
+            "--object-store-memory",
+            str(80 << 20),
+            "--disable-usage-stats",
+        ]
         self._start_node(
-            ["--head", "--node-ip-address", "127.0.0.1", "--port", str(self.port), "--include-dashboard=false",
-             "--temp-dir", self.temp_dir, *common]
+            [
+                "--head",
+                "--node-ip-address",
+                "127.0.0.1",
+                "--port",
+                str(self.port),
+                "--include-dashboard=false",
+                "--temp-dir",
+                self.temp_dir,
+                *common,
+            ]
         )
         self._wait_for(lambda: self._listening(), "the head to listen")
         self._start_node(["--address", self.address, "--node-ip-address", "127.0.0.2", *common])
@@ -53,8 +69,9 @@ class LocalRayCluster:
     def _start_node(self, arguments: list[str]) -> None:
         env = {**os.environ, "RAY_USAGE_STATS_ENABLED": "0"}
         self._nodes.append(
-            subprocess.Popen([RAY, "start", *arguments], stdout=self.log, stderr=subprocess.STDOUT, env=env,
-                             start_new_session=True)
+            subprocess.Popen(
+                [RAY, "start", *arguments], stdout=self.log, stderr=subprocess.STDOUT, env=env, start_new_session=True
+            )
         )
 
     def _listening(self) -> bool:

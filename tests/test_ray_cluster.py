@@ -8,16 +8,17 @@ import subprocess
 import sys
 import time
 import traceback
+from pathlib import Path
 
 import pytest
 
 ray = pytest.importorskip("ray")
 
+from ray_cluster import LocalRayCluster  # noqa: E402
+
 from notebook_launcher import launch, notebook_launcher  # noqa: E402
 from notebook_launcher.cluster.pool import pool_info, release_pool  # noqa: E402
 from notebook_launcher.errors import LaunchError  # noqa: E402
-
-from ray_cluster import LocalRayCluster  # noqa: E402
 
 pytestmark = pytest.mark.slow
 TIMEOUT = 150.0  # seconds: a launch past it ends with LaunchTimeout and every rank's stack
@@ -85,7 +86,9 @@ def test_four_ranks_spread_over_two_nodes_all_reduce_and_print_and_return(cluste
     nodes = {node["NodeManagerAddress"] for node in ray.nodes() if node["Alive"]}
     assert first["MASTER_ADDR"] in nodes and {r["MASTER_ADDR"] for r in results} == {first["MASTER_ADDR"]}
     for rank in range(4):
-        assert f"rank {rank} on node {results[rank]['NODE_RANK']}" in job.logs(rank)
+        log = job.logs(rank)
+        assert f"rank {rank} on node {results[rank]['NODE_RANK']}" in log
+        assert log.startswith(f"[notebook-launcher] rank {rank} runs on node {results[rank]['NODE_RANK']} (")
 
     # the next launch of the same shape reuses the warm actors: the same actor processes
     again = launch(where, num_processes=4, cluster="ray", placement_strategy="SPREAD", display="none", timeout=TIMEOUT)
@@ -139,11 +142,10 @@ def test_a_lost_actor_is_named_and_a_restart_resumes_from_the_checkpoint(cluster
         import torch.distributed as dist
 
         dist.init_process_group("gloo")
-        step = int(open(path).read()) if os.path.exists(path) else 0
+        step = int(Path(path).read_text()) if os.path.exists(path) else 0
         dist.barrier()  # every rank has read the checkpoint before rank 0 writes the next one
         if dist.get_rank() == 0:
-            with open(path, "w") as file:
-                file.write(str(step + 5))
+            Path(path).write_text(str(step + 5))
         dist.barrier()
         if step == 0 and dist.get_rank() == 1:
             actor = psutil.Process(os.getppid()).ppid()
@@ -151,8 +153,9 @@ def test_a_lost_actor_is_named_and_a_restart_resumes_from_the_checkpoint(cluster
             time.sleep(600)
         return step
 
-    job = launch(resumable, (str(checkpoint),), num_processes=2, cluster="ray", max_restarts=1, display="none",
-                 timeout=TIMEOUT)
+    job = launch(
+        resumable, (str(checkpoint),), num_processes=2, cluster="ray", max_restarts=1, display="none", timeout=TIMEOUT
+    )
     assert job.wait() == 5 and job.results == [5, 5] and job.attempt == 1
     log = job.logs(1)
     assert "rank 1 on node" in log and "its Ray actor died" in log
@@ -160,8 +163,9 @@ def test_a_lost_actor_is_named_and_a_restart_resumes_from_the_checkpoint(cluster
 
 def test_a_cluster_that_cannot_place_the_ranks_says_what_was_asked_and_what_it_has(cluster):
     with pytest.raises(LaunchError) as caught:
-        notebook_launcher(print, num_processes=2, cluster="ray", resources_per_rank={"CPU": 3}, display="none",
-                          rendezvous_timeout=3)
+        notebook_launcher(
+            print, num_processes=2, cluster="ray", resources_per_rank={"CPU": 3}, display="none", rendezvous_timeout=3
+        )
     message = str(caught.value)
     assert "could not place 2 ranks x {'CPU': 3} (PACK) within rendezvous_timeout=3 s" in message
     assert "2 nodes have {'CPU': 4} in all" in message
@@ -182,8 +186,9 @@ def test_cluster_arguments_are_checked_before_anything_starts():
 
 
 def _in_fresh_python(code, **env):
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
-                          env={**os.environ, **env})
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, env={**os.environ, **env}
+    )
     return done.stdout + done.stderr
 
 
@@ -207,3 +212,21 @@ def test_without_ray_installed_the_error_says_how_to_install_it():
         "except Exception as err:\n    print(type(err).__name__, err)\n"
     )
     assert "pip install 'notebook-launcher[ray]'" in _in_fresh_python(code)
+
+
+def test_the_notebook_drives_four_ranks_on_the_cluster_and_its_saved_output_holds_every_rank(cluster, tmp_path):
+    import nbformat
+    from test_notebooks import run_notebook
+
+    release_pool()  # this process's warm actors would hold the cluster's CPUs
+    printed = run_notebook("ray_cluster.ipynb", tmp_path, RAY_ADDRESS=cluster.address)
+    assert "accuracy from 4 ranks on the cluster: 0." in printed and "warm launch:" in printed
+    saved = nbformat.read(tmp_path / "ray_cluster.ipynb", as_version=4)
+    cell = next(c for c in saved.cells if "accuracy = notebook_launcher(" in c.source)
+    (shown,) = [o.data["text/plain"] for o in cell.outputs if o.output_type in ("display_data", "execute_result")]
+    assert "4 ranks · cpu · ray · succeeded" in shown
+    for rank in range(4):
+        assert f"[rank {rank}] [notebook-launcher] rank {rank} runs on node" in shown
+        assert f"[rank {rank}] rank {rank} on node" in shown
+    assert "[rank 0] epoch 2: loss" in shown
+    wait_until(lambda: free_cpus() == 4, "the notebook's actors to be released")

@@ -65,7 +65,9 @@ def connect(address: str | None) -> Any:
             if tried == "auto"
             else "is the head running, and is that address reachable from this machine?"
         )
-        raise LaunchError(f"no Ray cluster could be reached at {tried!r}: {type(err).__name__}: {err}; {hint}") from None
+        raise LaunchError(
+            f"no Ray cluster could be reached at {tried!r}: {type(err).__name__}: {err}; {hint}"
+        ) from None
     return ray
 
 

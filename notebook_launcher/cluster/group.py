@@ -1,11 +1,12 @@
 """The kernel's side of a cluster launch's ranks: a ``RankGroup`` over Ray actors.
 
-Each rank's actor (``host.RankHost``) keeps what its rank writes; one relay thread per rank long-polls
-the actor and writes the bytes into local pipes, which the supervisor reads exactly as a local
-rank's (``starters.pipes.RankProcess``: the same frame and line readers, the same order). The exit
-code arrives last and is written to an exit pipe, the rank's "sentinel". The controller's commands
-go to the actors: stacks and SIGTERM/SIGKILL to the rank's process tree on its node. A rank whose
-actor dies (its node was lost) ends with a note naming its node, and the pool is not reused.
+Each rank's actor (``host.RankHost``) keeps what its rank writes; one relay thread per rank
+long-polls the actor and writes the bytes into local pipes, which the supervisor reads exactly as a
+local rank's (``starters.pipes.RankProcess``: the same frame and line readers, the same order).
+The rank's log starts with the node it runs on. The exit code arrives last and is written to an
+exit pipe, the rank's "sentinel". The controller's commands go to the actors: stacks and
+SIGTERM/SIGKILL to the rank's process tree on its node. A rank whose actor dies (its node was
+lost) ends with a note naming its node, and the pool is not reused.
 
 Example (what the starter does for one attempt)::
 
@@ -41,6 +42,7 @@ class RelayedExit:
     """A remote rank as the supervisor waits on it: ``sentinel`` becomes readable with its exit code."""
 
     def __init__(self) -> None:
+        self._read: int | None
         self._read, self.write = os.pipe()
         self.sentinel = self._read
         self.pid = 0
@@ -79,6 +81,9 @@ class _Relay(threading.Thread):
         code = _LOST
         try:
             self.exit.pid = ray.get(self.started)
+            self._write(
+                "stdout", f"{SIGNAL_SENDER_MARK}rank {self.rank} runs on {self.where}, pid {self.exit.pid}\n".encode()
+            )
             code = self._relay(ray)
         except Exception as err:  # the actor or its node is gone, or the rank could not start
             self.lost = isinstance(err, ray.exceptions.RayActorError)
@@ -106,7 +111,7 @@ class _Relay(threading.Thread):
         view = memoryview(data)
         while view:
             try:
-                view = view[os.write(fd, view):]
+                view = view[os.write(fd, view) :]
             except BrokenPipeError:  # the kernel closed its end: the launch is over
                 return
 

@@ -216,4 +216,3 @@ class _Rank:
             os.unlink(self.payload_path)
         except OSError:
             pass
-

@@ -7,17 +7,21 @@ Examples:
     (None, {'CPU': 2}, 'SPREAD', 'cpu')
     >>> check_cluster("ray://head:10001", None, None).address
     'ray://head:10001'
-    >>> check_cluster("slurm", None, None)
+    >>> check_cluster("slurm", None, None)  # doctest: +ELLIPSIS
     Traceback (most recent call last):
     ...
-    ValueError: cluster='slurm' is not valid; use 'ray' (the cluster ray.init() finds: RAY_ADDRESS or a running head on this machine) or 'ray://host:port' (Ray Client)
+    ValueError: cluster='slurm' is not valid; use 'ray' (...) or 'ray://host:port' (Ray Client)
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
 
 from ..launching.checks import is_int
+
+if TYPE_CHECKING:
+    from ..devices import Device
 
 __all__ = ["ClusterPlan", "check_cluster", "cluster_ranks", "STRATEGIES"]
 
@@ -34,7 +38,7 @@ class ClusterPlan:
 
     @property
     def device(self) -> str:
-        """"cuda" when each rank asks for a GPU, else "cpu"."""
+        """ "cuda" when each rank asks for a GPU, else "cpu"."""
         return "cuda" if self.resources.get("GPU", 0) > 0 else "cpu"
 
     @property
@@ -47,15 +51,18 @@ class ClusterPlan:
         return f"{ranks} rank{'s' if ranks != 1 else ''} x {self.resources} ({self.strategy})"
 
 
-def check_cluster(cluster, resources_per_rank=None, placement_strategy=None) -> ClusterPlan | None:
+def check_cluster(cluster: Any, resources_per_rank: Any = None, placement_strategy: Any = None) -> ClusterPlan | None:
     """The ``ClusterPlan`` of the arguments, or None for a launch on this machine.
 
     Raises:
         ValueError: an unknown cluster, a bad resource or strategy, or cluster options without a cluster.
     """
     if cluster is None:
-        given = [name for name, value in (("resources_per_rank", resources_per_rank),
-                                          ("placement_strategy", placement_strategy)) if value is not None]
+        given = [
+            name
+            for name, value in (("resources_per_rank", resources_per_rank), ("placement_strategy", placement_strategy))
+            if value is not None
+        ]
         if given:
             raise ValueError(f"{' and '.join(given)} only apply with cluster='ray'; pass cluster='ray' too")
         return None
@@ -74,7 +81,7 @@ def check_cluster(cluster, resources_per_rank=None, placement_strategy=None) -> 
     return ClusterPlan(address, _check_resources(resources_per_rank), strategy)
 
 
-def _check_resources(resources) -> dict:
+def _check_resources(resources: Any) -> dict:
     if resources is None:
         return {"CPU": 1}
     if not isinstance(resources, dict) or not resources:
@@ -92,7 +99,9 @@ def _check_resources(resources) -> dict:
     return checked
 
 
-def cluster_ranks(plan: ClusterPlan, num_processes, device, start_method, num_nodes):
+def cluster_ranks(
+    plan: ClusterPlan, num_processes: Any, device: str, start_method: str | None, num_nodes: int
+) -> tuple[Device, int, str]:
     """The device, rank count and start method ("ray") of a cluster launch.
 
     Examples:

@@ -161,7 +161,12 @@ def pool_info() -> dict | None:
     pool = _registry.pool
     if pool is None:
         return None
-    return {"ranks": len(pool.actors), "nodes": pool.layout.describe(), "launches": pool.launches, "in_use": _registry.in_use}
+    return {
+        "ranks": len(pool.actors),
+        "nodes": pool.layout.describe(),
+        "launches": pool.launches,
+        "in_use": _registry.in_use,
+    }
 
 
 def _create(
@@ -213,7 +218,9 @@ def _create(
     return RankPool(_key(plan, ranks), group, hosts, Layout.of([Spot(**spot) for spot in spots]))
 
 
-def _wait_for(ray: Any, refs: list, deadline: float, stop_requested: Callable[[], bool], late: Callable[[], Exception]) -> list:
+def _wait_for(
+    ray: Any, refs: list, deadline: float, stop_requested: Callable[[], bool], late: Callable[[], Exception]
+) -> list:
     """``ray.get(refs)`` once all are ready, watching for a stop and the deadline."""
     pending = list(refs)
     while pending:
