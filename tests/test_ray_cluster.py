@@ -230,3 +230,24 @@ def test_the_notebook_drives_four_ranks_on_the_cluster_and_its_saved_output_hold
         assert f"[rank {rank}] rank {rank} on node" in shown
     assert "[rank 0] epoch 2: loss" in shown
     wait_until(lambda: free_cpus() == 4, "the notebook's actors to be released")
+
+
+def test_a_hung_rank_on_the_cluster_ends_with_a_timeout_that_shows_where_it_was(cluster):
+    from notebook_launcher.errors import LaunchTimeout
+
+    def stuck_on_rank_1():
+        import torch.distributed as dist
+
+        dist.init_process_group("gloo")
+        if dist.get_rank() == 1:
+            waits_for_ever()
+        return "done"
+
+    def waits_for_ever():
+        time.sleep(600)
+
+    with pytest.raises(LaunchTimeout) as caught:
+        notebook_launcher(stuck_on_rank_1, num_processes=2, cluster="ray", display="none", timeout=15)
+    assert "rank 1 had not finished" in str(caught.value)
+    assert "rank 1: in waits_for_ever" in str(caught.value)  # its stack, asked of its actor
+    wait_until(lambda: free_cpus() == 4, "the cluster's CPUs to be free again")
