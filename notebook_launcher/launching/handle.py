@@ -355,8 +355,11 @@ class Launch:
             >>> import threading
             >>> from notebook_launcher import launch
             >>> def waits():
+            ...     print("waiting", flush=True)
             ...     threading.Event().wait()
             >>> job = launch(waits, num_processes=1, display="none")
+            >>> while "waiting" not in job.logs(0):  # inside the function (a loaded machine may be slow)
+            ...     _ = job.join(0.05)
             >>> "in waits" in job.stacks().summary()
             True
             >>> job.stop()
