@@ -30,12 +30,15 @@ def _free_port() -> int:
 
 
 class LocalRayCluster:
-    """Two Ray nodes with ``cpus`` CPUs each; ``address`` is what ``RAY_ADDRESS`` takes."""
+    """Two Ray nodes with ``cpus`` CPUs each; ``address`` is what ``RAY_ADDRESS`` takes,
+    ``client_address`` what Ray Client connects to."""
 
     def __init__(self, cpus: int = 2) -> None:
         self.cpus = cpus
         self.port = _free_port()
         self.address = f"127.0.0.1:{self.port}"
+        self.client_port = _free_port()
+        self.client_address = f"ray://127.0.0.1:{self.client_port}"  # Ray Client
         self.temp_dir = tempfile.mkdtemp(prefix="nlray-", dir="/tmp")  # short: Ray puts sockets in it
         self.log = open(os.path.join(self.temp_dir, "nodes.log"), "wb")  # noqa: SIM115 -- closed in stop()
         self._nodes: list[subprocess.Popen] = []
@@ -52,6 +55,8 @@ class LocalRayCluster:
         self._start_node(
             [
                 "--head",
+                "--ray-client-server-port",
+                str(self.client_port),
                 "--node-ip-address",
                 "127.0.0.1",
                 "--port",

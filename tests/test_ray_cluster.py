@@ -251,3 +251,24 @@ def test_a_hung_rank_on_the_cluster_ends_with_a_timeout_that_shows_where_it_was(
     assert "rank 1 had not finished" in str(caught.value)
     assert "rank 1: in waits_for_ever" in str(caught.value)  # its stack, asked of its actor
     wait_until(lambda: free_cpus() == 4, "the cluster's CPUs to be free again")
+
+
+def test_a_kernel_connected_through_ray_client_gets_its_ranks_lines_and_results(cluster):
+    """Ray Client (``ray://``) is how a laptop reaches a remote cluster; a fresh interpreter here
+    connects through it (this process is already a driver of the cluster)."""
+    release_pool()  # this process's warm actors would hold the cluster's CPUs
+    code = (
+        "from notebook_launcher import launch\n"
+        "def hello():\n"
+        "    import os\n"
+        "    print('hello from rank', os.environ['RANK'], flush=True)\n"
+        "    return int(os.environ['NODE_RANK'])\n"
+        f"job = launch(hello, num_processes=2, cluster={cluster.client_address!r}, placement_strategy='SPREAD',"
+        " display='none', timeout=120)\n"
+        "print('value', job.wait(), job.results)\n"
+        "print('logs', [job.logs(rank) for rank in range(2)])\n"
+    )
+    output = _in_fresh_python(code, RAY_ADDRESS="", NOTEBOOK_LAUNCHER_RAY_KEEP_WARM="0")
+    assert "value 0 [0, 1]" in output, output
+    assert "hello from rank 0" in output and "hello from rank 1" in output, output
+    wait_until(lambda: free_cpus() == 4, "the actors to be released (NOTEBOOK_LAUNCHER_RAY_KEEP_WARM=0)")
