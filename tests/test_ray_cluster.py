@@ -187,7 +187,7 @@ def test_cluster_arguments_are_checked_before_anything_starts():
 
 def _in_fresh_python(code, **env):
     done = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, env={**os.environ, **env}
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=240, env={**os.environ, **env}
     )
     return done.stdout + done.stderr
 
@@ -271,4 +271,4 @@ def test_a_kernel_connected_through_ray_client_gets_its_ranks_lines_and_results(
     output = _in_fresh_python(code, RAY_ADDRESS="", NOTEBOOK_LAUNCHER_RAY_KEEP_WARM="0")
     assert "value 0 [0, 1]" in output, output
     assert "hello from rank 0" in output and "hello from rank 1" in output, output
-    wait_until(lambda: free_cpus() == 4, "the actors to be released (NOTEBOOK_LAUNCHER_RAY_KEEP_WARM=0)")
+    wait_until(lambda: free_cpus() == 4, "the actors to be released (NOTEBOOK_LAUNCHER_RAY_KEEP_WARM=0)", timeout=90)
