@@ -236,3 +236,28 @@ def test_importing_the_package_warms_torchs_lazy_imports_in_the_background():
         assert session.eval("notebook_launcher.notebook_launcher(lambda: 5, num_processes=2)") == 5
     finally:
         session.shutdown()
+
+
+def test_a_script_that_exits_with_a_launch_running_ends_its_ranks_and_exits():
+    """multiprocessing's exit handler joins forked children; the launcher's must end them first,
+    or the interpreter waits for a rank that never returns."""
+    import subprocess
+    import sys
+
+    import psutil
+
+    script = (
+        "import os, threading\n"
+        "from notebook_launcher import launch\n"
+        "def waits():\n"
+        "    print('pid', os.getpid(), flush=True)\n"
+        "    threading.Event().wait()\n"
+        "job = launch(waits, num_processes=1, display='none')\n"
+        "while 'pid' not in job.logs(0):\n"
+        "    job.join(0.05)\n"
+        "print(job.logs(0).split()[-1], flush=True)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    rank_pid = int(done.stdout.split()[-1])
+    assert not psutil.pid_exists(rank_pid) or psutil.Process(rank_pid).status() == psutil.STATUS_ZOMBIE

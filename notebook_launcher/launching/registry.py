@@ -8,6 +8,7 @@ stopped.
 from __future__ import annotations
 
 import atexit
+import multiprocessing.util  # noqa: F401 -- its exit handler must be registered before ours (below)
 import weakref
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
@@ -91,6 +92,8 @@ class Observed(QuietListener):
                 pass
 
 
+# atexit runs handlers last-registered first: this one must end the ranks before multiprocessing's
+# own handler joins its children (forked ranks), which would otherwise wait for them for ever.
 @atexit.register
 def _stop_all() -> None:
     for launch in active_launches():
