@@ -141,9 +141,18 @@ def test_a_sigterm_the_launcher_did_not_send_names_its_sender(kernel):
     assert result.error["evalue"] == "rank 1 was killed by signal SIGTERM"
     notes = kernel.eval("sys.last_value.__notes__")
     assert len(notes) == 1 and re.fullmatch(
-        r"rank process \d+ was sent SIGTERM by process \d+ \(sh -c kill -TERM \d+; sleep 30\)", notes[0]
+        r"rank process \d+ was sent SIGTERM by process \d+ \(sh -c kill -TERM \d+; sleep 30\) with kill\(\)", notes[0]
     )
     assert notes[0] in result.traceback  # the cell shows it
+
+
+def test_a_sigterm_no_process_sent_says_where_it_came_from_instead_of_a_pid(capfd):
+    """A SIGTERM from a POSIX timer or the kernel carries no sender in ``si_pid`` (what is there is
+    other data): the note names the origin instead of a made-up process."""
+    from notebook_launcher.rank.capture import _name_the_sender
+
+    _name_the_sender(1599919808, -2)
+    assert capfd.readouterr().err.endswith("got a SIGTERM from a POSIX timer (si_code -2)\n")
 
 
 @pytest.mark.parametrize(

@@ -109,8 +109,8 @@ class Capture:
                 self._answer_stacks()
                 continue
             if received is not None:
-                if received.si_pid not in self.launchers:
-                    _name_the_sender(received.si_pid)
+                if received.si_pid not in self.launchers or received.si_code not in _SENT_BY_A_PROCESS:
+                    _name_the_sender(received.si_pid, received.si_code)
                 # SIGTERM keeps its default action: unblocked on this thread and sent to it, it ends
                 # the process with the status a terminated process has
                 signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGTERM})
@@ -118,8 +118,21 @@ class Capture:
                 return
 
 
-def _name_the_sender(pid: int) -> None:
-    """Say on the rank's stderr which process sent the SIGTERM that is about to end it."""
+_SENT_BY_A_PROCESS = {0: "kill", -1: "sigqueue", -6: "tgkill"}  # si_code values whose si_pid is the sender
+_OTHER_ORIGINS = {0x80: "the kernel", -2: "a POSIX timer", -3: "a message queue", -4: "async I/O", -5: "SIGIO"}
+
+
+def _name_the_sender(pid: int, code: int = 0) -> None:
+    """Say on the rank's stderr which process sent the SIGTERM that is about to end it (or, when
+    no process sent it, what did: ``si_code``)."""
+    if code not in _SENT_BY_A_PROCESS:
+        origin = _OTHER_ORIGINS.get(code, "an unknown origin")
+        text = f"{SIGNAL_SENDER_MARK}rank process {os.getpid()} got a SIGTERM from {origin} (si_code {code})\n"
+        try:
+            os.write(2, text.encode())
+        except OSError:
+            pass
+        return
     try:
         with open(f"/proc/{pid}/cmdline", "rb") as file:
             command = file.read().replace(b"\0", b" ").decode(errors="replace").strip()
@@ -129,6 +142,7 @@ def _name_the_sender(pid: int) -> None:
         who = "this rank itself"
     else:
         who = f"process {pid}" + (f" ({command[:200]})" if command else " (gone already)")
+        who += f" with {_SENT_BY_A_PROCESS[code]}()"
     try:
         os.write(2, f"{SIGNAL_SENDER_MARK}rank process {os.getpid()} was sent SIGTERM by {who}\n".encode())
     except OSError:
