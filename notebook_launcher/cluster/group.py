@@ -27,6 +27,7 @@ from typing import Any
 
 from ..rank.bootstrap import RankSpec
 from ..starters.base import RankSink
+from ..starters.piped_group import PipedRankGroup
 from ..starters.pipes import RankProcess, make_pipes
 from ..wire import SIGNAL_SENDER_MARK, STACKS_SIGNAL
 from .pool import RankPool
@@ -116,17 +117,16 @@ class _Relay(threading.Thread):
                 return
 
 
-class RayRankGroup:
+class RayRankGroup(PipedRankGroup):
     """The ranks of one attempt on the pool's actors (a ``RankGroup``)."""
 
     def __init__(self, pool: RankPool, payload: Any, grace_period: float, threads: int) -> None:
+        super().__init__()
         self._pool = pool
         self._threads = threads
         self._payload = payload
         self._grace = grace_period
-        self._processes: list[RankProcess] = []
         self._relays: list[_Relay] = []
-        self._watch: dict[Any, RankProcess] = {}
 
     @property
     def ended_cleanly(self) -> bool:
@@ -154,32 +154,6 @@ class RayRankGroup:
         relay.start()
         self._relays.append(relay)
         self._processes.append(RankProcess([spec.rank], exit_, ours))  # type: ignore[arg-type]
-
-    @property
-    def live_ranks(self) -> list[int]:
-        return [rank for process in self._live() for rank in process.ranks]
-
-    def waitables(self) -> list[Any]:
-        self._watch = {}
-        for process in self._live():
-            for fd in process.pipes.values():
-                self._watch[fd] = process
-            self._watch[process.process.sentinel] = process
-        return list(self._watch)
-
-    def read(self, ready: list[Any], sink: RankSink) -> None:
-        for fd in ready:
-            process = self._watch.get(fd)
-            if process is None or process.exited:
-                continue
-            if fd == process.process.sentinel:
-                process.exitcode = process.process.wait()
-                process.drain_and_close(sink)
-                sink.on_exit(process.ranks, process.exitcode, process.signalled)
-                continue
-            for kind, pipe in list(process.pipes.items()):
-                if pipe == fd:
-                    process.read(kind, drain=False, sink=sink)
 
     def ask_stacks(self, ranks: Sequence[int]) -> None:
         self._tell([process for process in self._live() if process.first_rank in ranks], "signal", STACKS_SIGNAL)
@@ -211,15 +185,6 @@ class RayRankGroup:
         for process in self._processes:
             process.drain_and_close(sink)
             process.process.release()
-
-    def _live(self) -> list[RankProcess]:
-        return [process for process in self._processes if not process.exited]
-
-    def _signal_live(self) -> list[RankProcess]:
-        live = self._live()
-        for process in live:
-            process.signalled = True
-        return live
 
     def _tell(self, processes: list[RankProcess], method: str, *args: Any) -> None:
         for process in processes:

@@ -50,18 +50,23 @@ class RankPool:
 
     def release(self) -> None:
         """Kill every actor and remove the placement group; the cluster has the resources back."""
-        import ray
-        from ray.util.placement_group import remove_placement_group
+        _remove(self.actors, self.placement_group)
 
-        for actor in self.actors:
-            try:
-                ray.kill(actor, no_restart=True)
-            except Exception:  # already dead with its node
-                pass
+
+def _remove(actors: list[Any], group: Any) -> None:
+    """Kill ``actors`` and remove their placement ``group``, whatever is already gone."""
+    import ray
+    from ray.util.placement_group import remove_placement_group
+
+    for actor in actors:
         try:
-            remove_placement_group(self.placement_group)
-        except Exception:  # removed already, or the cluster is gone
+            ray.kill(actor, no_restart=True)
+        except Exception:  # already dead with its node
             pass
+    try:
+        remove_placement_group(group)
+    except Exception:  # removed already, or the cluster is gone
+        pass
 
 
 class _Registry:
@@ -178,7 +183,7 @@ def _create(
     waiting: Callable[[str], None],
 ) -> RankPool:
     import ray
-    from ray.util.placement_group import placement_group, remove_placement_group
+    from ray.util.placement_group import placement_group
     from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
 
     asked = plan.describe(ranks)
@@ -208,12 +213,7 @@ def _create(
             lambda: LaunchError(f"the rank actors did not start within rendezvous_timeout={timeout:g} s"),
         )
     except BaseException:
-        for host in hosts:
-            try:
-                ray.kill(host, no_restart=True)
-            except Exception:
-                pass
-        remove_placement_group(group)
+        _remove(hosts, group)
         raise
     return RankPool(_key(plan, ranks), group, hosts, Layout.of([Spot(**spot) for spot in spots]))
 

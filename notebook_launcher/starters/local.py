@@ -18,11 +18,12 @@ import os
 import threading
 import time
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from ..wire import STACKS_SIGNAL
 from .base import RankSink, StartedProcess
 from .guardian import forget_group, watch_group
+from .piped_group import PipedRankGroup
 from .pipes import RankProcess, close_pipes, make_pipes
 from .reaper import Reaper, end_group
 
@@ -45,14 +46,13 @@ if hasattr(os, "register_at_fork"):
     os.register_at_fork(after_in_child=_fresh_start_lock)
 
 
-class LocalRankGroup:
+class LocalRankGroup(PipedRankGroup):
     """Local rank processes started by ``start(specs, pipes)`` (one of the process starters)."""
 
     def __init__(self, start: Callable[[list[RankSpec], RankPipes], StartedProcess], grace_period: float) -> None:
+        super().__init__()
         self._start = start
-        self._processes: list[RankProcess] = []
         self._reaper = Reaper(grace_period)
-        self._watch: dict[Any, tuple[RankProcess, str]] = {}
 
     def start(self, specs: list[RankSpec]) -> None:
         with _START_LOCK:
@@ -66,28 +66,6 @@ class LocalRankGroup:
                 close_pipes(theirs)
         watch_group(process.pid)
         self._processes.append(RankProcess([spec.rank for spec in specs], process, ours))
-
-    @property
-    def live_ranks(self) -> list[int]:
-        return [rank for process in self._live() for rank in process.ranks]
-
-    def waitables(self) -> list[Any]:
-        self._watch = {}
-        for process in self._live():
-            for kind, fd in process.pipes.items():
-                self._watch[fd] = (process, kind)
-            self._watch[process.process.sentinel] = (process, "exit")
-        return list(self._watch)
-
-    def read(self, ready: list[Any], sink: RankSink) -> None:
-        for fd in ready:
-            process, kind = self._watch.get(fd, (None, ""))
-            if process is None or process.exited:
-                continue
-            if kind == "exit":
-                self._on_exit(process, sink)
-            elif kind in process.pipes:
-                process.read(kind, drain=False, sink=sink)
 
     def ask_stacks(self, ranks: Sequence[int]) -> None:
         for process in self._live():
@@ -122,17 +100,6 @@ class LocalRankGroup:
             process.drain_and_close(sink)
             process.process.release()
 
-    def _live(self) -> list[RankProcess]:
-        return [process for process in self._processes if not process.exited]
-
-    def _signal_live(self) -> list[RankProcess]:
-        live = self._live()
-        for process in live:
-            process.signalled = True
-        return live
-
     def _on_exit(self, process: RankProcess, sink: RankSink) -> None:
         end_group(process.process.pid)  # what the rank started, before its pid can be reused
-        process.exitcode = process.process.wait()
-        process.drain_and_close(sink)
-        sink.on_exit(process.ranks, process.exitcode, process.signalled)
+        super()._on_exit(process, sink)
