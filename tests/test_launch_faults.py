@@ -4,6 +4,7 @@ Timings are upper bounds taken from the kernel's own clock around the call, neve
 """
 
 import re
+import signal
 from textwrap import dedent
 
 import pytest
@@ -153,6 +154,37 @@ def test_a_sigterm_no_process_sent_says_where_it_came_from_instead_of_a_pid(capf
 
     _name_the_sender(1599919808, -2)
     assert capfd.readouterr().err.endswith("got a SIGTERM from a POSIX timer (si_code -2)\n")
+
+
+def _children_ending_under_a_sigchld_handler(count):
+    """Start ``count`` short subprocesses with a SIGCHLD handler installed, the interpreter busy in
+    between; the output thread's blocked signals (a bit mask), and how many children ran."""
+    import signal
+    import subprocess
+    import threading
+
+    signal.signal(signal.SIGCHLD, lambda *_: None)
+    for _ in range(count):
+        subprocess.run(["true"], check=True)
+        sum(i * i for i in range(20000))
+    flusher = next(thread for thread in threading.enumerate() if thread.name == "rank-output")
+    with open(f"/proc/self/task/{flusher.native_id}/status") as status:
+        blocked = next(line for line in status if line.startswith("SigBlk:")).split()[1]
+    return int(blocked, 16), count
+
+
+def test_signals_the_rank_handles_never_read_as_a_sigterm():
+    """A signal with a handler (here SIGCHLD, as each child a library runs ends) that interrupted
+    the rank's output thread as its wait ran out made CPython's ``sigtimedwait`` return a siginfo it
+    never filled in: ranks died "killed by signal SIGTERM ... by process 1599919808" (DeepSpeed's
+    ZeRO-3 runs a subprocess). The thread blocks every signal but the two it waits for (checked in
+    its mask), and 500 children end cleanly (the old code died in about one run of three at 200)."""
+    from ranks import on_ranks
+
+    results = on_ranks(_children_ending_under_a_sigchld_handler, 500, start_method="fork")
+    for blocked, ran in results:
+        assert ran == 500
+        assert blocked & (1 << (signal.SIGCHLD - 1)) and blocked & (1 << (signal.SIGINT - 1))
 
 
 @pytest.mark.parametrize(

@@ -102,9 +102,16 @@ class Capture:
 
     def _flush_and_watch_signals(self) -> None:
         self.thread_ident = threading.get_ident()
+        # Every other signal goes to the other threads: one that interrupts sigtimedwait as its
+        # timeout runs out makes CPython return the siginfo it never filled in (garbage, once read
+        # as a SIGTERM from process 1599919808: a subprocess's SIGCHLD under a handler did it).
+        signal.pthread_sigmask(signal.SIG_BLOCK, signal.valid_signals())
+        watched = {signal.SIGTERM, STACKS_SIGNAL}
         while True:
-            received = signal.sigtimedwait({signal.SIGTERM, STACKS_SIGNAL}, self.interval)
+            received = signal.sigtimedwait(watched, self.interval)
             flush_output()
+            if received is not None and received.si_signo not in watched:
+                received = None  # the same garbage, should a signal still interrupt the wait
             if received is not None and received.si_signo == STACKS_SIGNAL:
                 self._answer_stacks()
                 continue
