@@ -4,6 +4,7 @@ nodes, collectives across them, errors, stops, a lost actor with a restart, and 
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 import time
@@ -130,6 +131,44 @@ def test_stop_ends_every_rank_and_frees_the_cluster_within_seconds(cluster):
     assert time.monotonic() - started < 20
     wait_until(lambda: free_cpus() == 4, "the cluster's CPUs to be free again")
     assert pool_info() is None
+
+
+def test_a_kernel_interrupt_ends_the_cluster_ranks_and_frees_the_cluster(cluster):
+    """In a real kernel (connected through RAY_ADDRESS): interrupting the cell that waits on four
+    ranks in a collective across both nodes raises KeyboardInterrupt there, with where each rank was
+    (the cell's line read from the kernel: an actor has no copy of the cell), within seconds; the
+    kernel's actors and placement group are gone, and the next launch works."""
+    from kernel_session import KernelSession
+
+    release_pool()  # this process's warm actors would hold the cluster's CPUs
+    kernel = KernelSession(env={"RAY_ADDRESS": cluster.address})
+    try:
+        kernel.ok(
+            "from notebook_launcher import notebook_launcher\n"
+            "def train_forever():\n"
+            "    import torch, torch.distributed as dist\n"
+            "    dist.init_process_group('gloo')\n"
+            "    print('training', flush=True)\n"
+            "    while True:\n"
+            "        dist.all_reduce(torch.ones(1))\n"
+        )
+        msg_id = kernel.submit("notebook_launcher(train_forever, num_processes=4, cluster='ray')")
+        kernel.collect(msg_id, timeout=120, until=lambda result: result.stdout.count("training") == 4)
+        assert free_cpus() == 0
+        kernel.interrupt()
+        result = kernel.collect(msg_id, timeout=60)  # result.seconds: from the interrupt to the idle kernel
+        assert result.error["ename"] == "KeyboardInterrupt"
+        assert result.seconds < 20
+        assert "every rank has ended; where the ranks were" in result.error["evalue"]
+        for rank in range(4):
+            assert re.search(rf"rank {rank}: in train_forever .*dist.all_reduce", result.error["evalue"])
+        assert kernel.eval("__import__('notebook_launcher.cluster').cluster.pool_info()") is None
+        wait_until(lambda: free_cpus() == 4, "the interrupted launch's actors to be released", timeout=20)
+        again = "print(notebook_launcher(lambda: 'again', num_processes=2, cluster='ray'))"
+        assert kernel.ok(again, timeout=120).stdout.strip().endswith("again")
+    finally:
+        kernel.shutdown()
+    wait_until(lambda: free_cpus() == 4, "the kernel's actors to end with it")
 
 
 def test_a_lost_actor_is_named_and_a_restart_resumes_from_the_checkpoint(cluster, tmp_path):
@@ -272,3 +311,80 @@ def test_a_kernel_connected_through_ray_client_gets_its_ranks_lines_and_results(
     assert "value 0 [0, 1]" in output, output
     assert "hello from rank 0" in output and "hello from rank 1" in output, output
     wait_until(lambda: free_cpus() == 4, "the actors to be released (NOTEBOOK_LAUNCHER_RAY_KEEP_WARM=0)", timeout=90)
+
+
+CLUSTER_CELL = """
+import os
+from notebook_launcher import notebook_launcher
+{gates}
+def on_the_cluster():
+    wait_at_gate()
+    return os.environ["NODE_RANK"]
+print("nodes:", notebook_launcher(on_the_cluster, num_processes=4, cluster="ray", placement_strategy="SPREAD"))
+"""
+
+
+def section_shown(sidebar):
+    return sidebar.locator('[data-testid="nl-cluster"]').is_visible()
+
+
+def test_the_widget_and_the_sidebar_show_which_node_each_rank_runs_on_in_a_browser(cluster, browser, tmp_path):
+    """In JupyterLab (a kernel connected through RAY_ADDRESS): the live widget's tabs name each
+    rank's node, the sidebar lists the cluster's nodes, what is free and the kernel's warm actors,
+    and the finished launch's saved form says where each rank ran."""
+    from browser import CHROMIUM, LabServer, open_notebook, run_all, screenshot
+    from gates import gate_code, open_gates
+
+    if not os.path.exists(CHROMIUM):
+        pytest.skip("Debian's chromium is not installed")
+    release_pool()  # this process's warm actors would hold the cluster's CPUs
+    gates = tmp_path / "gates"
+    gates.mkdir()
+    (tmp_path / "lab").mkdir()
+    lab = LabServer(tmp_path / "lab")
+    try:
+        page = open_notebook(browser, lab, "cluster.ipynb", [CLUSTER_CELL.format(gates=gate_code(gates))])
+        page.locator('.jp-SideBar .lm-TabBar-tab[data-id="notebook-launcher-sidebar"]').click()
+        sidebar = page.locator("#notebook-launcher-sidebar")
+        # connected before the cell runs: a kernel busy in a cell answers no new comm until it ends
+        sidebar.get_by_role("button", name="Load notebook_launcher").click()
+        sidebar.get_by_text("Spawn start server:").wait_for(timeout=30_000)
+        assert not section_shown(sidebar)  # no cluster yet: this kernel has not connected to one
+        run_all(page)
+        page.locator(".nl-chip", has_text="rank 3: running").first.wait_for(timeout=120_000)
+        tabs = page.locator(".lm-TabBar-tabLabel", has_text="rank")
+        tabs.filter(has_text="rank 3 · node 1").wait_for(timeout=30_000)
+        assert [tabs.nth(i).inner_text() for i in range(tabs.count())] == [
+            "all ranks",
+            "rank 0 · node 0",
+            "rank 1 · node 0",
+            "rank 2 · node 1",
+            "rank 3 · node 1",
+        ]
+        places = page.locator(".nl-places").first.inner_text()
+        # Ray names a node on 127.0.0.1 by the machine's address: read the addresses from the ranks
+        found = re.fullmatch(r"ranks 0, 1 on node 0 \((\S+)\) · ranks 2, 3 on node 1 \((\S+)\)", places)
+        assert found and "127.0.0.2" in found.groups(), places
+
+        section = sidebar.locator('[data-testid="nl-cluster"]')
+        assert section_shown(sidebar)
+        section.get_by_text("Warm rank actors: 4").wait_for(timeout=30_000)
+        assert section.locator("h4").inner_text() == f"Ray cluster · {cluster.address}"
+        head = next(address for address in found.groups() if address != "127.0.0.2")
+        nodes = section.locator(".nl-node").all_inner_texts()
+        assert sorted(nodes) == sorted([f"{head} (head) · CPU 2", "127.0.0.2 · CPU 2"])
+        assert section.locator(".nl-cluster-free").inner_text() == "Free: CPU 0 of 4"
+        assert section.locator(".nl-cluster-warm").inner_text().endswith("· 1 launch · in use")
+        chip = sidebar.locator(".nl-launch-running .nl-rank").nth(3)
+        assert chip.get_attribute("title") == f"rank 3 runs on node 1 ({found.group(2)})"
+        screenshot(sidebar, "sidebar-ray-cluster.png")
+
+        open_gates(gates, range(4))
+        page.get_by_text("nodes: 0").wait_for(timeout=60_000)
+        section.get_by_text("· idle").wait_for(timeout=30_000)  # kept warm for the next launch
+        summary = page.locator(".nl-static details.nl-ranklog > summary", has_text="rank 2 · node 1")
+        where = re.escape(found.group(2))
+        assert re.fullmatch(rf"rank 2 · node 1 \({where}\) · done · \d+ lines?", summary.first.inner_text())
+    finally:
+        lab.stop()
+    wait_until(lambda: free_cpus() == 4, "the kernel's actors to be released with it")

@@ -220,6 +220,8 @@ export class KernelLink {
       state.settings = msg.settings;
     } else if (msg.type === 'start_server') {
       state.start_server = msg.start_server;
+    } else if (msg.type === 'cluster') {
+      state.cluster = msg.cluster;
     } else if (msg.type === 'launch') {
       const others = state.launches.filter(l => l.id !== msg.launch.id);
       state.launches = [...others, msg.launch].slice(-state.history);

@@ -41,6 +41,7 @@ export interface ILaunchInfo {
   waited_on: boolean;
   attempt: number;
   kind: string;
+  places: { [rank: string]: string };
 }
 
 export interface IStartServerInfo {
@@ -52,6 +53,30 @@ export interface IStartServerInfo {
   live_ranks: number;
 }
 
+export interface IClusterNode {
+  address: string;
+  alive: boolean;
+  head: boolean;
+  resources: { [name: string]: number };
+}
+
+export interface IWarmPool {
+  ranks: number;
+  nodes: string[];
+  launches: number;
+  in_use: boolean;
+}
+
+/** The Ray cluster the kernel is connected to. */
+export interface IClusterInfo {
+  address: string;
+  nodes: IClusterNode[];
+  total: { [name: string]: number };
+  free: { [name: string]: number };
+  warm: IWarmPool | null;
+  error: string | null;
+}
+
 /** Kernel → front end. */
 export interface IStateMsg {
   type: 'state';
@@ -61,6 +86,7 @@ export interface IStateMsg {
   choices: { start_method: string[]; mixed_precision: string[] };
   launches: ILaunchInfo[];
   start_server: IStartServerInfo;
+  cluster: IClusterInfo | null;
 }
 
 export interface IReplyMsg {
@@ -86,11 +112,23 @@ export interface IStartServerMsg {
   start_server: IStartServerInfo;
 }
 
+export interface IClusterMsg {
+  type: 'cluster';
+  cluster: IClusterInfo | null;
+}
+
 export interface IHelloMsg {
   type: 'hello';
 }
 
-export type KernelMsg = IStateMsg | IReplyMsg | ILaunchMsg | ISettingsMsg | IStartServerMsg | IHelloMsg;
+export type KernelMsg =
+  | IStateMsg
+  | IReplyMsg
+  | ILaunchMsg
+  | ISettingsMsg
+  | IStartServerMsg
+  | IClusterMsg
+  | IHelloMsg;
 
 /** Front end → kernel. */
 export interface IGetStateMsg {
@@ -180,7 +218,46 @@ export function isLaunchInfo(value: unknown): value is ILaunchInfo {
     (value.cell === null || isNumber(value.cell)) &&
     typeof value.waited_on === 'boolean' &&
     isNumber(value.attempt) &&
-    isString(value.kind)
+    isString(value.kind) &&
+    isObject(value.places) &&
+    Object.values(value.places).every(isString)
+  );
+}
+
+function isAmounts(value: unknown): value is { [name: string]: number } {
+  return isObject(value) && Object.values(value).every(isNumber);
+}
+
+function isClusterNode(value: unknown): value is IClusterNode {
+  return (
+    isObject(value) &&
+    isString(value.address) &&
+    typeof value.alive === 'boolean' &&
+    typeof value.head === 'boolean' &&
+    isAmounts(value.resources)
+  );
+}
+
+function isWarmPool(value: unknown): value is IWarmPool {
+  return (
+    isObject(value) &&
+    isNumber(value.ranks) &&
+    isStringArray(value.nodes) &&
+    isNumber(value.launches) &&
+    typeof value.in_use === 'boolean'
+  );
+}
+
+export function isClusterInfo(value: unknown): value is IClusterInfo {
+  return (
+    isObject(value) &&
+    isString(value.address) &&
+    Array.isArray(value.nodes) &&
+    value.nodes.every(isClusterNode) &&
+    isAmounts(value.total) &&
+    isAmounts(value.free) &&
+    (value.warm === null || isWarmPool(value.warm)) &&
+    (value.error === null || isString(value.error))
   );
 }
 
@@ -211,7 +288,8 @@ export function parseKernelMsg(data: unknown): KernelMsg | null {
         isStringArray(data.choices.mixed_precision) &&
         Array.isArray(data.launches) &&
         data.launches.every(isLaunchInfo) &&
-        isStartServerInfo(data.start_server)
+        isStartServerInfo(data.start_server) &&
+        (data.cluster === null || isClusterInfo(data.cluster))
         ? (data as unknown as IStateMsg)
         : null;
     case 'reply':
@@ -227,6 +305,8 @@ export function parseKernelMsg(data: unknown): KernelMsg | null {
       return isSettings(data.settings) ? (data as unknown as ISettingsMsg) : null;
     case 'start_server':
       return isStartServerInfo(data.start_server) ? (data as unknown as IStartServerMsg) : null;
+    case 'cluster':
+      return data.cluster === null || isClusterInfo(data.cluster) ? (data as unknown as IClusterMsg) : null;
     case 'hello':
       return { type: 'hello' };
     default:

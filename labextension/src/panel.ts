@@ -2,7 +2,7 @@ import { ICodeCellModel } from '@jupyterlab/cells';
 import { Widget } from '@lumino/widgets';
 
 import { Connection, KernelLink } from './connection';
-import { IInventory, ILaunchInfo, ISettings, IStartServerInfo, IStateMsg } from './messages';
+import { IClusterInfo, IInventory, ILaunchInfo, ISettings, IStartServerInfo, IStateMsg } from './messages';
 
 /**
  * The sidebar: the active notebook kernel's devices, the launch defaults it uses when
@@ -29,6 +29,8 @@ export class LauncherPanel extends Widget {
     this._deviceTitle = el('h4', '');
     this._server = el('div', 'nl-start-server');
     this._server.dataset.testid = 'nl-start-server';
+    this._cluster = el('section', 'nl-section nl-cluster');
+    this._cluster.dataset.testid = 'nl-cluster';
     this._selects = {
       num_processes: select('nl-num-processes', value =>
         link.setSettings({ num_processes: value === '' ? null : Number(value) })
@@ -62,7 +64,7 @@ export class LauncherPanel extends Widget {
     );
     const launches = el('section', 'nl-section');
     launches.append(el('h4', '', 'Launches'), this._noLaunches, this._launchList);
-    this._ready.append(devices, settings, this._error, launches);
+    this._ready.append(devices, this._cluster, settings, this._error, launches);
     this.node.append(el('h3', 'nl-title', 'Notebook launcher'), this._message, this._loadButton, this._ready);
   }
 
@@ -80,6 +82,7 @@ export class LauncherPanel extends Widget {
     }
     this._renderDevices(connection.state.inventory);
     this._renderServer(connection.state.start_server);
+    this._renderCluster(connection.state.cluster);
     this._renderSettings(connection.state);
     this._error.textContent = connection.error;
     this._renderLaunches(connection.state.launches);
@@ -113,6 +116,43 @@ export class LauncherPanel extends Widget {
       'Spawn-path ranks are forked from this process: it has torch imported and has never touched a device.' +
       (server.preloaded.length ? ` Preloaded: ${server.preloaded.join(', ')}.` : '');
     this._server.className = `nl-start-server nl-start-server-${server.state.replace(' ', '-')}`;
+  }
+
+  private _renderCluster(cluster: IClusterInfo | null): void {
+    const key = JSON.stringify(cluster);
+    if (key === this._clusterKey) {
+      return;
+    }
+    this._clusterKey = key;
+    this._cluster.style.display = cluster ? '' : 'none';
+    if (!cluster) {
+      this._cluster.replaceChildren();
+      return;
+    }
+    const nodes = el('ul', 'nl-devices nl-nodes');
+    nodes.append(
+      ...cluster.nodes.map(node =>
+        el('li', `nl-device nl-node${node.alive ? '' : ' nl-node-lost'}`, describeNode(node))
+      )
+    );
+    const lines = [el('h4', '', `Ray cluster · ${cluster.address}`), nodes];
+    if (cluster.error) {
+      lines.push(el('div', 'nl-error', `The cluster could not be read: ${cluster.error}`));
+    } else {
+      lines.push(el('div', 'nl-cluster-free', `Free: ${describeFree(cluster.free, cluster.total)}`));
+    }
+    const warm = cluster.warm;
+    lines.push(
+      el(
+        'div',
+        'nl-cluster-warm',
+        warm
+          ? `Warm rank actors: ${warm.ranks} (${warm.nodes.join('; ')}) · ${plural(warm.launches, 'launch', 'launches')}` +
+              (warm.in_use ? ' · in use' : ' · idle')
+          : 'Warm rank actors: none (the next cluster launch starts them)'
+      )
+    );
+    this._cluster.replaceChildren(...lines);
   }
 
   private _renderSettings(state: IStateMsg): void {
@@ -185,6 +225,8 @@ export class LauncherPanel extends Widget {
   private _devices: HTMLUListElement;
   private _deviceTitle: HTMLHeadingElement;
   private _server: HTMLDivElement;
+  private _cluster: HTMLElement;
+  private _clusterKey = '';
   private _selects: { [K in keyof ISettings]: HTMLSelectElement };
   private _error: HTMLDivElement;
   private _launchList: HTMLDivElement;
@@ -213,6 +255,25 @@ export function describeServer(server: IStartServerInfo): string {
     parts.push(`${server.live_ranks} running`);
   }
   return parts.join(' · ');
+}
+
+/** One node of the cluster, e.g. "127.0.0.1 (head) · CPU 2 · GPU 1", or "... · lost". */
+export function describeNode(node: IClusterInfo['nodes'][number]): string {
+  const resources = Object.entries(node.resources).map(([name, amount]) => `${name} ${amount}`);
+  const parts = [`${node.address}${node.head ? ' (head)' : ''}`, ...resources];
+  if (!node.alive) {
+    parts.push('lost');
+  }
+  return parts.join(' · ');
+}
+
+/** What is free of what the cluster has, e.g. "CPU 2 of 4 · GPU 0 of 1". */
+export function describeFree(free: IClusterInfo['free'], total: IClusterInfo['total']): string {
+  const names = Object.keys(total);
+  if (!names.length) {
+    return 'nothing (no live node)';
+  }
+  return names.map(name => `${name} ${free[name] ?? 0} of ${total[name]}`).join(' · ');
 }
 
 const MESSAGES: { [phase in Connection['phase']]: string } = {
@@ -261,7 +322,12 @@ class LaunchRow {
       `${launch.start_method} · ${launch.status}${attempt} · `;
     const chips = launch.ranks.map(rank => {
       const status = launch.rank_status[String(rank)] ?? 'starting';
-      return el('span', `nl-rank nl-rank-${status}`, `${rank}: ${status}`);
+      const chip = el('span', `nl-rank nl-rank-${status}`, `${rank}: ${status}`);
+      const place = launch.places[String(rank)];
+      if (place) {
+        chip.title = `rank ${rank} runs on ${place}`;
+      }
+      return chip;
     });
     this._chips.replaceChildren(...chips);
     const running = launch.status === 'running' || launch.status === 'starting';
@@ -309,8 +375,8 @@ class LaunchRow {
   private _stop: HTMLButtonElement;
 }
 
-function plural(count: number, noun: string): string {
-  return `${count} ${noun}${count === 1 ? '' : 's'}`;
+function plural(count: number, noun: string, nouns = `${noun}s`): string {
+  return `${count} ${count === 1 ? noun : nouns}`;
 }
 
 function el<K extends keyof HTMLElementTagNameMap>(

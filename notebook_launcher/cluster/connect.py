@@ -24,6 +24,7 @@ from ..errors import LaunchError
 
 __all__ = ["import_ray", "connect", "ray_address_tried"]
 
+connected_address = ""  # the address this kernel connected to ("" for "auto", or a ray.init of the user's)
 INSTALL_HINT = "pip install 'notebook-launcher[ray]' (or pip install ray) in this kernel's environment"
 
 
@@ -68,6 +69,8 @@ def connect(address: str | None) -> Any:
         raise LaunchError(
             f"no Ray cluster could be reached at {tried!r}: {type(err).__name__}: {err}; {hint}"
         ) from None
+    global connected_address
+    connected_address = "" if tried == "auto" else tried
     return ray
 
 

@@ -32,7 +32,7 @@ from .host import RankHost
 from .options import ClusterPlan
 from .placement import Layout, Spot
 
-__all__ = ["RankPool", "acquire", "done_with", "release_pool", "pool_info"]
+__all__ = ["RankPool", "acquire", "done_with", "release_pool", "pool_info", "observe_pool"]
 
 _POLL = 0.2  # seconds between looks at a stop request while waiting for the cluster
 _CONCURRENCY = 8  # actor calls at once: a poll waits while signals and starts go through
@@ -75,9 +75,25 @@ class _Registry:
         self.pool: RankPool | None = None
         self.in_use = False
         self.timer: threading.Timer | None = None
+        self.observers: list[Callable[[], None]] = []
 
 
 _registry = _Registry()
+
+
+def observe_pool(callback: Callable[[], None]) -> Callable[[], None]:
+    """Call ``callback()`` whenever the warm pool is made, taken, given back or released (the
+    sidebar shows it); returns a function that stops it."""
+    _registry.observers.append(callback)
+    return lambda: _registry.observers.remove(callback) if callback in _registry.observers else None
+
+
+def _changed() -> None:
+    for callback in list(_registry.observers):
+        try:
+            callback()
+        except Exception:  # an observer (a closed sidebar) must not break a launch
+            pass
 
 
 def _key(plan: ClusterPlan, ranks: int) -> tuple:
@@ -116,15 +132,24 @@ def acquire(
     except BaseException:
         with _registry.lock:
             _registry.in_use = False
+        _changed()
         raise
     with _registry.lock:
         _registry.pool = pool
     pool.launches += 1
+    _changed()
     return pool
 
 
 def done_with(pool: RankPool, healthy: bool) -> None:
     """The launch that acquired ``pool`` has ended: keep it warm if ``healthy``, else release it."""
+    try:
+        _keep_or_release(pool, healthy)
+    finally:
+        _changed()
+
+
+def _keep_or_release(pool: RankPool, healthy: bool) -> None:
     with _registry.lock:
         _registry.in_use = False
         if not healthy:
@@ -158,6 +183,7 @@ def release_pool() -> bool:
             _registry.timer.cancel()
             _registry.timer = None
     pool.release()
+    _changed()
     return True
 
 
@@ -248,13 +274,25 @@ def _not_placed(ray: Any, asked: str, timeout: float) -> LaunchError:
 
 
 def _resources(read: Callable[[], dict]) -> dict:
-    """CPU, GPU and custom resources (not memory or Ray's per-node markers), for a message."""
+    """``resource_amounts`` of what ``read()`` gives ({} if the cluster cannot be read)."""
     try:
-        resources = read()
+        return resource_amounts(read())
     except Exception:
         return {}
+
+
+def resource_amounts(resources: dict) -> dict:
+    """CPU, GPU and custom resources, for a message: not memory, and not the names Ray makes for
+    nodes and placement groups ("node:10.0.0.1", "CPU_group_0_<id>", "bundle_group_<id>").
+
+    Examples:
+        >>> resource_amounts({"CPU": 4.0, "GPU": 0.5, "memory": 1e9, "node:10.0.0.1": 1.0, "CPU_group_ab12": 2.0})
+        {'CPU': 4, 'GPU': 0.5}
+    """
     return {
         name: (int(amount) if float(amount).is_integer() else amount)
         for name, amount in sorted(resources.items())
-        if "memory" not in name and not name.startswith("node:") and not name.startswith("accelerator_type")
+        if "memory" not in name
+        and "_group_" not in name
+        and not name.startswith(("node:", "accelerator_type", "bundle_group"))
     }

@@ -17,6 +17,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from ..starters.base import Place
 from ..starters.spawn import payload_file_bytes
 from .connect import connect
 from .group import RayRankGroup
@@ -92,6 +93,14 @@ class RayMeeting:
 
     def leave(self, stop_requested: Callable[[], bool], waiting: Callable[[str], None]) -> None:
         pass
+
+    def places(self) -> dict[int, Place]:
+        """Each rank's node (in node-rank order) and its address."""
+        pool = self._starter.pool
+        if pool is None:
+            return {}
+        layout = pool.layout
+        return {rank: Place(layout.node_rank(rank), layout.spot(rank).address) for rank in range(len(layout.order))}
 
     def close(self) -> None:
         pool = self._starter.pool

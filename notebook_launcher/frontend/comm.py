@@ -16,6 +16,8 @@ from __future__ import annotations
 import sys
 import threading
 
+from ..cluster.info import cluster_info
+from ..cluster.pool import observe_pool
 from ..devices.inventory import device_inventory
 from ..launching.handle import active_launches, find_launch, observe_launches
 from .messages import HISTORY, launch_info, start_server_message
@@ -103,6 +105,7 @@ def state():
         "choices": {name: list(values) for name, values in SETTING_CHOICES.items()},
         "launches": launches(),
         "start_server": _start_server(),
+        "cluster": cluster_info(),
     }
 
 
@@ -120,6 +123,7 @@ class _SidebarChannel:
         from ..starters.server import observe_start_server
 
         self._stop_server = observe_start_server(self._server_changed)
+        self._stop_pool = observe_pool(self._pool_changed)
         self._handlers = {
             "get_state": lambda data: self._comm.send(state()),
             "set_settings": self._set_settings,
@@ -132,6 +136,7 @@ class _SidebarChannel:
         self._stop_observing()
         self._stop_settings()
         self._stop_server()
+        self._stop_pool()
 
     def _on_msg(self, msg):
         data = msg.get("content", {}).get("data") or {}
@@ -176,6 +181,9 @@ class _SidebarChannel:
 
     def _settings_changed(self, settings):
         self._comm.send({"type": "settings", "settings": settings})
+
+    def _pool_changed(self):
+        self._comm.send({"type": "cluster", "cluster": cluster_info()})
 
     def _server_changed(self, info):
         self._comm.send({"type": "start_server", "start_server": start_server_message(info)})

@@ -13,11 +13,12 @@ Kernel → front end:
     Hello         {"type": "hello"}                      (on a comm the kernel opens)
     State         {"type": "state", "history": int, "inventory": Inventory, "settings": Settings,
                    "choices": {"start_method": [...], "mixed_precision": [...]}, "launches": [LaunchInfo],
-                   "start_server": StartServerInfo}
+                   "start_server": StartServerInfo, "cluster": ClusterInfo | None}
     Reply         {"type": "reply", "request_id": str, "ok": bool, "error": str | None, "settings": Settings}
     LaunchUpdate  {"type": "launch", "launch": LaunchInfo}
     SettingsUpdate {"type": "settings", "settings": Settings}   (changed from code or another panel)
     StartServerUpdate {"type": "start_server", "start_server": StartServerInfo}
+    ClusterUpdate {"type": "cluster", "cluster": ClusterInfo | None}   (its warm actors changed)
 
 ``history`` is how many finished launches the kernel keeps listed; the panel keeps as many.
 Nothing the kernel receives is executed: settings are checked against the choices and the devices
@@ -29,7 +30,16 @@ from __future__ import annotations
 
 from typing import TypedDict
 
-__all__ = ["Settings", "LaunchInfo", "Reply", "StartServerInfo", "launch_info", "start_server_message", "HISTORY"]
+__all__ = [
+    "Settings",
+    "LaunchInfo",
+    "Reply",
+    "StartServerInfo",
+    "ClusterInfo",
+    "launch_info",
+    "start_server_message",
+    "HISTORY",
+]
 
 HISTORY = 20  # finished launches listed
 
@@ -52,6 +62,7 @@ class LaunchInfo(TypedDict):
     waited_on: bool  # a cell is blocked in wait() on it (Stop then interrupts the kernel)
     attempt: int  # restarts so far
     kind: str  # "launch", or "workers" (``start_workers``)
+    places: dict  # rank → "node 1 (10.0.0.2)", for ranks on a cluster; {} for ranks on this machine
 
 
 class StartServerInfo(TypedDict):
@@ -61,6 +72,24 @@ class StartServerInfo(TypedDict):
     preloaded: list
     ranks_started: int
     live_ranks: int
+
+
+class ClusterNode(TypedDict):
+    address: str
+    alive: bool
+    head: bool
+    resources: dict  # "CPU", "GPU" and custom resources → amount
+
+
+class ClusterInfo(TypedDict):
+    """The Ray cluster the kernel is connected to (``cluster.info.cluster_info``); None when not."""
+
+    address: str
+    nodes: list  # ClusterNode, the live ones first
+    total: dict
+    free: dict
+    warm: dict | None  # the kernel's warm rank actors: {"ranks", "nodes": [str], "launches", "in_use"}
+    error: str | None  # why the cluster could not be read
 
 
 class Reply(TypedDict):
@@ -85,6 +114,7 @@ def launch_info(launch) -> LaunchInfo:
         "waited_on": launch.waited_on,
         "attempt": getattr(launch, "attempt", 0),
         "kind": getattr(launch, "kind", "launch"),
+        "places": {str(rank): str(place) for rank in launch.ranks if (place := launch.place(rank)) is not None},
     }
 
 

@@ -97,6 +97,10 @@ class Launch:
         another rank returned 40 s ago"), or ""."""
         return self._record.waiting
 
+    def place(self, rank):
+        """Where ``rank`` runs (a ``Place``: node and address) when the ranks are on a cluster, else None."""
+        return self._record.places.get(rank)
+
     @property
     def master_port(self):
         """The port of the ranks' rendezvous store in the current attempt (None before it is open)."""

@@ -307,6 +307,10 @@ class Rendezvous:
         except Exception:  # another node's store is gone: nothing left to tell it
             pass
 
+    def places(self) -> dict:
+        """{}: this kernel's ranks run on its own machine (other nodes' kernels drive theirs)."""
+        return {}
+
     def close(self) -> None:
         """Stop hosting (or leave) the stores; their ports are free again afterwards."""
         self.store = None

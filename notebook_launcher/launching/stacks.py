@@ -33,13 +33,25 @@ def _where(filename: str) -> tuple[str, bool]:
     return (cell, True) if cell else (filename, False)
 
 
+def _with_cell_lines(report: dict) -> dict:
+    """``report`` with the code of notebook-cell frames the rank could not read filled in from this
+    kernel's cells (a spawned rank, or one on another node, has no copy of them)."""
+    import linecache
+
+    for thread in report.get("threads", []):
+        for frame in thread.get("frames", []):
+            if not frame[3] and _where(frame[0])[1]:
+                frame[3] = linecache.getline(frame[0], frame[1]).strip()
+    return report
+
+
 class Stacks(Mapping):
     """rank -> {"pid", "threads": [{"name", "main", "frames": [[file, line, function, code]]}]}."""
 
     def __init__(
         self, by_rank: dict[int, dict], missing: list[int] | tuple[int, ...] = (), taken_at: float | None = None
     ) -> None:
-        self._by_rank = dict(sorted(by_rank.items()))
+        self._by_rank = {rank: _with_cell_lines(report) for rank, report in sorted(by_rank.items())}
         self.missing = sorted(missing)
         self.taken_at = taken_at  # time.time() of the request
 

@@ -174,6 +174,7 @@ class Supervisor:
 
     def _meet(self) -> None:
         self.master_port = self._meeting.open(lambda: self._stop_requested, self._show_waiting)
+        self._record.places = self._meeting.places()
         self._record.waiting = ""
         self._rendezvous_done = True
 

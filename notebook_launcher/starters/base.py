@@ -11,13 +11,14 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
     from ..launching.plan import LaunchPlan
     from ..rank.bootstrap import RankPipes, RankSpec
 
-__all__ = ["Starter", "ProcessStarter", "Meeting", "RankGroup", "RankSink", "StartedProcess"]
+__all__ = ["Starter", "ProcessStarter", "Meeting", "Place", "RankGroup", "RankSink", "StartedProcess"]
 
 
 class RankSink(Protocol):
@@ -69,6 +70,28 @@ class RankGroup(Protocol):
         """Everything has ended: deliver what is left, release every resource; nothing outlives it."""
 
 
+@dataclass(frozen=True)
+class Place:
+    """Where a rank runs when its launch's ranks are not all on this machine: the node's rank in
+    the launch and its address.
+
+    Examples:
+        >>> place = Place(1, "10.0.0.2")
+        >>> str(place), place.short
+        ('node 1 (10.0.0.2)', 'node 1')
+    """
+
+    node: int
+    address: str
+
+    def __str__(self) -> str:
+        return f"node {self.node} ({self.address})"
+
+    @property
+    def short(self) -> str:
+        return f"node {self.node}"
+
+
 class Meeting(Protocol):
     """Where the ranks of one attempt meet (their store), and how this kernel hears of the other
     nodes' launches: the kernel's own ``launching.rendezvous.Rendezvous``, or a cluster's."""
@@ -93,6 +116,10 @@ class Meeting(Protocol):
 
     def close(self) -> None:
         """Stop hosting (or leave) the store."""
+
+    def places(self) -> dict[int, Place]:
+        """Where each rank of this attempt runs, once ``open`` has returned; {} when the ranks this
+        kernel drives are on its own machine."""
 
 
 class StartedProcess:

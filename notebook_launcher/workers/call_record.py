@@ -123,6 +123,9 @@ class CallLaunch:
     def rank_status(self, rank: int) -> str:
         return self.record.rank_status(rank)
 
+    def place(self, rank: int) -> Any:
+        return self._launch.record.places.get(rank)
+
     @property
     def ranks(self) -> list[int]:
         return self.record.ranks

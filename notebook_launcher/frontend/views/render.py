@@ -41,6 +41,7 @@ RANK_COLORS = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b",
 CSS = """
 .nl-root { color: var(--jp-ui-font-color1, inherit); font-size: 12px; }
 .nl-root .nl-head { margin: 2px 0 4px; }
+.nl-root .nl-places { color: var(--jp-ui-font-color2, #666); margin: 0 0 4px; }
 .nl-root .nl-chip { display: inline-block; margin: 0 4px 2px 0; padding: 1px 8px; border-radius: 10px; color: #fff;
   font-size: 11px; }
 .nl-root pre.nl-log { font-family: var(--jp-code-font-family, monospace); font-size: 12px; line-height: 1.35;

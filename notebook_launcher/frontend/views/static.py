@@ -31,7 +31,16 @@ from ...launching.listener import LaunchState
 from .render import CSS, entries_html, hint_html, metrics_html, series_by_key, status_chips, traceback_html
 from .text import line_prefix
 
-__all__ = ["static_bundle", "summary_text", "failure_text", "header_text", "stacks_section", "stacks_html", "MAX_LINES"]
+__all__ = [
+    "static_bundle",
+    "summary_text",
+    "failure_text",
+    "header_text",
+    "places_text",
+    "stacks_section",
+    "stacks_html",
+    "MAX_LINES",
+]
 
 MAX_LINES = 2000  # per rank, in the static form (the full log stays on the Launch)
 FOLDED_FROM = 2  # with more ranks, each rank's log is folded under one log of all of them
@@ -48,6 +57,27 @@ def header_text(launch: LaunchState) -> str:
     return (
         f"notebook_launcher · launch {launch.id} · {len(launch.ranks)} rank{'s' if len(launch.ranks) != 1 else ''}"
         f" · {plan.device.name} · {plan.start_method} · {state}"
+    )
+
+
+def places_text(launch: LaunchState) -> str:
+    """Which ranks run on which node, for a launch on a cluster; "" for one on this machine.
+
+    Examples:
+        >>> from types import SimpleNamespace
+        >>> from notebook_launcher.starters.base import Place
+        >>> places = {0: Place(0, "10.0.0.1"), 1: Place(0, "10.0.0.1"), 2: Place(1, "10.0.0.2")}
+        >>> places_text(SimpleNamespace(ranks=[0, 1, 2], place=places.get))
+        'ranks 0, 1 on node 0 (10.0.0.1) · rank 2 on node 1 (10.0.0.2)'
+    """
+    by_place: dict[Any, list[int]] = {}
+    for rank in launch.ranks:
+        place = launch.place(rank)
+        if place is not None:
+            by_place.setdefault(place, []).append(rank)
+    return " · ".join(
+        f"rank{'s' if len(ranks) != 1 else ''} {', '.join(map(str, ranks))} on {place}"
+        for place, ranks in sorted(by_place.items(), key=lambda item: item[0].node)
     )
 
 
@@ -129,6 +159,9 @@ def static_bundle(launch: LaunchState, max_lines: int = MAX_LINES) -> dict:
 
 def _plain(launch: LaunchState, counts: dict, entries: list, failure: str, max_lines: int) -> str:
     lines = [header_text(launch)]
+    where = places_text(launch)
+    if where:
+        lines.append(where)
     lines += [_hidden_note(launch, rank, n - max_lines) for rank, n in counts.items() if n > max_lines]
     template = getattr(launch.plan, "log_line_prefix", None)
     lines += [f"{line_prefix(template, entry.rank)}{entry.text.rstrip(chr(10))}" for entry in entries]
@@ -167,6 +200,9 @@ def _html(launch: LaunchState, counts: dict, entries: list, failure: str, max_li
         f'<div class="nl-head"><b>notebook_launcher</b> · {head}</div>',
         f"<div>{status_chips(statuses)}</div>",
     ]
+    where = places_text(launch)
+    if where:
+        parts.append(f'<div class="nl-places">{html.escape(where)}</div>')
     quiet = launch.done and not any(counts.values())
     if quiet:  # nothing printed: one line, not a box per rank
         parts.append(hint_html("no rank printed anything"))
@@ -184,9 +220,11 @@ def _html(launch: LaunchState, counts: dict, entries: list, failure: str, max_li
             entries_html(own) or hint_html("no output")
         )
         plural = "s" if counts[rank] != 1 else ""
+        place = launch.place(rank)
+        where = f" · {html.escape(str(place))}" if place is not None else ""
         parts.append(
             f'<details class="nl-ranklog"{"" if many else " open"}>'
-            f"<summary>rank {rank} · {statuses[rank]} · {counts[rank]}"
+            f"<summary>rank {rank}{where} · {statuses[rank]} · {counts[rank]}"
             f' line{plural}</summary><div class="nl-static-log"><div class="nl-lines">{body}</div></div></details>'
         )
     parts.append(metrics_html(series_by_key(launch.metrics)))

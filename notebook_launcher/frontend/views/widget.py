@@ -31,7 +31,7 @@ from ...launching.listener import LaunchState
 from .base import LaunchView
 from .logbox import LogBox
 from .render import CSS, metrics_html, series_by_key, status_chips
-from .static import header_text, stacks_html, stacks_section, static_bundle
+from .static import header_text, places_text, stacks_html, stacks_section, static_bundle
 
 __all__ = ["WidgetView"]
 
@@ -147,8 +147,8 @@ class WidgetView(LaunchView):
         self.header = w.HTML()
         self.tabs = w.Tab(children=[self.all_box.box] + [self.boxes[rank].box for rank in ranks])
         self.tabs.set_title(0, "all ranks")
-        for index, rank in enumerate(ranks, start=1):
-            self.tabs.set_title(index, f"rank {rank}")
+        self._titles: dict[int, str] = {}
+        self._title_tabs()
         self.tabs.selected_index = 0 if len(ranks) <= _ALL_RANKS_UP_TO else 1
         self.metrics_box = w.HTML()
         self.metrics_box.layout.display = "none"
@@ -171,6 +171,16 @@ class WidgetView(LaunchView):
         self.render()
         self._show_static()
 
+    def _title_tabs(self) -> None:
+        """Name each rank's tab, with its node once a cluster has placed it ("rank 2 · node 1")."""
+        launch = self.launch
+        for index, rank in enumerate(launch.ranks, start=1):
+            place = launch.place(rank)
+            title = f"rank {rank}" + (f" · {place.short}" if place is not None else "")
+            if self._titles.get(rank) != title:
+                self._titles[rank] = title
+                self.tabs.set_title(index, title)
+
     def _tab_of(self, rank: int) -> int:
         return 1 + self.launch.ranks.index(rank)
 
@@ -179,11 +189,14 @@ class WidgetView(LaunchView):
         ``NOTEBOOK_LAUNCHER_FLUSH_INTERVAL`` seconds)."""
         dirty, self._dirty = self._dirty, set()
         launch = self.launch
+        where = places_text(launch)
         self.header.value = (
             f'<div class="nl-head"><b>notebook_launcher</b> · '
             f"{html.escape(header_text(launch).split(' · ', 1)[1])}</div>"
             f"<div>{status_chips({r: launch.rank_status(r) for r in launch.ranks})}</div>"
+            + (f'<div class="nl-places">{html.escape(where)}</div>' if where else "")
         )
+        self._title_tabs()
         if "lines" in dirty:
             self._render_lines()
         if self._stacks_pending:
