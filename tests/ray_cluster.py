@@ -8,6 +8,7 @@ Ray on the machine, as ``ray stop`` would).
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import socket
@@ -70,6 +71,38 @@ class LocalRayCluster:
         self._wait_for(lambda: self._listening(), "the head to listen")
         self._start_node(["--address", self.address, "--node-ip-address", "127.0.0.2", *common])
         return self
+
+    def add_node(self, address: str, cpus: int, resources: dict[str, float]) -> int:
+        """Start one more node (on ``address``, a loopback address) with custom ``resources``; its index."""
+        self._start_node(
+            [
+                "--block",
+                "--address",
+                self.address,
+                "--node-ip-address",
+                address,
+                "--num-cpus",
+                str(cpus),
+                "--resources",
+                json.dumps(resources),
+                "--object-store-memory",
+                str(80 << 20),
+                "--disable-usage-stats",
+            ]
+        )
+        return len(self._nodes) - 1
+
+    def kill_node(self, index: int) -> None:
+        """SIGKILL node ``index`` and everything it started, as when its machine is lost."""
+        root = psutil.Process(self._nodes[index].pid)
+        doomed = [root, *root.children(recursive=True)]
+        for process in doomed:
+            try:
+                process.kill()
+            except psutil.NoSuchProcess:
+                pass
+        psutil.wait_procs(doomed, timeout=10)
+        self._nodes[index].wait(10)
 
     def _start_node(self, arguments: list[str]) -> None:
         env = {**os.environ, "RAY_USAGE_STATS_ENABLED": "0"}

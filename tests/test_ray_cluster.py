@@ -19,7 +19,7 @@ from ray_cluster import LocalRayCluster  # noqa: E402
 
 from notebook_launcher import launch, notebook_launcher  # noqa: E402
 from notebook_launcher.cluster.pool import pool_info, release_pool  # noqa: E402
-from notebook_launcher.errors import LaunchError  # noqa: E402
+from notebook_launcher.errors import LaunchError, WorkerError  # noqa: E402
 
 pytestmark = pytest.mark.slow
 TIMEOUT = 150.0  # seconds: a launch past it ends with LaunchTimeout and every rank's stack
@@ -96,6 +96,45 @@ def test_four_ranks_spread_over_two_nodes_all_reduce_and_print_and_return(cluste
     again.wait()
     assert [result["actor"] for result in again.results] == [result["actor"] for result in results]
     assert pool_info()["launches"] == 2 and pool_info()["in_use"] is False
+
+
+def test_hugging_face_accelerate_runs_unchanged_on_ranks_of_both_nodes(cluster):
+    """Accelerate's own Accelerator (not trainer_core's) in the actors: it reads the torchrun
+    environment the launch set, prepares a model, optimizer and loader over two nodes, steps, and
+    gathers across them."""
+    pytest.importorskip("accelerate")
+
+    def with_accelerate():
+        import torch
+        from accelerate import Accelerator
+        from torch.utils.data import DataLoader, TensorDataset
+
+        accelerator = Accelerator(cpu=True)
+        torch.manual_seed(0)
+        model = torch.nn.Linear(4, 1)
+        optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+        data = TensorDataset(torch.randn(16, 4), torch.randn(16, 1))
+        model, optimizer, loader = accelerator.prepare(model, optimizer, DataLoader(data, batch_size=4))
+        for inputs, targets in loader:
+            loss = torch.nn.functional.mse_loss(model(inputs), targets)
+            accelerator.backward(loss)
+            optimizer.step()
+            optimizer.zero_grad()
+        weights = accelerator.gather(accelerator.unwrap_model(model).weight.detach().reshape(1, -1))
+        return {
+            "processes": accelerator.num_processes,
+            "index": accelerator.process_index,
+            "batches": len(loader),
+            "same_weights": bool(torch.allclose(weights[0], weights[1])),
+        }
+
+    options = {"cluster": "ray", "placement_strategy": "STRICT_SPREAD", "display": "none", "timeout": TIMEOUT}
+    job = launch(with_accelerate, num_processes=2, **options)
+    job.wait()
+    results = job.results
+    assert [result["index"] for result in results] == [0, 1]
+    assert all(result["processes"] == 2 and result["batches"] == 2 and result["same_weights"] for result in results)
+    assert {job.place(0).node, job.place(1).node} == {0, 1}  # one rank on each node
 
 
 def test_a_failing_rank_raises_its_own_exception_and_its_siblings_are_ended(cluster):
@@ -198,6 +237,51 @@ def test_a_lost_actor_is_named_and_a_restart_resumes_from_the_checkpoint(cluster
     assert job.wait() == 5 and job.results == [5, 5] and job.attempt == 1
     log = job.logs(1)
     assert "rank 1 on node" in log and "its Ray actor died" in log
+
+
+def test_a_node_lost_mid_run_fails_the_launch_naming_the_rank_and_its_node(cluster):
+    """A third node (127.0.0.3) carries both ranks; it is killed, with everything it started, while
+    one waits in a collective for the other: the launch fails within seconds, naming a rank and that node, the
+    warm pool is dropped, and the cluster marks the node lost (the sidebar shows it so)."""
+    from notebook_launcher.cluster.info import cluster_info
+
+    node = cluster.add_node("127.0.0.3", cpus=2, resources={"doomed": 2})
+    wait_until(lambda: ray.cluster_resources().get("doomed", 0) == 2, "the third node to join", timeout=90)
+
+    def waits_in_a_collective():
+        import torch
+        import torch.distributed as dist
+
+        dist.init_process_group("gloo")
+        print("waiting", flush=True)
+        if dist.get_rank() == 0:
+            time.sleep(600)
+        dist.all_reduce(torch.ones(1))  # rank 1 waits here for rank 0 until the node is lost
+
+    job = launch(
+        waits_in_a_collective,
+        num_processes=2,
+        cluster="ray",
+        resources_per_rank={"CPU": 1, "doomed": 1},
+        display="none",
+        timeout=TIMEOUT,
+    )
+    wait_until(lambda: all("waiting" in job.logs(rank) for rank in range(2)), "both ranks to start", timeout=90)
+    killed = time.monotonic()
+    cluster.kill_node(node)
+    with pytest.raises(WorkerError) as caught:
+        job.wait()
+    assert time.monotonic() - killed < 30
+    failed = caught.value.rank
+    assert "killed by signal SIGKILL" in str(caught.value)
+    note = f"rank {failed} on node 0 (127.0.0.3): its Ray actor died"
+    assert note in job.logs(failed)
+    assert pool_info() is None
+    wait_until(
+        lambda: any(n["address"] == "127.0.0.3" and not n["alive"] for n in cluster_info()["nodes"]),
+        "Ray to mark the node lost",
+        timeout=120,
+    )
 
 
 def test_a_cluster_that_cannot_place_the_ranks_says_what_was_asked_and_what_it_has(cluster):
@@ -338,6 +422,7 @@ def test_the_widget_and_the_sidebar_show_which_node_each_rank_runs_on_in_a_brows
     if not os.path.exists(CHROMIUM):
         pytest.skip("Debian's chromium is not installed")
     release_pool()  # this process's warm actors would hold the cluster's CPUs
+    lost_earlier = any(not node["Alive"] for node in ray.nodes())
     gates = tmp_path / "gates"
     gates.mkdir()
     (tmp_path / "lab").mkdir()
@@ -371,8 +456,10 @@ def test_the_widget_and_the_sidebar_show_which_node_each_rank_runs_on_in_a_brows
         section.get_by_text("Warm rank actors: 4").wait_for(timeout=30_000)
         assert section.locator("h4").inner_text() == f"Ray cluster · {cluster.address}"
         head = next(address for address in found.groups() if address != "127.0.0.2")
-        nodes = section.locator(".nl-node").all_inner_texts()
+        nodes = section.locator(".nl-node").all_inner_texts()  # the live ones
         assert sorted(nodes) == sorted([f"{head} (head) · CPU 2", "127.0.0.2 · CPU 2"])
+        if lost_earlier:  # the node lost by an earlier test of this module
+            assert section.locator(".nl-node-lost").inner_text() == "Lost: 127.0.0.3"
         assert section.locator(".nl-cluster-free").inner_text() == "Free: CPU 0 of 4"
         assert section.locator(".nl-cluster-warm").inner_text().endswith("· 1 launch · in use")
         chip = sidebar.locator(".nl-launch-running .nl-rank").nth(3)

@@ -130,12 +130,15 @@ export class LauncherPanel extends Widget {
       return;
     }
     const nodes = el('ul', 'nl-devices nl-nodes');
-    nodes.append(
-      ...cluster.nodes.map(node =>
-        el('li', `nl-device nl-node${node.alive ? '' : ' nl-node-lost'}`, describeNode(node))
-      )
-    );
+    const live = cluster.nodes.filter(node => node.alive);
+    nodes.append(...live.map(node => el('li', 'nl-device nl-node', describeNode(node))));
     const lines = [el('h4', '', `Ray cluster · ${cluster.address}`), nodes];
+    const lost = cluster.nodes.filter(node => !node.alive).map(node => node.address);
+    if (lost.length) {
+      // Ray lists lost nodes for ever (an autoscaled cluster has many): one line, the first few
+      const more = lost.length > 3 ? ` and ${lost.length - 3} more` : '';
+      lines.push(el('div', 'nl-node-lost', `Lost: ${lost.slice(0, 3).join(', ')}${more}`));
+    }
     if (cluster.error) {
       lines.push(el('div', 'nl-error', `The cluster could not be read: ${cluster.error}`));
     } else {
@@ -257,14 +260,10 @@ export function describeServer(server: IStartServerInfo): string {
   return parts.join(' · ');
 }
 
-/** One node of the cluster, e.g. "127.0.0.1 (head) · CPU 2 · GPU 1", or "... · lost". */
+/** One live node of the cluster, e.g. "127.0.0.1 (head) · CPU 2 · GPU 1". */
 export function describeNode(node: IClusterInfo['nodes'][number]): string {
   const resources = Object.entries(node.resources).map(([name, amount]) => `${name} ${amount}`);
-  const parts = [`${node.address}${node.head ? ' (head)' : ''}`, ...resources];
-  if (!node.alive) {
-    parts.push('lost');
-  }
-  return parts.join(' · ');
+  return [`${node.address}${node.head ? ' (head)' : ''}`, ...resources].join(' · ');
 }
 
 /** What is free of what the cluster has, e.g. "CPU 2 of 4 · GPU 0 of 1". */

@@ -52,12 +52,16 @@ class RankHost:
     # -- set-up ----------------------------------------------------------------------------------
 
     def ready(self) -> dict:
-        """Wait until the start server is warm; where this actor runs (``placement.Spot``'s fields)."""
+        """Wait until the start server is warm; where this actor runs (``placement.Spot``'s fields) and
+        the notebook-launcher it runs ("version")."""
         self._warm.result()
         import ray
 
+        from .._version import __version__
+
         context = ray.get_runtime_context()
         return {
+            "version": __version__,
             "address": ray.util.get_node_ip_address(),
             "node_id": context.get_node_id(),
             "gpus": tuple(str(gpu) for gpu in ray.get_gpu_ids()),

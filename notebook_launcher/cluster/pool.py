@@ -27,6 +27,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from .._version import __version__
 from ..errors import LaunchError
 from .host import RankHost
 from .options import ClusterPlan
@@ -238,10 +239,31 @@ def _create(
             stop_requested,
             lambda: LaunchError(f"the rank actors did not start within rendezvous_timeout={timeout:g} s"),
         )
+        _same_version(spots)
     except BaseException:
         _remove(hosts, group)
         raise
     return RankPool(_key(plan, ranks), group, hosts, Layout.of([Spot(**spot) for spot in spots]))
+
+
+def _same_version(spots: list[dict]) -> None:
+    """Refuse nodes running another notebook-launcher than the kernel's (the two sides of the rank
+    channel must agree); takes the "version" out of each spot.
+
+    Examples:
+        >>> _same_version([{"version": __version__, "address": "10.0.0.1"}])
+        >>> _same_version([{"version": "0.0.1", "address": "10.0.0.2"}])
+        Traceback (most recent call last):
+        ...
+        notebook_launcher.errors.LaunchError: node 10.0.0.2 runs notebook-launcher 0.0.1 and this kernel ...
+    """
+    versions = [(spot["address"], spot.pop("version", "an older version")) for spot in spots]
+    others = sorted({(address, version) for address, version in versions if version != __version__})
+    if others:
+        nodes = "; ".join(f"node {address} runs notebook-launcher {version}" for address, version in others)
+        raise LaunchError(
+            f"{nodes} and this kernel {__version__}: install notebook-launcher=={__version__} on every node"
+        )
 
 
 def _wait_for(
@@ -259,7 +281,12 @@ def _wait_for(
     try:
         return ray.get(refs)
     except Exception as err:  # an actor died while starting (its node, an import error there)
-        raise LaunchError(f"a rank actor could not start on the Ray cluster: {type(err).__name__}: {err}") from None
+        hint = ""
+        if "No module named 'notebook_launcher'" in str(err):
+            hint = f"; every node needs notebook-launcher=={__version__} (and torch) installed"
+        raise LaunchError(
+            f"a rank actor could not start on the Ray cluster: {type(err).__name__}: {err}{hint}"
+        ) from None
 
 
 def _not_placed(ray: Any, asked: str, timeout: float) -> LaunchError:
