@@ -95,13 +95,7 @@ class LocalRayCluster:
     def kill_node(self, index: int) -> None:
         """SIGKILL node ``index`` and everything it started, as when its machine is lost."""
         root = psutil.Process(self._nodes[index].pid)
-        doomed = [root, *root.children(recursive=True)]
-        for process in doomed:
-            try:
-                process.kill()
-            except psutil.NoSuchProcess:
-                pass
-        psutil.wait_procs(doomed, timeout=10)
+        _kill([root, *root.children(recursive=True)])
         self._nodes[index].wait(10)
 
     def _start_node(self, arguments: list[str]) -> None:
@@ -156,16 +150,21 @@ class LocalRayCluster:
             doomed = [process for process in self.processes() if _running(process)]
             if not doomed:
                 break
-            for process in doomed:
-                try:
-                    process.kill()
-                except psutil.NoSuchProcess:
-                    pass
-            psutil.wait_procs(doomed, timeout=10)
+            _kill(doomed)
         for node in self._nodes:
             node.wait(10)
         self.log.close()
         shutil.rmtree(self.temp_dir, ignore_errors=True)
+
+
+def _kill(processes: list[psutil.Process]) -> None:
+    """SIGKILL ``processes`` (those already gone are skipped) and reap them."""
+    for process in processes:
+        try:
+            process.kill()
+        except psutil.NoSuchProcess:
+            pass
+    psutil.wait_procs(processes, timeout=10)
 
 
 def _running(process: psutil.Process) -> bool:

@@ -16,11 +16,10 @@ import pickle
 import subprocess
 import sys
 
-import cloudpickle
-
 from ..errors import LaunchError
 from ..rank.global_state import GlobalState
 from ..scratch import scratch_file
+from ..wire import by_value
 from .base import ProcessStarter, StartedProcess
 
 
@@ -75,7 +74,7 @@ def pickle_payload(function, args, how="start_method='spawn'", instead="start_me
         LaunchError: "argument 1 (a generator) cannot be pickled for start_method='spawn': ..."
     """
     try:
-        return cloudpickle.dumps((function, tuple(args)))
+        return by_value.dumps((function, tuple(args)))
     except Exception as err:
         culprit = _unpicklable_part(function, args) or "the function or its arguments"
         raise LaunchError(
@@ -88,7 +87,7 @@ def _unpicklable_part(function, args):
     parts = [("the function", function)] + [(f"argument {i}", arg) for i, arg in enumerate(args)]
     for label, value in parts:
         try:
-            cloudpickle.dumps(value)
+            by_value.dumps(value)
         except Exception:
             return f"{label} ({type(value).__qualname__})"
     return None

@@ -43,18 +43,18 @@ def dumps_for_kernel(value: Any, share_tensors: bool = True) -> bytes:
     try:
         return _dumps(pickle.Pickler, value, sharer)
     except Exception:
-        import cloudpickle
+        from .by_value import Pickler
 
-        return _dumps(cloudpickle.Pickler, value, sharer)
+        return _dumps(Pickler, value, sharer)
 
 
 def _dumps(base: type, value: Any, sharer: TensorSharer | None) -> bytes:
     if sharer is None:
         if base is pickle.Pickler:
             return pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL)
-        import cloudpickle
+        from .by_value import dumps
 
-        return cloudpickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL)
+        return dumps(value, protocol=pickle.HIGHEST_PROTOCOL)
 
     share = sharer.reduce
 

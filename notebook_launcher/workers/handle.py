@@ -94,9 +94,9 @@ class Workers:
             >>> workers.run(lambda: int(os.environ["RANK"]))   # doctest: +SKIP
             [0, 1]
         """
-        import cloudpickle
+        from ..wire import by_value
 
-        return self._call("run", cloudpickle.dumps((function, args)), ranks)
+        return self._call("run", by_value.dumps((function, args)), ranks)
 
     def exec(self, code: str, ranks=None, *, filename: str | None = None, first_line: int = 1, show=False) -> list:
         """Run source code in each rank's own namespace (kept between calls); returns each rank's
@@ -128,9 +128,9 @@ class Workers:
         Examples:
             >>> workers.push(lr=1e-3)   # doctest: +SKIP
         """
-        import cloudpickle
+        from ..wire import by_value
 
-        self._call("push", cloudpickle.dumps(values), ranks)
+        self._call("push", by_value.dumps(values), ranks)
 
     def stacks(self, timeout: float = 5.0):
         """Where every rank is now (``Launch.stacks``): for a call stuck in a collective."""

@@ -105,10 +105,10 @@ def start_workers(
     _current[:] = [workers]
     backend = _resolve_backend(backend, plan.device)
     if backend is not None:
-        import cloudpickle
+        from ..wire import by_value
 
         try:  # set-up, not a cell's call: nothing to show for it
-            workers._call("run", cloudpickle.dumps((_init_process_group, (backend,))), None, display="none")
+            workers._call("run", by_value.dumps((_init_process_group, (backend,))), None, display="none")
         except BaseException:
             workers.stop()
             raise
