@@ -45,3 +45,7 @@ def _after_cell(result: Any) -> None:
             f" this cell, not the launch. End it with .stop() on its handle, or the sidebar's Stop.",
             file=sys.stderr,
         )
+    if running:
+        # ipykernel sends a stream's text from its IO thread: flushed here, it goes out before the
+        # cell's "idle", so a front end that stops listening to the cell then still has the notice
+        sys.stderr.flush()
