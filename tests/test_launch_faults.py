@@ -133,7 +133,9 @@ def test_a_sigterm_the_launcher_did_not_send_names_its_sender(kernel):
         dedent("""
         def rank1_terminated_from_outside():
             if os.environ["RANK"] == "1":
-                subprocess.Popen(["sh", "-c", f"kill -TERM {os.getpid()}; sleep 30"])  # ends with the rank
+                # the child kills once told to: after Popen has returned, when the rank blocks SIGTERM again
+                child = subprocess.Popen(["sh", "-c", f"read go; kill -TERM {os.getpid()}; sleep 30"], stdin=-1)
+                child.stdin.write(b"go\\n"); child.stdin.flush()      # the child ends with the rank
             threading.Event().wait()
     """)
     )
@@ -142,7 +144,8 @@ def test_a_sigterm_the_launcher_did_not_send_names_its_sender(kernel):
     assert result.error["evalue"] == "rank 1 was killed by signal SIGTERM"
     notes = kernel.eval("sys.last_value.__notes__")
     assert len(notes) == 1 and re.fullmatch(
-        r"rank process \d+ was sent SIGTERM by process \d+ \(sh -c kill -TERM \d+; sleep 30\) with kill\(\)", notes[0]
+        r"rank process \d+ was sent SIGTERM by process \d+ \(sh -c read go; kill -TERM \d+; sleep 30\) with kill\(\)",
+        notes[0],
     )
     assert notes[0] in result.traceback  # the cell shows it
 
