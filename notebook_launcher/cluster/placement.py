@@ -21,6 +21,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from ..starters.base import Place
+
 __all__ = ["Spot", "Layout"]
 
 
@@ -95,6 +97,15 @@ class Layout:
         if gpus:
             placed["CUDA_VISIBLE_DEVICES"] = ",".join(gpus)
         return placed
+
+    def places(self) -> dict[int, Place]:
+        """Each rank's node (by node rank) and that node's address, as the launch's views show it.
+
+        Examples:
+            >>> Layout.of([Spot("10.0.0.1", "a"), Spot("10.0.0.2", "b")]).places()[1]
+            Place(node=1, address='10.0.0.2')
+        """
+        return {rank: Place(self.node_rank(rank), self.spot(rank).address) for rank in range(len(self.order))}
 
     def describe(self) -> list[str]:
         """One line per node: its address and its ranks."""

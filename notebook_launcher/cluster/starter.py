@@ -97,10 +97,7 @@ class RayMeeting:
     def places(self) -> dict[int, Place]:
         """Each rank's node (in node-rank order) and its address."""
         pool = self._starter.pool
-        if pool is None:
-            return {}
-        layout = pool.layout
-        return {rank: Place(layout.node_rank(rank), layout.spot(rank).address) for rank in range(len(layout.order))}
+        return pool.layout.places() if pool is not None else {}
 
     def close(self) -> None:
         pool = self._starter.pool
