@@ -10,6 +10,7 @@ import json
 import os
 import queue
 import re
+import signal
 import tempfile
 import time
 from dataclasses import dataclass, field
@@ -90,6 +91,15 @@ class KernelSession:
         self.client.wait_for_ready(timeout=60)
         self.process = psutil.Process(self.manager.provisioner.process.pid)
         self._comm_stash = []
+        handle, self._stacks_path = tempfile.mkstemp(prefix="nl-kernel-stacks-", suffix=".txt")
+        os.close(handle)
+        # silent: no execution count, no pre/post_run_cell hooks; the cells of a test see nothing of it
+        self.client.execute(
+            "import faulthandler as _nl_fh, signal as _nl_signal\n"
+            f"_nl_fh.register(_nl_signal.SIGUSR2, file=open({self._stacks_path!r}, 'w'), all_threads=True)",
+            silent=True,
+            store_history=False,
+        )
 
     def submit(self, code):
         """Send a cell without waiting; returns its message id."""
@@ -202,7 +212,7 @@ class KernelSession:
         (and None returned), so reading a cell's output never loses them."""
         remaining = deadline - time.monotonic()
         if remaining <= 0:
-            raise TimeoutError(timeout_message())
+            raise TimeoutError(f"{timeout_message()}\n{self.thread_stacks()}")
         try:
             msg = self.client.get_iopub_msg(timeout=remaining)
         except queue.Empty:
@@ -214,6 +224,24 @@ class KernelSession:
 
     def interrupt(self):
         self.manager.interrupt_kernel()
+
+    def thread_stacks(self, timeout=10):
+        """Every kernel thread's Python stack (faulthandler, registered on SIGUSR2 at start): what a
+        cell that never ends was doing, for the failure message."""
+        try:
+            self.process.send_signal(signal.SIGUSR2)
+        except psutil.Error as error:
+            return f"the kernel's stacks: none ({error})"
+        deadline, seen = time.monotonic() + timeout, ""
+        while time.monotonic() < deadline:
+            # faulthandler writes from the kernel's signal handler: done once the text stops growing
+            time.sleep(0.2)  # polling another process's file: an upper bound, not a synchronization
+            with open(self._stacks_path) as file:
+                text = file.read()
+            if text and text == seen:
+                break
+            seen = text
+        return f"the kernel's threads:\n{seen}"
 
     def children(self):
         """The kernel's live descendant processes (zombies excluded), except its spawn start server and
@@ -230,6 +258,7 @@ class KernelSession:
     def shutdown(self):
         self.client.stop_channels()
         self.manager.shutdown_kernel(now=True)
+        os.unlink(self._stacks_path)
         if self._spec_dir is not None:
             self._spec_dir.cleanup()
 

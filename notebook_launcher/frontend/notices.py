@@ -28,7 +28,9 @@ def register(ipython: Any) -> None:
 
 
 def _after_cell(result: Any) -> None:
-    if not isinstance(getattr(result, "error_in_exec", None), KeyboardInterrupt):
+    # an interrupt between a cell's statements (while IPython compiles the next) is an error "before exec"
+    errors = (getattr(result, "error_in_exec", None), getattr(result, "error_before_exec", None))
+    if not any(isinstance(error, KeyboardInterrupt) for error in errors):
         return
     # persistent workers run between cells on purpose (their interrupted cell says so itself)
     running = [launch for launch in active_launches() if not launch.waited_on and launch.kind != "workers"]

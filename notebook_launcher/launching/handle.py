@@ -20,6 +20,7 @@ import time
 import uuid
 
 from ..errors import LaunchError
+from ..interrupt_routing import wait_event
 from ..tracebacks import shown_as
 from .listener import CompositeListener
 from .record import LaunchRecord
@@ -252,7 +253,7 @@ class Launch:
             >>> job.join(60), job.status
             (True, 'succeeded')
         """
-        return self._done.wait(timeout)
+        return wait_event(self._done, timeout)
 
     def wait(self, timeout=None):
         """Wait for the launch to end and return the first local rank's (rank 0's) return value.
@@ -270,7 +271,7 @@ class Launch:
         __tracebackhide__ = True  # IPython folds this frame: the cell shows the rank's frames
         self._waiting(+1)
         try:
-            finished = self._done.wait(timeout)
+            finished = wait_event(self._done, timeout)
         except KeyboardInterrupt:
             self.stop()
             interrupted = True
@@ -341,12 +342,12 @@ class Launch:
         """
         self.request_stop()
         try:
-            return self._done.wait(timeout)
+            return wait_event(self._done, timeout)
         except KeyboardInterrupt:  # a second interrupt while stopping: no grace period, SIGKILL now
             with self._attempt_lock:
                 supervisor = self._supervisor
             supervisor.request_kill()
-            return self._done.wait(timeout)
+            return wait_event(self._done, timeout)
 
     def stacks(self, timeout=5.0):
         """Where every live rank is: the Python stack of each of its threads, without stopping it.

@@ -39,6 +39,7 @@ from collections.abc import Callable, Sequence
 from multiprocessing.connection import wait
 from typing import Any, TypeVar
 
+from ..interrupt_routing import restart_history_thread
 from ..rank.bootstrap import RankSpec
 from ..starters.base import RankGroup, Starter
 from ..wire import rebuild_exception
@@ -186,6 +187,7 @@ class Supervisor:
             if self._stop_requested:
                 break
             group.start([self._spec(local, node_rank) for local in local_ranks])
+        restart_history_thread()  # a fork stopped it; restarted by the next cell, it could take an interrupt
         if self._stop_requested:
             self._control.stop()  # takes effect once started
         self._carry_out(self._control.started())

@@ -22,6 +22,8 @@ import sys
 import threading
 import traceback
 
+from ..interrupt_routing import kernel_thread
+
 __all__ = ["run_in_thread"]
 
 _idle: list[_PoolThread] = []
@@ -38,7 +40,7 @@ def run_in_thread(function):
 class _PoolThread:
     def __init__(self):
         self.jobs: queue.SimpleQueue = queue.SimpleQueue()
-        threading.Thread(target=self._serve, daemon=True, name="notebook-launcher-supervisor").start()
+        kernel_thread(self._serve, name="notebook-launcher-supervisor")
 
     def _serve(self):
         while True:

@@ -26,6 +26,7 @@ import sys
 import threading
 from dataclasses import dataclass
 
+from ..interrupt_routing import take_own_interrupts
 from ..wire import (
     ERROR,
     RESULT,
@@ -88,7 +89,7 @@ def prepare_process(spec, pipes, channel_lock=None):
     lead_own_group()
     # The kernel's interrupt reaches the kernel's process group, which the rank has left; a SIGINT
     # sent to the rank itself is a KeyboardInterrupt, as in a script (and the default of its children).
-    signal.signal(signal.SIGINT, signal.default_int_handler)
+    take_own_interrupts()
     threading.current_thread().name = "MainThread"  # forked from a supervisor thread, it is this rank's main
     die_with_parent(spec.parent_pid)
     become_subreaper()

@@ -13,6 +13,7 @@ import importlib
 import multiprocessing
 import sys
 
+from ..interrupt_routing import interrupts_blocked
 from ..rank.bootstrap import run_rank_process
 from ..rank.global_state import GlobalState
 from .base import ProcessStarter, StartedProcess
@@ -38,7 +39,8 @@ class ForkStarter(ProcessStarter):
             args=(spec, pipes, plan.function, plan.args, self._global_state),
             name=f"notebook-launcher-rank-{spec.rank}",
         )
-        process.start()
+        with interrupts_blocked():  # the rank holds an interrupt meant for the kernel until it has its group
+            process.start()
         return ForkedProcess(process)
 
 

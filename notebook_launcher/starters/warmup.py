@@ -29,6 +29,8 @@ import sys
 import threading
 from typing import Any
 
+from ..interrupt_routing import kernel_thread
+
 __all__ = ["start_warmup", "wait_for_warmup", "warm_in_kernel", "TORCH_MODULES"]
 
 TORCH_MODULES = ("torch._dynamo",)
@@ -43,10 +45,8 @@ def start_warmup(modules: tuple[str, ...]) -> None:
     missing = tuple(name for name in modules if name not in sys.modules)
     if not missing:
         return
-    thread = threading.Thread(target=_import_all, args=(missing,), daemon=True, name="notebook-launcher-warmup")
     with _lock:
-        _threads.append(thread)
-    thread.start()
+        _threads.append(kernel_thread(_import_all, args=(missing,), name="notebook-launcher-warmup"))
 
 
 def _import_all(modules: tuple[str, ...]) -> None:

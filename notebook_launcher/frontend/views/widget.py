@@ -27,6 +27,7 @@ import os
 import time
 from typing import Any
 
+from ...interrupt_routing import kernel_thread
 from ...launching.listener import LaunchState
 from .base import LaunchView
 from .logbox import LogBox
@@ -254,14 +255,13 @@ class WidgetView(LaunchView):
     def take_stacks(self) -> None:
         """Ask every running rank for its stacks (on a thread of its own: ranks get up to 5 s to answer);
         the widget and the static form show them at the next redraw."""
-        import threading
 
         def take() -> None:
             self.launch.stacks()
             self._stacks_pending = True
             self._next_static = 0.0  # the saved form gets them too, at the next flush
 
-        threading.Thread(target=take, daemon=True, name="notebook-launcher-stacks").start()
+        kernel_thread(take, name="notebook-launcher-stacks")
 
     def save_log(self, directory: str = ".") -> str:
         """Write every line of every rank to ``notebook_launcher-<id>.log``; returns its path."""
