@@ -134,10 +134,8 @@ def test_the_live_widget_keeps_the_reader_then_the_notebook_keeps_the_launch(lab
     page.locator(".lm-Menu-itemLabel", has_text="JupyterLab Dark").first.click()
     page.wait_for_function("() => document.body.dataset.jpThemeLight === 'false'", timeout=30_000)
     page.locator("#jupyterlab-splash").wait_for(state="detached", timeout=30_000)
-    label_fill = page.evaluate(
-        """() => getComputedStyle(document.querySelector('.nl-static .nl-chart svg text')).fill"""
-    )
-    assert _brightness(label_fill) > 150  # light text on the dark background
+    label = page.evaluate("""() => getComputedStyle(document.querySelector('.nl-static .nl-chart b')).color""")
+    assert _brightness(label) > 150  # light text on the dark background
     screenshot(page.locator(".jp-OutputArea-output", has=page.locator(".nl-static")).first, "widget-dark.png")
 
     # save, restart the kernel, reopen: the launch is still there, as the static form
@@ -149,7 +147,7 @@ def test_the_live_widget_keeps_the_reader_then_the_notebook_keeps_the_launch(lab
     reopened.goto(lab.url("/lab/tree/widget.ipynb?reset"))
     reopened.locator(".nl-static", has_text="rank 1: step 699").first.wait_for(timeout=60_000)
     assert reopened.get_by_text("Error displaying widget").count() == 0
-    assert reopened.locator(".nl-static .nl-chart polyline").count() == 2
+    assert _chart_lines(reopened) == [2]
     screenshot(reopened.locator(".jp-OutputArea-output", has=reopened.locator(".nl-static")).first, "reopened.png")
     reopened.close()
 
@@ -163,6 +161,52 @@ def test_the_live_widget_keeps_the_reader_then_the_notebook_keeps_the_launch(lab
         page.close()
     finally:
         notebook7.stop()
+
+    # shared with someone else: a copy JupyterLab never signed is untrusted, its <style> and <svg>
+    # stripped; the chips, the chart and the logs still read well
+    import nbformat
+
+    shared = nbformat.read(lab.root / "widget.ipynb", as_version=4)
+    shared.metadata["shared_by"] = "a colleague"  # other content than the server signed: untrusted
+    nbformat.write(shared, lab.root / "shared.ipynb")
+    page = browser.new_page(viewport={"width": 1400, "height": 1000})
+    page.goto(lab.url("/lab/tree/shared.ipynb?reset"))
+    static = page.locator(".nl-static", has_text="rank 1: step 699").first
+    static.wait_for(timeout=60_000)
+    assert page.locator(".nl-static style").count() == 0  # untrusted indeed: the stylesheet is gone
+    text = static.inner_text()
+    assert "rank 0: done rank 1: done" in text  # the chips read apart
+    charts = page.evaluate(
+        "() => [...document.querySelectorAll('.nl-static .nl-chart')]"
+        ".map(c => c.innerText.split('\\n').filter(Boolean))"
+    )
+    for lines in charts:  # the title, the ranges, the latest values: no SVG labels run together
+        assert lines[1].startswith(("from ", "constant ")) and lines[-1].startswith(f"latest {lines[0]}: "), lines
+    assert _chart_lines(page) == [2]
+    # the logs stay capped in height without the stylesheet (700 lines a rank made it 26,000 px)
+    assert static.bounding_box()["height"] < 1600
+    seen = page.evaluate("""() => {
+        const log = document.querySelector('.nl-static details.nl-ranklog');
+        let under = log;  // the first ancestor with a background of its own: what the text sits on
+        while (under && ['transparent', 'rgba(0, 0, 0, 0)'].includes(getComputedStyle(under).backgroundColor)) {
+            under = under.parentElement;
+        }
+        return {colour: getComputedStyle(log.querySelector('.nl-lines')).color, text: log.innerText,
+                background: getComputedStyle(under || document.body).backgroundColor};
+    }""")
+    # the dark theme chosen above is still on: light text on a dark page
+    assert abs(_brightness(seen["colour"]) - _brightness(seen["background"])) > 120, seen
+    assert "rank 0: step 699" in seen["text"], seen
+    screenshot(page.locator(".jp-OutputArea-output", has=page.locator(".nl-static")).first, "untrusted.png")
+    page.close()
+
+
+def _chart_lines(page):
+    """For each chart image of the static form that the browser drew (loaded, with a size): how many
+    rank lines its SVG holds."""
+    return page.evaluate("""() => [...document.querySelectorAll('.nl-static img.nl-chart-image')]
+        .filter(img => img.complete && img.naturalWidth > 0 && img.getBoundingClientRect().height > 0)
+        .map(img => atob(img.src.split(',')[1]).split('<polyline').length - 1)""")
 
 
 def _brightness(css_color):

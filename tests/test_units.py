@@ -1,5 +1,6 @@
 """Pure logic, tested alone and fast: channel framing, line splitting, the record, error rebuilding."""
 
+import base64
 import os
 import pickle
 import re
@@ -254,6 +255,17 @@ def test_render_logs_displays_and_charts():
     constant = metrics_html(series_by_key([{"rank": 0, "step": s, "values": {"lr": 0.1}} for s in range(4)]))
     assert "lr (constant)" in constant and ">0.1</text>" in constant
     assert metrics_html({}) == ""
+    # the static form's chart: an image of the lines (no SVG text a sanitizer could run together),
+    # the labels as HTML text, the legend's colours in style attributes (both survive untrusted)
+    image = metrics_html(differ, as_image=True)
+    drawn = base64.b64decode(re.search(r'src="data:image/svg\+xml;base64,([^"]+)"', image).group(1)).decode()
+    assert drawn.count("<polyline") == 2 and "<text" not in drawn and "<svg" not in image.replace(drawn, "")
+    visible = re.sub(r"<[^>]+>", "\n", image)
+    assert "from 0 to 3, steps 0 to 2" in visible and "latest loss: rank 0: 2, rank 1: 3" in visible
+    assert 'style="color:#1f77b4"' in image and "rank 1" in visible
+    assert "constant 0.1, steps 0 to 3" in metrics_html(
+        series_by_key([{"rank": 0, "step": s, "values": {"lr": 0.1}} for s in range(4)]), as_image=True
+    )
 
 
 def test_display_text_reads_html_displays_as_text():

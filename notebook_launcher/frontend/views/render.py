@@ -5,6 +5,11 @@ CSS and inline SVG, so it renders wherever HTML does: JupyterLab, Notebook 7, Co
 VS Code, nbconvert, GitHub and nbviewer. Colours come from JupyterLab's theme variables (with
 fallbacks elsewhere) and SVG text uses ``currentColor``, so dark themes read as well as light ones.
 
+A saved notebook someone else opens is untrusted: JupyterLab then strips ``<style>`` and ``<svg>``
+(keeping the SVG's text, run together). So the static form draws each chart as an ``<img>`` of an
+SVG document (images survive the sanitizer) holding only lines and axes, in colours that read on
+light and dark backgrounds, and writes its labels as HTML text, which takes the theme's colour.
+
 Examples:
     >>> "rank 1: running" in status_chips({0: "done", 1: "running"})
     True
@@ -12,6 +17,7 @@ Examples:
 
 from __future__ import annotations
 
+import base64
 import html
 import math
 from collections.abc import Iterable, Sequence
@@ -167,11 +173,16 @@ def legend_html(ranks: Sequence[int]) -> str:
     return f'<div class="nl-legend">{items}</div>'
 
 
-def metrics_html(series: dict, width: int = 320, height: int = 150) -> str:
-    """One SVG line chart per metric, with step and value axes, one line per rank where ranks differ."""
+def metrics_html(series: dict, width: int = 320, height: int = 150, as_image: bool = False) -> str:
+    """One SVG line chart per metric, with step and value axes, one line per rank where ranks differ.
+
+    ``as_image``: each chart an ``<img>`` with HTML labels, as the static form shows it (it reads the
+    same in an untrusted notebook); otherwise inline SVG, as the live widget shows it.
+    """
     if not series:
         return ""
-    charts = [_chart(key, ranks, width, height) for key, ranks in sorted(series.items())]
+    draw = _chart_image if as_image else _chart
+    charts = [draw(key, ranks, width, height) for key, ranks in sorted(series.items())]
     return f'<div class="nl-metrics">{"".join(charts)}</div>'
 
 
@@ -200,58 +211,105 @@ def _fmt(value: float) -> str:
     return f"{value:.3g}"
 
 
+class _Plot:
+    """A chart's geometry: the ranks drawn, their lines, the axes, the ranges (no text)."""
+
+    def __init__(self, ranks: dict, width: int, height: int, margins: tuple[int, int, int, int]) -> None:
+        left, right, top, bottom = margins
+        self.shown = _distinct(ranks)
+        points = [(s, v) for series in self.shown.values() for s, v in series if math.isfinite(v)]
+        steps = [s for s, _ in points] or [0]
+        self.values = [v for _, v in points] or [0.0]
+        lo, hi = min(self.values), max(self.values)
+        self.constant = hi == lo
+        self.lo, self.hi = (lo - 1, hi + 1) if self.constant else (lo, hi)
+        self.s_lo, self.s_hi = min(steps), max(steps)
+        self.left, self.top = left, top
+        self.plot_w, self.plot_h = width - left - right, height - top - bottom
+
+    def xy(self, step: float, value: float) -> tuple[float, float]:
+        x = self.left + ((step - self.s_lo) / ((self.s_hi - self.s_lo) or 1)) * self.plot_w
+        y = self.top + (1 - (value - self.lo) / (self.hi - self.lo)) * self.plot_h
+        return x, y
+
+    def lines(self) -> str:
+        drawn = []
+        for rank, series in sorted(self.shown.items()):
+            finite = [(s, v) for s, v in series if math.isfinite(v)]
+            color = rank_color(rank) if len(self.shown) > 1 else rank_color(0)
+            if len(finite) == 1:
+                x, y = self.xy(*finite[0])
+                drawn.append(
+                    f'<circle class="nl-line" data-rank="{rank}" cx="{x:.1f}" cy="{y:.1f}" r="2.5" fill="{color}"/>'
+                )
+            else:
+                coords = " ".join("{:.1f},{:.1f}".format(*self.xy(s, v)) for s, v in finite)
+                drawn.append(
+                    f'<polyline class="nl-line" data-rank="{rank}" fill="none" stroke="{color}"'
+                    f' stroke-width="1.6" points="{coords}"/>'
+                )
+        return "".join(drawn)
+
+    def axes(self, stroke: str = 'stroke="currentColor" stroke-opacity="0.35"') -> str:
+        left, top, bottom = self.left, self.top, self.top + self.plot_h
+        return (
+            f'<g {stroke}><line x1="{left}" y1="{top}" x2="{left}" y2="{bottom}"/>'
+            f'<line x1="{left}" y1="{bottom}" x2="{left + self.plot_w}" y2="{bottom}"/></g>'
+        )
+
+    def latest(self) -> str:
+        return ", ".join(f"rank {rank}: {_fmt(series[-1][1])}" for rank, series in sorted(self.shown.items()))
+
+
 def _chart(key: str, ranks: dict, width: int, height: int) -> str:
-    shown = _distinct(ranks)
-    points = [(s, v) for series in shown.values() for s, v in series if math.isfinite(v)]
-    steps = [s for s, _ in points] or [0]
-    values = [v for _, v in points] or [0.0]
-    lo, hi = min(values), max(values)
-    constant = hi == lo
-    if constant:
-        lo, hi = lo - 1, hi + 1
-    s_lo, s_hi = min(steps), max(steps)
-    left, right, top, bottom = 56, 8, 18, 20
-    plot_w, plot_h = width - left - right, height - top - bottom
-
-    def xy(step: float, value: float) -> str:
-        x = left + ((step - s_lo) / ((s_hi - s_lo) or 1)) * plot_w
-        y = top + (1 - (value - lo) / (hi - lo)) * plot_h
-        return f"{x:.1f},{y:.1f}"
-
-    lines = []
-    for rank, series in sorted(shown.items()):
-        finite = [(s, v) for s, v in series if math.isfinite(v)]
-        color = rank_color(rank) if len(shown) > 1 else rank_color(0)
-        if len(finite) == 1:
-            x, y = xy(*finite[0]).split(",")
-            lines.append(f'<circle class="nl-line" data-rank="{rank}" cx="{x}" cy="{y}" r="2.5" fill="{color}"/>')
-        else:
-            coords = " ".join(xy(s, v) for s, v in finite)
-            lines.append(
-                f'<polyline class="nl-line" data-rank="{rank}" fill="none" stroke="{color}"'
-                f' stroke-width="1.6" points="{coords}"/>'
-            )
+    plot = _Plot(ranks, width, height, margins=(56, 8, 18, 20))
+    left, top, plot_w, plot_h = plot.left, plot.top, plot.plot_w, plot.plot_h
     title = html.escape(key)
     value_labels = (
-        f'<text x="{left - 4}" y="{top + plot_h / 2 + 4:.1f}" text-anchor="end">{_fmt(values[0])}</text>'
-        if constant
-        else f'<text x="{left - 4}" y="{top + 4}" text-anchor="end">{_fmt(hi)}</text>'
-        f'<text x="{left - 4}" y="{top + plot_h + 4}" text-anchor="end">{_fmt(lo)}</text>'
+        f'<text x="{left - 4}" y="{top + plot_h / 2 + 4:.1f}" text-anchor="end">{_fmt(plot.values[0])}</text>'
+        if plot.constant
+        else f'<text x="{left - 4}" y="{top + 4}" text-anchor="end">{_fmt(plot.hi)}</text>'
+        f'<text x="{left - 4}" y="{top + plot_h + 4}" text-anchor="end">{_fmt(plot.lo)}</text>'
     )
     axes = (
-        f'<g stroke="currentColor" stroke-opacity="0.35"><line x1="{left}" y1="{top}" x2="{left}" y2="{top + plot_h}"/>'
-        f'<line x1="{left}" y1="{top + plot_h}" x2="{left + plot_w}" y2="{top + plot_h}"/></g>'
+        f"{plot.axes()}"
         f'<g fill="currentColor" fill-opacity="0.75" font-size="10">{value_labels}'
-        f'<text x="{left}" y="{height - 5}">step {s_lo}</text>'
-        f'<text x="{left + plot_w}" y="{height - 5}" text-anchor="end">{s_hi}</text></g>'
+        f'<text x="{left}" y="{height - 5}">step {plot.s_lo}</text>'
+        f'<text x="{left + plot_w}" y="{height - 5}" text-anchor="end">{plot.s_hi}</text></g>'
     )
-    latest = ", ".join(f"rank {rank}: {_fmt(series[-1][1])}" for rank, series in sorted(shown.items()))
-    note = " (constant)" if constant else ""
-    legend = legend_html(sorted(shown)) if len(shown) > 1 else ""
+    note = " (constant)" if plot.constant else ""
+    legend = legend_html(sorted(plot.shown)) if len(plot.shown) > 1 else ""
     return (
         f'<div class="nl-chart" data-key="{title}">'
         f'<svg width="{width}" height="{height}" role="img" aria-label="{title}">'
         f'<text x="{left}" y="12" font-size="11" font-weight="600" fill="currentColor">{title}{note}</text>'
-        f"{axes}{''.join(lines)}</svg>{legend}"
-        f"<div>latest {title}: {html.escape(latest)}</div></div>"
+        f"{axes}{plot.lines()}</svg>{legend}"
+        f"<div>latest {title}: {html.escape(plot.latest())}</div></div>"
+    )
+
+
+def _chart_image(key: str, ranks: dict, width: int, height: int) -> str:
+    """The static form's chart: an ``<img>`` of the lines and axes, labels as HTML around it."""
+    height -= 30  # the labels' two lines of HTML
+    plot = _Plot(ranks, width, height, margins=(4, 8, 4, 4))
+    grey_axes = plot.axes(stroke='stroke="#8c8c8c"')
+    svg = f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}">{grey_axes}{plot.lines()}</svg>'
+    source = "data:image/svg+xml;base64," + base64.b64encode(svg.encode()).decode("ascii")
+    title = html.escape(key)
+    latest = html.escape(plot.latest())
+    low, high = _fmt(plot.lo), _fmt(plot.hi)
+    ranges = f"constant {_fmt(plot.values[0])}" if plot.constant else f"from {low} to {high}"
+    legend = (
+        '<div class="nl-legend">'
+        + " ".join(f'<span><span style="color:{rank_color(r)}">━━</span> rank {r}</span>' for r in sorted(plot.shown))
+        + "</div>"
+        if len(plot.shown) > 1
+        else ""
+    )
+    return (
+        f'<div class="nl-chart" data-key="{title}"><div><b>{title}</b></div>'
+        f'<img class="nl-chart-image" src="{source}" width="{width}" height="{height}"'
+        f' alt="{title} chart, {ranges}; latest {latest}"/>'
+        f"<div>{ranges}, steps {plot.s_lo} to {plot.s_hi}</div>{legend}"
+        f"<div>latest {title}: {latest}</div></div>"
     )

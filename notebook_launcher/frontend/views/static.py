@@ -31,6 +31,9 @@ from ...launching.listener import LaunchState
 from .render import CSS, entries_html, hint_html, metrics_html, series_by_key, status_chips, traceback_html
 from .text import line_prefix
 
+# the logs' height cap also inline: an untrusted notebook loses the stylesheet, not style attributes
+_CAPPED = ' style="max-height: 420px; overflow: auto"'
+
 __all__ = [
     "static_bundle",
     "summary_text",
@@ -211,7 +214,7 @@ def _html(launch: LaunchState, counts: dict, entries: list, failure: str, max_li
         every = entries_html(entries, prefix=True)
         parts.append(
             f'<details class="nl-ranklog" open><summary>all ranks · {len(entries)} lines</summary>'
-            f'<div class="nl-static-log"><div class="nl-lines">{every}</div></div></details>'
+            f'<div class="nl-static-log"{_CAPPED}><div class="nl-lines">{every}</div></div></details>'
         )
     for rank in [] if quiet else launch.ranks:
         own = [entry for entry in entries if entry.rank == rank]
@@ -225,9 +228,10 @@ def _html(launch: LaunchState, counts: dict, entries: list, failure: str, max_li
         parts.append(
             f'<details class="nl-ranklog"{"" if many else " open"}>'
             f"<summary>rank {rank}{where} · {statuses[rank]} · {counts[rank]}"
-            f' line{plural}</summary><div class="nl-static-log"><div class="nl-lines">{body}</div></div></details>'
+            f" line{plural}</summary>"
+            f'<div class="nl-static-log"{_CAPPED}><div class="nl-lines">{body}</div></div></details>'
         )
-    parts.append(metrics_html(series_by_key(launch.metrics)))
+    parts.append(metrics_html(series_by_key(launch.metrics), as_image=True))
     if launch.done:
         parts.append(f'<div class="nl-summary">{symbol} {html.escape(summary_text(launch))}</div>')
     if failure:
