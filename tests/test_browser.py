@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import threading
 import urllib.request
 
@@ -174,6 +175,9 @@ def test_the_live_widget_keeps_the_reader_then_the_notebook_keeps_the_launch(lab
     static = page.locator(".nl-static", has_text="rank 1: step 699").first
     static.wait_for(timeout=60_000)
     assert page.locator(".nl-static style").count() == 0  # untrusted indeed: the stylesheet is gone
+    # opened, its kernel started and idle, the sidebar and picker connected: nothing was modified
+    page.locator(".jp-StatusBar-TextItem", has_text=re.compile(r"\|\s*Idle")).first.wait_for(timeout=90_000)
+    assert page.locator(".jp-mod-dirty").count() == 0
     text = static.inner_text()
     assert "rank 0: done rank 1: done" in text  # the chips read apart
     charts = page.evaluate(
@@ -245,4 +249,25 @@ def test_the_stacks_button_shows_where_the_ranks_are(lab, browser):
     screenshot(stacks, "stacks.png")
     _release(str(gates), "p")
     page.locator(".nl-summary", has_text="succeeded").first.wait_for(timeout=60_000)
+    page.close()
+
+
+def test_the_shipped_quickstart_reads_well_as_a_clone_opens_it(lab, browser):
+    """A clone's notebooks are untrusted (no server ever signed them): the quickstart's saved launch
+    shows its chips apart, its chart drawn and its logs capped, and opening it modifies nothing."""
+    import shutil
+
+    shutil.copy(os.path.join(os.path.dirname(__file__), os.pardir, "notebooks", "quickstart.ipynb"), lab.root)
+    page = browser.new_page(viewport={"width": 1400, "height": 1000})
+    page.goto(lab.url("/lab/tree/quickstart.ipynb?reset"))
+    static = page.locator(".nl-static", has_text="succeeded in").first
+    static.wait_for(timeout=60_000)
+    page.locator(".jp-StatusBar-TextItem", has_text=re.compile(r"\|\s*Idle")).first.wait_for(timeout=90_000)
+    assert page.locator(".nl-static style").count() == 0  # untrusted
+    assert "rank 0: done rank 1: done" in static.inner_text()
+    assert _chart_lines(page) == [2]  # the loss chart, a line per rank
+    assert static.bounding_box()["height"] < 1600
+    assert page.get_by_text("Error displaying widget").count() == 0
+    assert page.locator(".jp-mod-dirty").count() == 0
+    screenshot(page.locator(".jp-OutputArea-output", has=page.locator(".nl-static")).first, "quickstart-clone.png")
     page.close()

@@ -90,9 +90,16 @@ def test_faults_notebook_shows_each_fault_and_resumes_exactly(tmp_path):
 def test_every_notebook_opens_with_what_it_shows(notebook):
     import nbformat
 
-    first = nbformat.read(NOTEBOOKS / notebook, as_version=4).cells[0]
+    saved = nbformat.read(NOTEBOOKS / notebook, as_version=4)
+    first = saved.cells[0]
     assert first.cell_type == "markdown" and first.source.startswith("# ")
     assert "Run it" in first.source
+    # the kernel ipykernel installs, named as it names it: JupyterLab rewrites another name as the
+    # notebook opens, and the tab is then marked modified before the reader did anything
+    from jupyter_client.kernelspec import KernelSpecManager
+
+    installed = KernelSpecManager().get_kernel_spec("python3").display_name
+    assert saved.metadata.kernelspec == {"display_name": installed, "language": "python", "name": "python3"}
 
 
 def test_big_model_notebook_offloads_to_disk_and_matches(tmp_path):
