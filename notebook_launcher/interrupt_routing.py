@@ -8,8 +8,8 @@ take the interrupt meant for a cell: Python then only notes it, and a cell block
 A thread also takes it while it starts, before its own code can block it (glibc starts it with
 its creator's mask), and IPython restarts its history thread, stopped before every fork, from the
 main thread as the next cell starts: just when a person interrupts. So the threads the launcher
-starts in the kernel are born with SIGINT blocked (``kernel_thread``), a fork from the main thread
-blocks it for that moment (``interrupts_blocked``), and after forking ranks the launcher restarts
+starts in the kernel are born with SIGINT blocked (``kernel_thread``), a fork start blocks it for
+that moment whichever thread forks (``interrupts_blocked``), and after forking ranks the launcher restarts
 IPython's history thread itself, with SIGINT blocked (``restart_history_thread``).
 
 A forked rank starts with SIGINT blocked, the supervisor's mask. It is still in the kernel's process
@@ -52,15 +52,10 @@ _CAN_MASK = hasattr(signal, "pthread_sigmask")
 
 
 def kernel_thread(target: Callable[..., Any], *, name: str, args: tuple = ()) -> threading.Thread:
-    """Start a daemon thread running ``target(*args)`` with SIGINT blocked; returns it."""
+    """Start a daemon thread running ``target(*args)`` with SIGINT blocked for its whole life; returns it."""
 
-    def run() -> None:
-        if _CAN_MASK:
-            signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
-        target(*args)
-
-    thread = threading.Thread(target=run, name=name, daemon=True)
-    with interrupts_blocked():
+    thread = threading.Thread(target=target, args=args, name=name, daemon=True)
+    with interrupts_blocked():  # a new thread inherits its creator's mask, from its first instruction
         thread.start()
     return thread
 

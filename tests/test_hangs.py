@@ -19,6 +19,11 @@ PEER_RETURNED = dedent("""
 """)
 
 
+# a cell that an interrupt ends within 0.05 s whichever kernel thread takes the signal, printing
+# "waiting" once it runs
+SLEEP_ON = "def sleep_on():\n    print('waiting', flush=True)\n    while True:\n        time.sleep(0.05)"
+
+
 def test_stacks_show_where_every_live_rank_is_without_stopping_it(kernel):
     kernel.ok(PEER_RETURNED)
     kernel.ok("job = launch(peer_returned, num_processes=2, display='none')")
@@ -151,7 +156,7 @@ def test_an_interrupt_that_stops_another_cell_says_the_background_launch_still_r
     raises it in a main thread blocked in a lock wait only once that wait ends. It is one statement,
     so the interrupt never meets IPython compiling the next one (whose traceback IPython then fails
     to format)."""
-    kernel.ok("def sleep_on():\n    print('waiting', flush=True)\n    while True:\n        time.sleep(0.05)")
+    kernel.ok(SLEEP_ON)
     kernel.ok("job = launch(lambda: threading.Event().wait(), num_processes=1, display='none')")
     msg_id = kernel.submit("sleep_on()")
     kernel.collect(msg_id, timeout=30, until=lambda r: "waiting" in r.stdout)
@@ -171,7 +176,7 @@ def test_interrupts_sent_as_a_background_launch_starts_never_reach_its_rank(kern
     stress guard: measured with a loop like this one, the old code lost a rank to the kernel's
     interrupt now and then (one in a few hundred rounds); the masks themselves are checked exactly by
     the next test."""
-    kernel.ok("def sleep_on():\n    print('waiting', flush=True)\n    while True:\n        time.sleep(0.05)")
+    kernel.ok(SLEEP_ON)
     for round in range(40):
         kernel.ok("job = launch(lambda: threading.Event().wait(), num_processes=1, display='none')")
         msg_id = kernel.submit("sleep_on()")

@@ -63,7 +63,7 @@ CSS = """
 .nl-root .nl-loglines { flex: none !important; display: block !important; }
 .nl-root .nl-loglines > * { display: block; }
 .nl-root .nl-live { color: var(--jp-ui-font-color2, #666); }
-.nl-root .nl-static-log { max-height: 420px; overflow: auto; border: 1px solid var(--jp-border-color2, #cfcfcf);
+.nl-root .nl-static-log { border: 1px solid var(--jp-border-color2, #cfcfcf);
   padding: 4px 6px; display: flex; flex-direction: column-reverse; }
 .nl-root .nl-static-log > .nl-lines { flex: none; }
 .nl-root .nl-error { color: var(--jp-error-color1, #c62828); }
@@ -72,7 +72,7 @@ CSS = """
   background: var(--jp-layout-color2, transparent); }
 .nl-root .nl-metrics { display: flex; flex-wrap: wrap; gap: 10px; margin: 4px 0; }
 .nl-root .nl-chart svg { overflow: visible; }
-.nl-root .nl-legend span { margin-right: 10px; white-space: nowrap; }
+.nl-root .nl-legend > span { margin-right: 10px; white-space: nowrap; }
 .nl-root .nl-summary { margin: 4px 0; font-weight: 600; }
 .nl-root details.nl-ranklog { display: block; width: auto; margin: 4px 0; padding: 0; border: none;
   background: none; }
@@ -164,12 +164,9 @@ def series_by_key(metrics: Iterable[dict]) -> dict:
 
 
 def legend_html(ranks: Sequence[int]) -> str:
-    """The ranks' colours, named (shown under the charts when lines differ between ranks)."""
-    items = "".join(
-        f'<span><svg width="14" height="4"><line x1="0" y1="2" x2="14" y2="2" stroke="{rank_color(r)}"'
-        f' stroke-width="2"/></svg> rank {r}</span>'
-        for r in ranks
-    )
+    """The ranks' colours, named (shown under the charts when lines differ between ranks). The
+    swatches are text coloured by a style attribute, which an untrusted notebook keeps."""
+    items = " ".join(f'<span><span style="color:{rank_color(r)}">━━</span> rank {r}</span>' for r in ranks)
     return f'<div class="nl-legend">{items}</div>'
 
 
@@ -299,13 +296,7 @@ def _chart_image(key: str, ranks: dict, width: int, height: int) -> str:
     latest = html.escape(plot.latest())
     low, high = _fmt(plot.lo), _fmt(plot.hi)
     ranges = f"constant {_fmt(plot.values[0])}" if plot.constant else f"from {low} to {high}"
-    legend = (
-        '<div class="nl-legend">'
-        + " ".join(f'<span><span style="color:{rank_color(r)}">━━</span> rank {r}</span>' for r in sorted(plot.shown))
-        + "</div>"
-        if len(plot.shown) > 1
-        else ""
-    )
+    legend = legend_html(sorted(plot.shown)) if len(plot.shown) > 1 else ""
     return (
         f'<div class="nl-chart" data-key="{title}"><div><b>{title}</b></div>'
         f'<img class="nl-chart-image" src="{source}" width="{width}" height="{height}"'

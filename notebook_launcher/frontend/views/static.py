@@ -31,7 +31,7 @@ from ...launching.listener import LaunchState
 from .render import CSS, entries_html, hint_html, metrics_html, series_by_key, status_chips, traceback_html
 from .text import line_prefix
 
-# the logs' height cap also inline: an untrusted notebook loses the stylesheet, not style attributes
+# the logs' height cap, inline only: an untrusted notebook loses the stylesheet, not style attributes
 _CAPPED = ' style="max-height: 420px; overflow: auto"'
 
 __all__ = [
