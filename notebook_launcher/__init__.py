@@ -13,13 +13,15 @@ recording where CUDA gets initialized, so a fork that cannot work can name the c
 
 import os
 
+_NVML_CHECK_SET_HERE = "PYTORCH_NVML_BASED_CUDA_CHECK" not in os.environ
 os.environ.setdefault("PYTORCH_NVML_BASED_CUDA_CHECK", "1")
 
-import importlib
-from typing import Any
+# after the setting above, which must come before anything could import torch
+import importlib  # noqa: E402
+from typing import Any  # noqa: E402
 
-from ._version import __version__
-from .devices import cuda_init_site
+from ._version import __version__  # noqa: E402
+from .devices import cuda_init_site  # noqa: E402
 
 cuda_init_site.install_when_imported()
 
@@ -55,6 +57,13 @@ def __getattr__(name):
 def _jupyter_labextension_paths():
     """Where JupyterLab finds the prebuilt sidebar extension (``jupyter labextension develop``)."""
     return [{"src": "labextension", "dest": "notebook-launcher"}]
+
+
+def _jupyter_server_extension_points():
+    """The Jupyter server extension that keeps each launch's static form in saved notebooks."""
+    if _NVML_CHECK_SET_HERE:  # the server is not a kernel: its kernels must not inherit our setting
+        os.environ.pop("PYTORCH_NVML_BASED_CUDA_CHECK", None)
+    return [{"module": "notebook_launcher.frontend.server_extension"}]
 
 
 def load_ipython_extension(ipython):

@@ -49,6 +49,10 @@ class LabServer:
             json.dumps({"fetchNews": "false", "checkForUpdates": False})
         )
         env = {k: v for k, v in os.environ.items() if k != "NOTEBOOK_LAUNCHER_DISPLAY"}
+        # the server extension keeps running launches' snapshots here (its own, not the user's)
+        self.snapshots = self.root / ".snapshots"
+        self.snapshots.mkdir(mode=0o700, exist_ok=True)
+        env["NOTEBOOK_LAUNCHER_SNAPSHOTS"] = str(self.snapshots)
         self.log = open(self.root / "lab.log", "w")  # noqa: SIM115  (closed in stop())
         settings_class = "LabApp" if app == "jupyterlab" else "JupyterNotebookApp"
         self.process = subprocess.Popen(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 import zipfile
@@ -35,6 +36,7 @@ def test_wheel_contains_the_prebuilt_extension(tmp_path):
     names = zipfile.ZipFile(wheel).namelist()
     data = [name.split(".data/data/", 1)[1] for name in names if ".data/data/" in name]
     assert SHARE + "package.json" in data and SHARE + "install.json" in data
+    assert "etc/jupyter/jupyter_server_config.d/notebook_launcher.json" in data  # enables the server extension
     assert any(name.startswith(SHARE + "static/remoteEntry.") for name in data)
     assert "notebook_launcher/api.py" in names and "trainer_core/accelerator.py" in names
     assert "notebook_launcher/py.typed" in names and "trainer_core/py.typed" in names  # the classifier says Typed
@@ -46,6 +48,16 @@ def test_jupyterlab_lists_the_extension_enabled():
     out = subprocess.run([str(jupyter), "labextension", "list"], capture_output=True, text=True, timeout=120)
     line = next(line for line in (out.stdout + out.stderr).splitlines() if "notebook-launcher" in line)
     assert "enabled" in line and "OK" in line
+
+
+def test_the_jupyter_server_lists_the_server_extension_enabled():
+    """The install (here the editable one ``make`` does) enables the server extension that keeps each
+    launch's static form in saved notebooks."""
+    jupyter = Path(sys.executable).parent / "jupyter"
+    out = subprocess.run([str(jupyter), "server", "extension", "list"], capture_output=True, text=True, timeout=120)
+    text = re.sub(r"\x1b\[[0-9;]*m", "", out.stdout + out.stderr)
+    assert re.search(r"notebook_launcher\s+enabled", text), text
+    assert re.search(r"notebook_launcher \S+ OK", text), text
 
 
 def test_build_makes_a_wheel_and_sdist_that_install_into_a_fresh_environment(tmp_path):

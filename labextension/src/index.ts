@@ -4,6 +4,7 @@ import { runIcon } from '@jupyterlab/ui-components';
 
 import { KernelLink } from './connection';
 import { LauncherPanel } from './panel';
+import { SavedLaunchExtension } from './saved';
 
 /**
  * Adds the notebook-launcher panel to the left sidebar.
@@ -24,4 +25,17 @@ const plugin: JupyterFrontEndPlugin<void> = {
   }
 };
 
-export default plugin;
+/**
+ * Shows launch outputs of notebooks saved mid-launch: the live widget while it lives, else the
+ * static form (never "Error displaying widget").
+ */
+const savedLaunches: JupyterFrontEndPlugin<void> = {
+  id: 'notebook-launcher:saved-launches',
+  description: 'Launch outputs saved while the launch ran: the live widget while it lives, else the static form.',
+  autoStart: true,
+  activate: (app: JupyterFrontEnd) => {
+    app.docRegistry.addWidgetExtension('Notebook', new SavedLaunchExtension());
+  }
+};
+
+export default [plugin, savedLaunches];

@@ -50,9 +50,13 @@ FOLDED_FROM = 2  # with more ranks, each rank's log is folded under one log of a
 _SYMBOL = {"succeeded": "✔", "failed": "✘", "stopped": "■"}
 
 
-def header_text(launch: LaunchState) -> str:
+def header_text(launch: LaunchState, recorded: bool = False) -> str:
+    """The launch in one line; ``recorded``: for a form that may be read later, a running launch's
+    state says when it was taken ("running · 4.3 s · as of 16:21:05, before the launch ended")."""
     plan = launch.plan
     state = _ended(launch) if launch.done else f"{launch.status} · {launch.elapsed:.1f} s"
+    if recorded and not launch.done:
+        state = f"{state} · as of {time.strftime('%H:%M:%S')}, before the launch ended"
     if launch.attempt:
         state = f"restart {launch.attempt} of {plan.faults.max_restarts} · {state}"
     if launch.waiting and not launch.done:
@@ -161,7 +165,7 @@ def static_bundle(launch: LaunchState, max_lines: int = MAX_LINES) -> dict:
 
 
 def _plain(launch: LaunchState, counts: dict, entries: list, failure: str, max_lines: int) -> str:
-    lines = [header_text(launch)]
+    lines = [header_text(launch, recorded=True)]
     where = places_text(launch)
     if where:
         lines.append(where)
@@ -197,7 +201,7 @@ def stacks_section(launch: LaunchState) -> tuple[str, str, bool]:
 def _html(launch: LaunchState, counts: dict, entries: list, failure: str, max_lines: int) -> str:
     statuses = {rank: launch.rank_status(rank) for rank in launch.ranks}
     symbol = _SYMBOL.get(launch.status, "")
-    head = html.escape(header_text(launch).split(" · ", 1)[1])
+    head = html.escape(header_text(launch, recorded=True).split(" · ", 1)[1])
     parts = [
         f"<style>{CSS}</style>",
         f'<div class="nl-head"><b>notebook_launcher</b> · {head}</div>',

@@ -5,11 +5,11 @@ which costs nothing to make, so a launch that ends quickly never builds a widget
 is still running after ``build_after`` seconds, the widget is built from core ipywidgets (so it
 renders in JupyterLab, Notebook 7, Colab, Kaggle and VS Code, with ipywidgets 7 and 8) and the
 output becomes the widget view *plus* the static form: front ends that draw widgets show the
-widget, the others (nbclient, nbconvert, GitHub, a reopened notebook) show the static form. The
-static form is rewritten while the launch runs — 2, 4, 8, … seconds in, then every minute, since
-each rewrite makes the front end redraw the widget — and at the end, when the output becomes the
-static form alone and the widget is closed: a reopened notebook then never shows "Error displaying
-widget" (JupyterLab's message for a widget whose state was not saved, its default).
+widget, the others (nbclient, nbconvert, GitHub, a reopened notebook) show the static form. While
+the launch runs, its latest static form is kept — 2, 4, 8, … seconds in, then steadily — where a
+notebook saved mid-launch finds it (``snapshots.py``: a file the Jupyter server saves in place of
+the widget, or the output itself); at the end the output becomes the static form alone and the
+widget is closed. A saved notebook thus never shows "Error displaying widget" (``saved_outputs``).
 
 The widget: a header with a status chip per rank; tabs "all ranks" (every line with its rank, in
 the order they came; selected first for up to 8 ranks) and one per rank (``LogBox``, which keeps
@@ -32,12 +32,12 @@ from ...launching.listener import LaunchState
 from .base import LaunchView
 from .logbox import LogBox
 from .render import CSS, metrics_html, series_by_key, status_chips
+from .snapshots import snapshots_for, widget_output
 from .static import header_text, places_text, stacks_html, stacks_section, static_bundle
 
 __all__ = ["WidgetView"]
 
-_WIDGET_MIME = "application/vnd.jupyter.widget-view+json"
-_STATIC_FIRST, _STATIC_MAX = 2.0, 60.0  # seconds to the first rewrite of the static form; the longest gap
+_STATIC_FIRST = 2.0  # seconds to the first snapshot of the static form (the gap then doubles)
 _ALL_RANKS_UP_TO = 8
 BUILD_AFTER = 0.25  # seconds a launch runs before its widget is built
 _STACKS_TIP = (
@@ -83,8 +83,9 @@ class WidgetView(LaunchView):
         self._started = time.monotonic()
         self._seen = {rank: 0 for rank in launch.ranks}
         self._live = {rank: "" for rank in launch.ranks}
+        self._snapshots = snapshots_for(launch.id)
         self.static = self.shown = static_bundle(launch)
-        self._handle = display(self.static, raw=True, display_id=True)
+        self._handle = display(self.static, raw=True, display_id=True, metadata=self._snapshots.metadata)
 
     def on_status(self, rank: int, status: str) -> None:
         self._dirty.add("header")
@@ -129,7 +130,8 @@ class WidgetView(LaunchView):
         self.static = self.shown = static_bundle(launch)
         if self.built:
             self.render()
-        self._handle.update(self.static, raw=True)
+        self._handle.update(self.static, raw=True, metadata=self._snapshots.metadata)
+        self._snapshots.end()
         if self.built:
             self.close()
 
@@ -170,7 +172,9 @@ class WidgetView(LaunchView):
         self.built = True
         self._dirty.update({"header", "lines", "metrics"})
         self.render()
-        self._show_static()
+        self.static = static_bundle(launch)
+        self.shown = widget_output(self.static, self.root.model_id)
+        self._handle.update(self.shown, raw=True, metadata=self._snapshots.metadata)
 
     def _title_tabs(self) -> None:
         """Name each rank's tab, with its node once a cluster has placed it ("rank 2 · node 1")."""
@@ -246,11 +250,9 @@ class WidgetView(LaunchView):
 
     def _show_static(self) -> None:
         self.static = static_bundle(self.launch)
-        bundle = {**self.static, _WIDGET_MIME: {"version_major": 2, "version_minor": 0, "model_id": self.root.model_id}}
-        self._handle.update(bundle, raw=True)
-        self.shown = bundle
+        self._snapshots.keep(self._handle, self.static, self.root.model_id)
         self._next_static = time.monotonic() + self._static_gap
-        self._static_gap = min(self._static_gap * 2, _STATIC_MAX)
+        self._static_gap = min(self._static_gap * 2, self._snapshots.longest)
 
     def take_stacks(self) -> None:
         """Ask every running rank for its stacks (on a thread of its own: ranks get up to 5 s to answer);

@@ -1,0 +1,119 @@
+"""What a saved notebook keeps of a launch: never a reference to a widget that may be gone.
+
+While a launch runs, its output holds the live widget's view *and* the static form. A notebook
+saved then would keep a plain reference to a widget that is gone once the kernel ends or the launch
+finishes, which JupyterLab and Notebook 7 show as "Error displaying widget: model not found"
+instead of the static form beside it. So the Jupyter server saves our outputs with the reference
+under a type of our own (``SAVED_MIME``, run as a pre-save hook by ``server_extension``): the lab
+extension shows the widget while its kernel still has it (a page reloaded mid-launch) and the
+static form otherwise; every other reader (nbconvert, GitHub, a front end without the extension)
+knows no such type and shows the static form.
+
+The server also tells the kernels it starts where to keep each running launch's latest static form
+(``SNAPSHOTS_ENV``): a kernel then writes it there every few seconds instead of rewriting the
+output — a rewrite redraws the live widget, losing the reader's scroll and selection — and the
+hook saves the latest one. The output's metadata names the launch's file (``output_metadata``).
+
+Examples:
+    >>> notebook = {"cells": [{"cell_type": "code", "outputs": [{
+    ...     "output_type": "display_data", "metadata": output_metadata("123-ab12cd34"),
+    ...     "data": {WIDGET_MIME: {"model_id": "f00"}, "text/plain": "launch ab12cd34 · running"}}]}]}
+    >>> keep_static_forms(notebook, snapshots=None)
+    1
+    >>> saved = notebook["cells"][0]["outputs"][0]["data"]
+    >>> saved[SAVED_MIME], WIDGET_MIME in saved, saved["text/plain"]
+    ({'model_id': 'f00'}, False, 'launch ab12cd34 · running')
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from pathlib import Path
+from typing import Any
+
+__all__ = [
+    "SNAPSHOTS_ENV",
+    "WIDGET_MIME",
+    "SAVED_MIME",
+    "OUTPUT_KEY",
+    "output_metadata",
+    "snapshot_path",
+    "keep_static_forms",
+    "write_snapshot",
+]
+
+SNAPSHOTS_ENV = "NOTEBOOK_LAUNCHER_SNAPSHOTS"
+WIDGET_MIME = "application/vnd.jupyter.widget-view+json"
+SAVED_MIME = "application/vnd.notebook-launcher.saved-launch+json"
+OUTPUT_KEY = "notebook_launcher"
+_NAME = re.compile(r"[0-9]{1,10}-[0-9a-f]{8}")  # "<kernel pid>-<launch id>": nothing else is ever read
+
+
+def output_metadata(snapshot: str | None) -> dict:
+    """The metadata of a launch's output: marks it as ours and names its snapshot file, if any.
+
+    Examples:
+        >>> output_metadata("123-ab12cd34")
+        {'notebook_launcher': {'snapshot': '123-ab12cd34'}}
+    """
+    return {OUTPUT_KEY: {"snapshot": snapshot} if snapshot else {}}
+
+
+def snapshot_path(snapshots: str | Path, name: str) -> Path:
+    """The file that holds snapshot ``name``; a name not of our making is refused.
+
+    Examples:
+        >>> snapshot_path("/tmp/s", "123-ab12cd34").name
+        '123-ab12cd34.json'
+        >>> snapshot_path("/tmp/s", "../../etc/passwd")
+        Traceback (most recent call last):
+        ...
+        ValueError: not a snapshot name: '../../etc/passwd'
+    """
+    if not isinstance(name, str) or not _NAME.fullmatch(name):
+        raise ValueError(f"not a snapshot name: {name!r}")
+    return Path(snapshots) / f"{name}.json"
+
+
+def keep_static_forms(notebook: dict, snapshots: str | Path | None) -> int:
+    """Save every launch output of ``notebook`` (nbformat 4, as JSON) with its widget reference under
+    ``SAVED_MIME`` and the latest snapshot from ``snapshots`` as its static form, where there is one;
+    returns how many outputs changed. Outputs that are not ours are left as they are."""
+    changed = 0
+    for cell in notebook.get("cells", []):
+        for output in cell.get("outputs", []) if cell.get("cell_type") == "code" else []:
+            mark = (output.get("metadata") or {}).get(OUTPUT_KEY)
+            data = output.get("data")
+            if not isinstance(mark, dict) or not isinstance(data, dict):
+                continue
+            if WIDGET_MIME not in data and SAVED_MIME not in data:
+                continue  # a finished launch: its output is the final static form
+            reference = data.pop(WIDGET_MIME, None)
+            if isinstance(reference, dict) and isinstance(reference.get("model_id"), str):
+                data[SAVED_MIME] = {"model_id": reference["model_id"]}
+            latest = _read_snapshot(snapshots, mark.get("snapshot")) if snapshots else None
+            data.update(latest or {})
+            changed += 1
+    return changed
+
+
+def _read_snapshot(snapshots: str | Path, name: Any) -> dict | None:
+    try:
+        with open(snapshot_path(snapshots, name), encoding="utf-8") as file:
+            bundle = json.load(file)
+    except (ValueError, OSError):  # none written yet, removed as the launch ended, or not ours
+        return None
+    if not isinstance(bundle, dict) or not all(isinstance(value, str) for value in bundle.values()):
+        return None
+    return {key: value for key, value in bundle.items() if key in ("text/plain", "text/html")} or None
+
+
+def write_snapshot(snapshots: str | Path, name: str, bundle: dict) -> None:
+    """Write ``bundle`` (text/plain and text/html) as snapshot ``name``, whole or not at all."""
+    path = snapshot_path(snapshots, name)
+    partial = path.with_suffix(f".{os.getpid()}.tmp")
+    with open(partial, "w", encoding="utf-8") as file:
+        json.dump(bundle, file)
+    os.replace(partial, path)

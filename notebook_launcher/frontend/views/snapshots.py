@@ -1,0 +1,87 @@
+"""Where a running launch keeps its latest static form, for a notebook saved before it ends.
+
+Two ways, behind one small interface (``Snapshots``), picked by ``snapshots_for``:
+
+* ``FileSnapshots`` — under a Jupyter server that runs the package's server extension (JupyterLab,
+  Notebook 7): the static form goes to a private file every few seconds and the server saves it in
+  place of the widget. The output itself is never rewritten, so the live widget is never redrawn
+  and the reader keeps their scroll position and selection.
+* ``OutputSnapshots`` — anywhere else (Colab, Kaggle, VS Code, a server without the extension): the
+  output itself is rewritten with the widget and the static form, ever more rarely (each rewrite
+  redraws the widget), so a notebook saved mid-launch still holds a recent static form.
+
+Examples:
+    >>> snapshots = snapshots_for("ab12cd34", environ={})
+    >>> type(snapshots).__name__, snapshots.metadata
+    ('OutputSnapshots', {'notebook_launcher': {}})
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from typing import Any, Protocol
+
+from ..saved_outputs import SNAPSHOTS_ENV, WIDGET_MIME, output_metadata, snapshot_path, write_snapshot
+
+__all__ = ["Snapshots", "FileSnapshots", "OutputSnapshots", "snapshots_for"]
+
+
+class Snapshots(Protocol):
+    metadata: dict  # the launch output's metadata, on every version of it
+    longest: float  # the longest gap between two snapshots, in seconds
+
+    def keep(self, handle: Any, static: dict, model_id: str) -> None:
+        """Keep ``static`` as the launch's latest static form (the widget is ``model_id``)."""
+
+    def end(self) -> None:
+        """The launch's output now holds its final static form: drop what ``keep`` kept."""
+
+
+def widget_output(static: dict, model_id: str) -> dict:
+    """The output's bundle while the widget lives: the widget's view and the static form."""
+    return {**static, WIDGET_MIME: {"version_major": 2, "version_minor": 0, "model_id": model_id}}
+
+
+class OutputSnapshots:
+    longest = 60.0
+
+    def __init__(self) -> None:
+        self.metadata = output_metadata(None)
+
+    def keep(self, handle: Any, static: dict, model_id: str) -> None:
+        handle.update(widget_output(static, model_id), raw=True, metadata=self.metadata)
+
+    def end(self) -> None:
+        pass
+
+
+class FileSnapshots:
+    longest = 10.0
+
+    def __init__(self, folder: str, launch_id: str) -> None:
+        self.name = f"{os.getpid()}-{launch_id}"
+        self.path = snapshot_path(folder, self.name)
+        self.metadata = output_metadata(self.name)
+        self._folder = folder
+
+    def keep(self, handle: Any, static: dict, model_id: str) -> None:
+        try:
+            write_snapshot(self._folder, self.name, static)
+        except OSError:  # the folder went away (tmp cleaned): the saved copy keeps the last one
+            pass
+
+    def end(self) -> None:
+        try:
+            self.path.unlink()
+        except OSError:
+            pass
+
+
+def snapshots_for(launch_id: str, environ: Mapping[str, str] = os.environ) -> Snapshots:
+    """``FileSnapshots`` when the kernel's Jupyter server saves them (it names their folder in
+    ``NOTEBOOK_LAUNCHER_SNAPSHOTS``), else ``OutputSnapshots``."""
+    folder = environ.get(SNAPSHOTS_ENV, "")
+    if folder and os.path.isdir(folder) and os.access(folder, os.W_OK):
+        return FileSnapshots(folder, launch_id)
+    return OutputSnapshots()

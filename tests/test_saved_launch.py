@@ -1,0 +1,273 @@
+"""A notebook saved while its launch runs, then reopened in every order a person meets: the page
+reloaded mid-launch, the tab closed until the launch ended, the kernel killed. It never shows
+"Error displaying widget"; it shows the live widget while the kernel still has it and the latest
+static form otherwise. And the live widget is never redrawn while the launch runs (the reader keeps
+their scroll position and selection): the kernel keeps its snapshots in files the server saves.
+
+Real JupyterLab and Notebook 7 servers (with the package's server extension), real kernels and
+Debian's Chromium. Screenshots are saved under test-artifacts/.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import threading
+import time
+import urllib.request
+
+import nbformat
+import psutil
+import pytest
+from browser import CHROMIUM, LabServer, open_notebook, run_all, screenshot
+from gates import gate_code, open_gates
+from kernel_session import KernelSession
+
+from notebook_launcher.frontend.saved_outputs import SAVED_MIME, WIDGET_MIME, output_metadata, write_snapshot
+
+needs_browser = pytest.mark.skipif(not os.path.exists(CHROMIUM), reason="Debian's chromium is not installed")
+
+PARKED = """
+import os
+from notebook_launcher import launch, notebook_launcher
+def train():
+    rank = int(os.environ["RANK"])
+    for step in range(200):
+        print(f"rank {{rank}}: step {{step}}")
+    with open(os.path.join({gates!r}, "{name}" + os.environ["RANK"])) as gate:   # a FIFO the test opens
+        gate.read()
+    return rank
+{call}(train, num_processes=2)
+"""
+
+
+def _gates(lab, name):
+    gates = lab.root / "gates"
+    gates.mkdir(exist_ok=True)
+    for rank in (0, 1):
+        os.mkfifo(gates / f"{name}{rank}")
+    return gates
+
+
+def _release(gates, name, timeout=60):
+    """Open the FIFOs ``name<rank>`` (each open waits for its rank), bounded in time."""
+    thread = threading.Thread(target=lambda: [_write_fifo(gates / f"{name}{rank}") for rank in (0, 1)], daemon=True)
+    thread.start()
+    thread.join(timeout)
+    assert not thread.is_alive(), f"the ranks never reached gate {name}"
+
+
+def _write_fifo(path):
+    with open(path, "w") as fifo:
+        fifo.write("go")
+
+
+def _start_parked(browser, lab, name, blocking=True):
+    """A notebook whose launch printed 200 lines a rank and waits at gate ``name``: one that blocks
+    the cell (the common case), or one in the background (the kernel is free meanwhile)."""
+    gates = _gates(lab, name)
+    cell = PARKED.format(gates=str(gates), name=name, call="notebook_launcher" if blocking else "job = launch")
+    page = open_notebook(browser, lab, f"{name}.ipynb", [cell])
+    run_all(page)
+    page.locator(".nl-logbox", has_text="rank 1: step 199").first.wait_for(timeout=120_000)
+    page.locator(".nl-chip", has_text="rank 1: running").first.wait_for(timeout=30_000)
+    return page, gates
+
+
+def _save(page):
+    page.keyboard.press("Control+s")
+    page.wait_for_function("() => !document.querySelector('.jp-mod-dirty')", timeout=30_000)
+
+
+def _saved_launch_output(lab, name):
+    notebook = nbformat.read(lab.root / f"{name}.ipynb", as_version=4)
+    outputs = [out for cell in notebook.cells for out in cell.get("outputs", []) if "notebook_launcher" in out.metadata]
+    assert len(outputs) == 1, outputs
+    return outputs[0]
+
+
+def _snapshots_seen(folder, count, timeout=60):
+    """The contents of a kernel's snapshot file, once it has held ``count`` different ones, in order."""
+    seen, deadline = [], time.monotonic() + timeout
+    while len(seen) < count:
+        assert time.monotonic() < deadline, f"{len(seen)} snapshots in {timeout} s"
+        for path in folder.glob("*.json"):
+            try:
+                text = path.read_text()
+            except OSError:  # replaced meanwhile
+                continue
+            if text not in seen:
+                seen.append(text)
+        time.sleep(0.05)  # polling another process's file, bounded by the deadline
+    return seen
+
+
+def _kernel_of(lab, name):
+    sessions = json.load(urllib.request.urlopen(lab.url("/api/sessions")))
+    return next(s["kernel"]["id"] for s in sessions if s["path"].endswith(f"{name}.ipynb"))
+
+
+def _wait_idle(lab, kernel_id, timeout=60):
+    deadline = time.monotonic() + timeout
+    while json.load(urllib.request.urlopen(lab.url(f"/api/kernels/{kernel_id}")))["execution_state"] != "idle":
+        assert time.monotonic() < deadline, "the kernel stayed busy"
+        time.sleep(0.1)  # polling the server's view of the kernel, bounded by the deadline
+
+
+def _no_widget_error(page):
+    """Nothing a person sees says the widget is missing or still loading."""
+    for text in ("Error displaying widget", "Loading widget"):
+        assert page.locator(f"text={text} >> visible=true").count() == 0, text
+
+
+def test_the_server_saves_a_launch_output_with_its_latest_snapshot(lab):
+    """Through the contents API: our outputs lose the plain widget reference and take the latest
+    snapshot; someone else's widget output is saved as it came."""
+    name = f"{os.getpid()}-0badcafe"
+    write_snapshot(lab.snapshots, name, {"text/plain": "latest plain", "text/html": "<b>latest</b>"})
+    widget = {WIDGET_MIME: {"version_major": 2, "version_minor": 0, "model_id": "m1"}}
+    notebook = nbformat.v4.new_notebook()
+    notebook.cells = [
+        nbformat.v4.new_code_cell(
+            "x",
+            outputs=[
+                nbformat.v4.new_output("display_data", {**widget, "text/plain": "old"}, metadata=output_metadata(name)),
+                nbformat.v4.new_output(
+                    "display_data", {**widget, "text/plain": "kept"}, metadata=output_metadata("1-00000000")
+                ),
+                nbformat.v4.new_output("display_data", {**widget, "text/plain": "theirs"}),
+            ],
+        )
+    ]
+    body = json.dumps({"type": "notebook", "format": "json", "content": notebook}).encode()
+    request = urllib.request.Request(lab.url("/api/contents/saved-by-api.ipynb"), data=body, method="PUT")
+    urllib.request.urlopen(request).read()
+    saved = nbformat.read(lab.root / "saved-by-api.ipynb", as_version=4).cells[0].outputs
+    assert saved[0].data == {SAVED_MIME: {"model_id": "m1"}, "text/plain": "latest plain", "text/html": "<b>latest</b>"}
+    assert saved[1].data == {SAVED_MIME: {"model_id": "m1"}, "text/plain": "kept"}  # no snapshot: as it was
+    assert saved[2].data == {**widget, "text/plain": "theirs"}
+
+
+def test_a_kernel_under_the_server_keeps_its_snapshots_in_a_file_not_in_the_output(tmp_path):
+    """The launch's output is written when the widget is built and at the end, never in between
+    (a rewrite redraws the live widget); the snapshot file holds the latest static form and goes at
+    the end."""
+    folder = tmp_path / "snapshots"
+    folder.mkdir(mode=0o700)
+    kernel = KernelSession(env={"NOTEBOOK_LAUNCHER_SNAPSHOTS": str(folder)})
+    try:
+        kernel.ok("import os\nfrom notebook_launcher import launch, notebook_launcher\n" + gate_code(tmp_path))
+        kernel.ok("def parked():\n    print('rank', os.environ['RANK'], 'parked')\n    wait_at_gate()\n    return 5\n")
+        msg_id = kernel.submit("notebook_launcher(parked, num_processes=2, display='widget')")
+        contents = _snapshots_seen(folder, count=2)
+        latest = json.loads(contents[-1])
+        head = latest["text/plain"].splitlines()[0]
+        assert "running" in head and "before the launch ended" in head, head
+        open_gates(tmp_path, [0, 1])
+        ended = kernel.collect(msg_id)
+        bundles = [out["display"] for out in ended.outputs if "display" in out]
+        with_widget = [bundle for bundle in bundles if WIDGET_MIME in bundle]
+        assert len(with_widget) == 1, f"{len(with_widget)} outputs with the widget, expected the build's only"
+        assert WIDGET_MIME not in bundles[-1] and "succeeded in" in bundles[-1]["text/plain"].splitlines()[0]
+        assert list(folder.glob("*")) == []  # the launch ended: its snapshot is gone
+    finally:
+        kernel.shutdown()
+
+
+@needs_browser
+def test_reloaded_mid_launch_the_live_widget_comes_back_undisturbed_by_snapshots(lab, browser):
+    page, gates = _start_parked(browser, lab, "reload", blocking=False)
+    # read back through the log, text selected, while the kernel takes two snapshots
+    page.evaluate("""() => {
+        const root = document.querySelector('.nl-root:not(.nl-static)');
+        root.dataset.nlMark = 'the same view';
+        const box = [...document.querySelectorAll('.nl-logbox')].find(e => e.clientHeight > 0);
+        box.scrollTop = -(box.scrollHeight - box.clientHeight) / 2;
+        const pre = box.querySelectorAll('.nl-loglines pre')[1];
+        const range = document.createRange(); range.selectNodeContents(pre);
+        window.getSelection().removeAllRanges(); window.getSelection().addRange(range);
+    }""")
+    where = "() => [...document.querySelectorAll('.nl-logbox')].find(e => e.clientHeight > 0).scrollTop"
+    before = {"scroll": page.evaluate(where), "selection": page.evaluate("() => window.getSelection().toString()")}
+    _snapshots_seen(lab.snapshots, count=2)
+    assert page.evaluate("() => document.querySelector('.nl-root:not(.nl-static)').dataset.nlMark") == "the same view"
+    assert page.evaluate(where) == before["scroll"] != 0
+    assert page.evaluate("() => window.getSelection().toString()") == before["selection"] != ""
+
+    # saved now: the file holds the latest snapshot and no plain widget reference
+    _save(page)
+    output = _saved_launch_output(lab, "reload")
+    assert WIDGET_MIME not in output.data and SAVED_MIME in output.data
+    assert "before the launch ended" in output.data["text/plain"].splitlines()[0]
+    assert "[rank 1] rank 1: step 199" in output.data["text/plain"]
+
+    # reloaded while the launch runs (in the background: the kernel answers): the live widget again
+    page.reload()
+    page.locator(".nl-logbox", has_text="rank 1: step 199").first.wait_for(timeout=60_000)
+    _no_widget_error(page)
+    screenshot(page.locator(".jp-OutputArea-output", has=page.locator(".nl-chip")).first, "saved-reloaded-live.png")
+    # the launch ends: the widget goes, the saved static form shows in its place
+    _release(gates, "reload")
+    page.locator(".nl-static", has_text="before the launch ended").first.wait_for(timeout=60_000)
+    assert page.locator(".nl-logbox").count() == 0
+    _no_widget_error(page)
+    page.close()
+
+
+@needs_browser
+def test_saved_mid_launch_and_reopened_after_it_ended_or_after_the_kernel_died(lab, browser):
+    # (a) saved mid-launch, the tab closed, reopened once the launch has ended (the kernel lives on)
+    page, gates = _start_parked(browser, lab, "closed")
+    _save(page)
+    page.close()
+    _release(gates, "closed")
+    _wait_idle(lab, _kernel_of(lab, "closed"))
+    page = browser.new_page(viewport={"width": 1400, "height": 1000})
+    page.goto(lab.url("/lab/tree/closed.ipynb"))
+    static = page.locator(".nl-static", has_text="before the launch ended").first
+    static.wait_for(timeout=60_000)
+    page.locator(".jp-StatusBar-TextItem", has_text=re.compile(r"\|\s*Idle")).first.wait_for(timeout=90_000)
+    assert "rank 1: step 199" in static.inner_text()  # what a person sees: the log as it was saved
+    _no_widget_error(page)
+    screenshot(page.locator(".jp-OutputArea-output", has=static).first, "saved-reopened-after-end.png")
+    page.close()
+
+    # (b) saved mid-launch and the page reloaded while the cell still waits on the launch (the
+    # kernel cannot answer for the widget until it ends): the saved static form, not "Loading widget"
+    page, gates = _start_parked(browser, lab, "killed")
+    _save(page)
+    page.reload()
+    static = page.locator(".nl-static", has_text="before the launch ended").first
+    static.wait_for(timeout=60_000)
+    assert "rank 1: step 199" in static.inner_text()
+    _no_widget_error(page)
+    # then the kernel is killed (out of memory, say) and the page reloaded again
+    kernel_id = _kernel_of(lab, "killed")
+    kernel = next(
+        process
+        for process in psutil.Process(lab.process.pid).children(recursive=True)
+        if any(f"kernel-{kernel_id}.json" in part for part in process.cmdline())
+    )
+    os.kill(kernel.pid, signal.SIGKILL)
+    kernel.wait(30)
+    page.reload()
+    static = page.locator(".nl-static", has_text="before the launch ended").first
+    static.wait_for(timeout=60_000)
+    assert "rank 0: step 199" in static.inner_text()
+    _no_widget_error(page)
+    page.close()
+
+    # Notebook 7 shows both saved notebooks the same way
+    notebook7 = LabServer(lab.root, app="notebook")
+    try:
+        for name in ("closed", "killed"):
+            page = browser.new_page(viewport={"width": 1400, "height": 1000})
+            page.goto(notebook7.url(f"/notebooks/{name}.ipynb"))
+            page.locator(".nl-static", has_text="before the launch ended").first.wait_for(timeout=60_000)
+            page.locator(".nl-static", has_text="rank 1: step 199").first.wait_for(timeout=10_000)
+            _no_widget_error(page)
+            page.close()
+    finally:
+        notebook7.stop()
