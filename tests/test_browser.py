@@ -271,3 +271,38 @@ def test_the_shipped_quickstart_reads_well_as_a_clone_opens_it(lab, browser):
     assert page.locator(".jp-mod-dirty").count() == 0
     screenshot(page.locator(".jp-OutputArea-output", has=page.locator(".nl-static")).first, "quickstart-clone.png")
     page.close()
+
+
+EIGHT = """
+import os
+from notebook_launcher import launch
+def chatty_then_parked():
+    rank = int(os.environ["RANK"])
+    for step in range(100):
+        print(f"rank {{rank}}: step {{step}}")
+    with open(os.path.join({gates!r}, "e" + os.environ["RANK"])) as gate:   # a FIFO the test opens
+        gate.read()
+job = launch(chatty_then_parked, num_processes=8)
+"""
+
+
+def test_eight_ranks_finished_look_about_as_tall_as_they_did_live(lab, browser):
+    """Eight ranks of 100 lines: the finished form folds each rank's log under one capped log of
+    them all, so it stays about as tall as the live widget (it once grew from 702 to 3,954 px)."""
+    gates = lab.root / "eight-gates"
+    gates.mkdir()
+    for rank in range(8):
+        os.mkfifo(gates / f"e{rank}")
+    page = open_notebook(browser, lab, "eight.ipynb", [EIGHT.format(gates=str(gates))])
+    run_all(page)
+    page.locator(".nl-chip", has_text="rank 7: running").first.wait_for(timeout=180_000)
+    page.locator(".nl-logbox", has_text="rank 7: step 99").first.wait_for(timeout=60_000)
+    live = page.locator(".jp-OutputArea-output", has=page.locator(".nl-logbox")).first.bounding_box()["height"]
+    _release(str(gates), "e", ranks=range(8))
+    finished = page.locator(".jp-OutputArea-output", has=page.locator(".nl-static .nl-summary")).first
+    finished.wait_for(timeout=60_000)
+    height = finished.bounding_box()["height"]
+    assert height < 1.5 * live, f"{height:.0f} px finished against {live:.0f} px live"
+    assert "rank 7: step 99" in finished.inner_text()  # the last lines are in view, in the all-ranks log
+    screenshot(finished, "eight-ranks-finished.png")
+    page.close()
