@@ -61,8 +61,6 @@ def _jupyter_labextension_paths():
 
 def _jupyter_server_extension_points():
     """The Jupyter server extension that keeps each launch's static form in saved notebooks."""
-    if _NVML_CHECK_SET_HERE:  # the server is not a kernel: its kernels must not inherit our setting
-        os.environ.pop("PYTORCH_NVML_BASED_CUDA_CHECK", None)
     return [{"module": "notebook_launcher.frontend.server_extension"}]
 
 

@@ -2,7 +2,9 @@
 
 ``LabServer`` starts ``jupyter lab`` on a free port in a scratch folder with its own settings (no
 news pop-up) and stops it by PID. ``open_notebook`` writes a notebook, opens it with a reset
-workspace, waits until its kernel is idle and returns the page.
+workspace, waits until its kernel is idle and returns the page. ``make_gates`` / ``release_gates``
+hold ranks at FIFOs until the test lets them go; ``parked_launch`` is a cell whose ranks print, then
+wait at one.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ import secrets
 import shutil
 import subprocess
 import sys
+import threading
 import time
 import urllib.request
 from pathlib import Path
@@ -48,7 +51,9 @@ class LabServer:
         (settings / "notification.jupyterlab-settings").write_text(
             json.dumps({"fetchNews": "false", "checkForUpdates": False})
         )
-        env = {k: v for k, v in os.environ.items() if k != "NOTEBOOK_LAUNCHER_DISPLAY"}
+        # as a person's server starts: without what importing the package in this test process set
+        unset = ("NOTEBOOK_LAUNCHER_DISPLAY", "PYTORCH_NVML_BASED_CUDA_CHECK")
+        env = {k: v for k, v in os.environ.items() if k not in unset}
         # the server extension keeps running launches' snapshots here (its own, not the user's)
         self.snapshots = self.root / ".snapshots"
         self.snapshots.mkdir(mode=0o700, exist_ok=True)
@@ -131,3 +136,47 @@ def screenshot(target, name):
     path = ARTIFACTS / name
     target.screenshot(path=str(path))
     return path
+
+
+PARKED_LAUNCH = """
+import os
+from notebook_launcher import launch, notebook_launcher
+def chatty_then_parked():
+    rank = int(os.environ["RANK"])
+    for step in range({lines}):
+        print(f"rank {{rank}}: step {{step}}")
+    with open(os.path.join({gates!r}, "{gate}" + os.environ["RANK"])) as gate:   # a FIFO the test opens
+        gate.read()
+    return rank
+{call}(chatty_then_parked, num_processes={ranks})
+"""
+
+
+def parked_launch(gates, gate, *, lines, ranks=2, blocking=True):
+    """A cell whose ranks print ``lines`` lines each, then wait at FIFO ``gate<rank>`` in ``gates``;
+    its launch blocks the cell (the common case) or runs in the background (the kernel stays free)."""
+    call = "notebook_launcher" if blocking else "job = launch"
+    return PARKED_LAUNCH.format(gates=str(gates), gate=gate, lines=lines, ranks=ranks, call=call)
+
+
+def make_gates(gates, name, ranks=(0, 1)):
+    """The FIFOs ``name<rank>`` in folder ``gates`` (made if missing); returns the folder."""
+    gates = Path(gates)
+    gates.mkdir(exist_ok=True)
+    for rank in ranks:
+        os.mkfifo(gates / f"{name}{rank}")
+    return gates
+
+
+def release_gates(gates, name, ranks=(0, 1), timeout=60):
+    """Open the FIFOs ``name<rank>`` for writing (each open waits for its rank), bounded in time."""
+
+    def release():
+        for rank in ranks:
+            with open(os.path.join(gates, f"{name}{rank}"), "w") as fifo:
+                fifo.write("go")
+
+    thread = threading.Thread(target=release, daemon=True)
+    thread.start()
+    thread.join(timeout)
+    assert not thread.is_alive(), f"the ranks never reached gate {name}"

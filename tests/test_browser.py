@@ -10,11 +10,10 @@ from __future__ import annotations
 import json
 import os
 import re
-import threading
 import urllib.request
 
 import pytest
-from browser import CHROMIUM, LabServer, open_notebook, run_all, screenshot
+from browser import CHROMIUM, LabServer, make_gates, open_notebook, parked_launch, release_gates, run_all, screenshot
 
 pytestmark = pytest.mark.skipif(not os.path.exists(CHROMIUM), reason="Debian's chromium is not installed")
 
@@ -42,20 +41,6 @@ job.wait()
 """
 
 
-def _release(gates, name, ranks=(0, 1), timeout=60):
-    """Open the FIFOs ``name<rank>`` for writing (each open waits for its rank), bounded in time."""
-
-    def release():
-        for rank in ranks:
-            with open(os.path.join(gates, f"{name}{rank}"), "w") as fifo:
-                fifo.write("go")
-
-    thread = threading.Thread(target=release, daemon=True)
-    thread.start()
-    thread.join(timeout)
-    assert not thread.is_alive(), f"the ranks never reached gate {name}"
-
-
 def _box_metrics(page):
     """Where the second chunk of the visible log box sits, the box's scroll offset, and the selection."""
     return page.evaluate("""() => {
@@ -69,10 +54,8 @@ def _box_metrics(page):
 
 def test_the_live_widget_keeps_the_reader_then_the_notebook_keeps_the_launch(lab, browser, tmp_path_factory):
     gates = lab.root / "gates"
-    gates.mkdir()
     for name in ("a", "b", "c"):
-        for rank in (0, 1):
-            os.mkfifo(gates / f"{name}{rank}")
+        make_gates(gates, name)
     page = open_notebook(browser, lab, "widget.ipynb", [TRAIN.format(gates=str(gates))])
     run_all(page)
     # the live widget: chips, an "all ranks" tab (selected) and one per rank, the chart and its legend
@@ -92,7 +75,7 @@ def test_the_live_widget_keeps_the_reader_then_the_notebook_keeps_the_launch(lab
         window.getSelection().removeAllRanges(); window.getSelection().addRange(range);
     }""")
     before = _box_metrics(page)
-    _release(gates, "a")
+    release_gates(gates, "a")
     page.locator(".nl-logbox", has_text="rank 1: step 499").first.wait_for(timeout=60_000)
     after = _box_metrics(page)
     assert abs(after["offset"] - before["offset"]) <= 1 and after["chunks"] > before["chunks"]
@@ -102,7 +85,7 @@ def test_the_live_widget_keeps_the_reader_then_the_notebook_keeps_the_launch(lab
     page.evaluate(
         """() => { [...document.querySelectorAll('.nl-logbox')].find(e => e.clientHeight > 0).scrollTop = 0; }"""
     )
-    _release(gates, "b")
+    release_gates(gates, "b")
     page.locator(".nl-logbox", has_text="rank 1: step 699").first.wait_for(timeout=60_000)
     newest_in_view = page.evaluate("""() => {
         const box = [...document.querySelectorAll('.nl-logbox')].find(e => e.clientHeight > 0);
@@ -114,7 +97,7 @@ def test_the_live_widget_keeps_the_reader_then_the_notebook_keeps_the_launch(lab
     screenshot(page.locator(".jp-OutputArea-output", has=page.locator(".nl-chip")).first, "widget.png")
 
     # the end: the output becomes the static form, in place of the widget
-    _release(gates, "c")
+    release_gates(gates, "c")
     page.locator(".nl-static .nl-summary", has_text="succeeded in").first.wait_for(timeout=60_000)
     assert page.locator(".nl-logbox").count() == 0
     assert page.locator(".nl-static details.nl-ranklog").count() == 2
@@ -235,10 +218,7 @@ job = launch(parked_at_gate, num_processes=2)   # in the background: the kernel 
 
 
 def test_the_stacks_button_shows_where_the_ranks_are(lab, browser):
-    gates = lab.root / "stack-gates"
-    gates.mkdir()
-    for rank in (0, 1):
-        os.mkfifo(gates / f"p{rank}")
+    gates = make_gates(lab.root / "stack-gates", "p")
     page = open_notebook(browser, lab, "stacks.ipynb", [PARKED.format(gates=str(gates))])
     run_all(page)
     page.locator(".nl-chip", has_text="rank 1: running").first.wait_for(timeout=120_000)
@@ -247,7 +227,7 @@ def test_the_stacks_button_shows_where_the_ranks_are(lab, browser):
     stacks.wait_for(timeout=30_000)
     assert "rank 0 (pid " in stacks.inner_text() and "rank 1 (pid " in stacks.inner_text()
     screenshot(stacks, "stacks.png")
-    _release(str(gates), "p")
+    release_gates(str(gates), "p")
     page.locator(".nl-summary", has_text="succeeded").first.wait_for(timeout=60_000)
     page.close()
 
@@ -273,32 +253,17 @@ def test_the_shipped_quickstart_reads_well_as_a_clone_opens_it(lab, browser):
     page.close()
 
 
-EIGHT = """
-import os
-from notebook_launcher import launch
-def chatty_then_parked():
-    rank = int(os.environ["RANK"])
-    for step in range(100):
-        print(f"rank {{rank}}: step {{step}}")
-    with open(os.path.join({gates!r}, "e" + os.environ["RANK"])) as gate:   # a FIFO the test opens
-        gate.read()
-job = launch(chatty_then_parked, num_processes=8)
-"""
-
-
 def test_eight_ranks_finished_look_about_as_tall_as_they_did_live(lab, browser):
     """Eight ranks of 100 lines: the finished form folds each rank's log under one capped log of
     them all, so it stays about as tall as the live widget (it once grew from 702 to 3,954 px)."""
-    gates = lab.root / "eight-gates"
-    gates.mkdir()
-    for rank in range(8):
-        os.mkfifo(gates / f"e{rank}")
-    page = open_notebook(browser, lab, "eight.ipynb", [EIGHT.format(gates=str(gates))])
+    gates = make_gates(lab.root / "eight-gates", "e", ranks=range(8))
+    cell = parked_launch(gates, "e", lines=100, ranks=8, blocking=False)
+    page = open_notebook(browser, lab, "eight.ipynb", [cell])
     run_all(page)
     page.locator(".nl-chip", has_text="rank 7: running").first.wait_for(timeout=180_000)
     page.locator(".nl-logbox", has_text="rank 7: step 99").first.wait_for(timeout=60_000)
     live = page.locator(".jp-OutputArea-output", has=page.locator(".nl-logbox")).first.bounding_box()["height"]
-    _release(str(gates), "e", ranks=range(8))
+    release_gates(str(gates), "e", ranks=range(8))
     finished = page.locator(".jp-OutputArea-output", has=page.locator(".nl-static .nl-summary")).first
     finished.wait_for(timeout=60_000)
     height = finished.bounding_box()["height"]

@@ -14,62 +14,32 @@ import json
 import os
 import re
 import signal
-import threading
 import time
 import urllib.request
 
 import nbformat
 import psutil
 import pytest
-from browser import CHROMIUM, LabServer, open_notebook, run_all, screenshot
+from browser import CHROMIUM, LabServer, make_gates, open_notebook, parked_launch, release_gates, run_all, screenshot
 from gates import gate_code, open_gates
 from kernel_session import KernelSession
 
-from notebook_launcher.frontend.saved_outputs import SAVED_MIME, WIDGET_MIME, output_metadata, write_snapshot
+from notebook_launcher.frontend.saved_outputs import (
+    SAVED_MIME,
+    WIDGET_MIME,
+    output_metadata,
+    snapshot_path,
+    write_snapshot,
+)
 
 needs_browser = pytest.mark.skipif(not os.path.exists(CHROMIUM), reason="Debian's chromium is not installed")
-
-PARKED = """
-import os
-from notebook_launcher import launch, notebook_launcher
-def train():
-    rank = int(os.environ["RANK"])
-    for step in range(200):
-        print(f"rank {{rank}}: step {{step}}")
-    with open(os.path.join({gates!r}, "{name}" + os.environ["RANK"])) as gate:   # a FIFO the test opens
-        gate.read()
-    return rank
-{call}(train, num_processes=2)
-"""
-
-
-def _gates(lab, name):
-    gates = lab.root / "gates"
-    gates.mkdir(exist_ok=True)
-    for rank in (0, 1):
-        os.mkfifo(gates / f"{name}{rank}")
-    return gates
-
-
-def _release(gates, name, timeout=60):
-    """Open the FIFOs ``name<rank>`` (each open waits for its rank), bounded in time."""
-    thread = threading.Thread(target=lambda: [_write_fifo(gates / f"{name}{rank}") for rank in (0, 1)], daemon=True)
-    thread.start()
-    thread.join(timeout)
-    assert not thread.is_alive(), f"the ranks never reached gate {name}"
-
-
-def _write_fifo(path):
-    with open(path, "w") as fifo:
-        fifo.write("go")
 
 
 def _start_parked(browser, lab, name, blocking=True):
     """A notebook whose launch printed 200 lines a rank and waits at gate ``name``: one that blocks
     the cell (the common case), or one in the background (the kernel is free meanwhile)."""
-    gates = _gates(lab, name)
-    cell = PARKED.format(gates=str(gates), name=name, call="notebook_launcher" if blocking else "job = launch")
-    page = open_notebook(browser, lab, f"{name}.ipynb", [cell])
+    gates = make_gates(lab.root / "gates", name)
+    page = open_notebook(browser, lab, f"{name}.ipynb", [parked_launch(gates, name, lines=200, blocking=blocking)])
     run_all(page)
     page.locator(".nl-logbox", has_text="rank 1: step 199").first.wait_for(timeout=120_000)
     page.locator(".nl-chip", has_text="rank 1: running").first.wait_for(timeout=30_000)
@@ -126,7 +96,7 @@ def test_the_server_saves_a_launch_output_with_its_latest_snapshot(lab):
     """Through the contents API: our outputs lose the plain widget reference and take the latest
     snapshot; someone else's widget output is saved as it came."""
     name = f"{os.getpid()}-0badcafe"
-    write_snapshot(lab.snapshots, name, {"text/plain": "latest plain", "text/html": "<b>latest</b>"})
+    write_snapshot(snapshot_path(lab.snapshots, name), {"text/plain": "latest plain", "text/html": "<b>latest</b>"})
     widget = {WIDGET_MIME: {"version_major": 2, "version_minor": 0, "model_id": "m1"}}
     notebook = nbformat.v4.new_notebook()
     notebook.cells = [
@@ -209,7 +179,7 @@ def test_reloaded_mid_launch_the_live_widget_comes_back_undisturbed_by_snapshots
     _no_widget_error(page)
     screenshot(page.locator(".jp-OutputArea-output", has=page.locator(".nl-chip")).first, "saved-reloaded-live.png")
     # the launch ends: the widget goes, the saved static form shows in its place
-    _release(gates, "reload")
+    release_gates(gates, "reload")
     page.locator(".nl-static", has_text="before the launch ended").first.wait_for(timeout=60_000)
     assert page.locator(".nl-logbox").count() == 0
     _no_widget_error(page)
@@ -222,7 +192,7 @@ def test_saved_mid_launch_and_reopened_after_it_ended_or_after_the_kernel_died(l
     page, gates = _start_parked(browser, lab, "closed")
     _save(page)
     page.close()
-    _release(gates, "closed")
+    release_gates(gates, "closed")
     _wait_idle(lab, _kernel_of(lab, "closed"))
     page = browser.new_page(viewport={"width": 1400, "height": 1000})
     page.goto(lab.url("/lab/tree/closed.ipynb"))
@@ -250,6 +220,10 @@ def test_saved_mid_launch_and_reopened_after_it_ended_or_after_the_kernel_died(l
         for process in psutil.Process(lab.process.pid).children(recursive=True)
         if any(f"kernel-{kernel_id}.json" in part for part in process.cmdline())
     )
+    # the server gave its kernel the snapshot folder, and nothing of what loading the package set
+    environ = kernel.environ()
+    assert environ["NOTEBOOK_LAUNCHER_SNAPSHOTS"] == str(lab.snapshots)
+    assert "PYTORCH_NVML_BASED_CUDA_CHECK" not in environ
     os.kill(kernel.pid, signal.SIGKILL)
     kernel.wait(30)
     page.reload()

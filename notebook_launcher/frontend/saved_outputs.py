@@ -110,9 +110,9 @@ def _read_snapshot(snapshots: str | Path, name: Any) -> dict | None:
     return {key: value for key, value in bundle.items() if key in ("text/plain", "text/html")} or None
 
 
-def write_snapshot(snapshots: str | Path, name: str, bundle: dict) -> None:
-    """Write ``bundle`` (text/plain and text/html) as snapshot ``name``, whole or not at all."""
-    path = snapshot_path(snapshots, name)
+def write_snapshot(path: Path, bundle: dict) -> None:
+    """Write ``bundle`` (text/plain and text/html) to the snapshot file ``path``
+    (``snapshot_path``), whole or not at all."""
     partial = path.with_suffix(f".{os.getpid()}.tmp")
     with open(partial, "w", encoding="utf-8") as file:
         json.dump(bundle, file)

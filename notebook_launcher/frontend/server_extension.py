@@ -15,6 +15,7 @@ Examples:
 from __future__ import annotations
 
 import os
+import stat
 import tempfile
 import time
 from pathlib import Path
@@ -41,10 +42,10 @@ def snapshots_folder() -> Path:
 
 def _private(folder: Path) -> bool:
     try:
-        status = folder.lstat()
+        status = folder.lstat()  # a symlink is not a folder here
     except OSError:
         return False
-    return folder.is_dir() and not folder.is_symlink() and status.st_uid == os.getuid() and not status.st_mode & 0o077
+    return stat.S_ISDIR(status.st_mode) and status.st_uid == os.getuid() and not status.st_mode & 0o077
 
 
 def _sweep(folder: Path) -> None:
@@ -58,6 +59,10 @@ def _sweep(folder: Path) -> None:
 
 
 def _load_jupyter_server_extension(serverapp: Any) -> None:
+    from .. import _NVML_CHECK_SET_HERE
+
+    if _NVML_CHECK_SET_HERE:  # set by importing the package; the server's kernels must not inherit it
+        os.environ.pop("PYTORCH_NVML_BASED_CUDA_CHECK", None)
     folder = snapshots_folder()
     _sweep(folder)
     os.environ[SNAPSHOTS_ENV] = str(folder)

@@ -257,6 +257,10 @@ class _Plot:
     def latest(self) -> str:
         return ", ".join(f"rank {rank}: {_fmt(series[-1][1])}" for rank, series in sorted(self.shown.items()))
 
+    def legend(self) -> str:
+        """The ranks' legend where the chart has a line per rank, else nothing."""
+        return legend_html(sorted(self.shown)) if len(self.shown) > 1 else ""
+
 
 def _chart(key: str, ranks: dict, width: int, height: int) -> str:
     plot = _Plot(ranks, width, height, margins=(56, 8, 18, 20))
@@ -275,12 +279,11 @@ def _chart(key: str, ranks: dict, width: int, height: int) -> str:
         f'<text x="{left + plot_w}" y="{height - 5}" text-anchor="end">{plot.s_hi}</text></g>'
     )
     note = " (constant)" if plot.constant else ""
-    legend = legend_html(sorted(plot.shown)) if len(plot.shown) > 1 else ""
     return (
         f'<div class="nl-chart" data-key="{title}">'
         f'<svg width="{width}" height="{height}" role="img" aria-label="{title}">'
         f'<text x="{left}" y="12" font-size="11" font-weight="600" fill="currentColor">{title}{note}</text>'
-        f"{axes}{plot.lines()}</svg>{legend}"
+        f"{axes}{plot.lines()}</svg>{plot.legend()}"
         f"<div>latest {title}: {html.escape(plot.latest())}</div></div>"
     )
 
@@ -296,11 +299,10 @@ def _chart_image(key: str, ranks: dict, width: int, height: int) -> str:
     latest = html.escape(plot.latest())
     low, high = _fmt(plot.lo), _fmt(plot.hi)
     ranges = f"constant {_fmt(plot.values[0])}" if plot.constant else f"from {low} to {high}"
-    legend = legend_html(sorted(plot.shown)) if len(plot.shown) > 1 else ""
     return (
         f'<div class="nl-chart" data-key="{title}"><div><b>{title}</b></div>'
         f'<img class="nl-chart-image" src="{source}" width="{width}" height="{height}"'
         f' alt="{title} chart, {ranges}; latest {latest}"/>'
-        f"<div>{ranges}, steps {plot.s_lo} to {plot.s_hi}</div>{legend}"
+        f"<div>{ranges}, steps {plot.s_lo} to {plot.s_hi}</div>{plot.legend()}"
         f"<div>latest {title}: {latest}</div></div>"
     )

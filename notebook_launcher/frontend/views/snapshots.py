@@ -60,14 +60,13 @@ class FileSnapshots:
     longest = 10.0
 
     def __init__(self, folder: str, launch_id: str) -> None:
-        self.name = f"{os.getpid()}-{launch_id}"
-        self.path = snapshot_path(folder, self.name)
-        self.metadata = output_metadata(self.name)
-        self._folder = folder
+        name = f"{os.getpid()}-{launch_id}"
+        self.path = snapshot_path(folder, name)
+        self.metadata = output_metadata(name)
 
     def keep(self, handle: Any, static: dict, model_id: str) -> None:
         try:
-            write_snapshot(self._folder, self.name, static)
+            write_snapshot(self.path, static)
         except OSError:  # the folder went away (tmp cleaned): the saved copy keeps the last one
             pass
 
