@@ -3,6 +3,7 @@ the store node 0's kernel hosts (torch.distributed's TCPStore; static and c10d r
 
 from __future__ import annotations
 
+import socket
 from textwrap import dedent
 
 import pytest
@@ -128,3 +129,19 @@ def test_an_interrupt_ends_the_wait_for_a_node(kernel):
     result = kernel.collect(msg_id, timeout=30)
     assert result.error["ename"] == "KeyboardInterrupt" and result.seconds < 3
     assert kernel.children() == []
+
+
+def test_waiting_for_node_0_polls_quietly_and_stops_when_asked(capfd):
+    """A node that starts first polls node 0's port without torch's client, which retries a closed
+    port for seconds (deaf to a stop meanwhile) and prints a C++ stack into the cell at each try."""
+    from notebook_launcher.errors import LaunchError
+    from notebook_launcher.launching.rendezvous import Rendezvous
+
+    with socket.socket() as closed:  # a port nobody listens on
+        closed.bind(("127.0.0.1", 0))
+        port = closed.getsockname()[1]
+    looks = []
+    meeting = Rendezvous("127.0.0.1", port, node_rank=1, num_nodes=2, timeout=60, secret=b"s" * 32)
+    with pytest.raises(LaunchError, match="stopped while waiting"):
+        meeting.open(lambda: looks.append(1) or len(looks) > 5, lambda text: None)
+    assert "TCPStore" not in capfd.readouterr().err

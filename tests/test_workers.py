@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from textwrap import dedent
 
 import pytest
 
@@ -66,10 +67,24 @@ def test_an_interrupt_ends_the_cell_on_every_rank_and_keeps_the_workers(dist):
 
 def test_a_second_interrupt_stops_workers_stuck_in_a_collective_and_shows_where(kernel):
     kernel.ok("%dist start 2 --backend gloo --display text")
+    # rank 0 says "in" once its main thread is inside the barrier, and ignores SIGINT: a loaded
+    # machine may otherwise deliver the first interrupt between its print and the barrier
     msg_id = kernel.submit(
-        "%%dist\nimport torch, torch.distributed as dist\nprint('in', flush=True)\n"
-        "if dist.get_rank() == 0:\n    dist.barrier()          # rank 1 never comes\nelse:\n"
-        "    while True: pass"
+        dedent("""
+        %%dist
+        import signal, sys, threading, time, traceback, torch.distributed as dist
+        def inside_the_barrier(main=threading.main_thread().ident):
+            while not any(f.name == "barrier" for f in traceback.extract_stack(sys._current_frames()[main])):
+                time.sleep(0.01)   # a poll of the main thread, which cannot signal from inside C
+            print("in", flush=True)
+        if dist.get_rank() == 0:
+            signal.signal(signal.SIGINT, signal.SIG_IGN)
+            threading.Thread(target=inside_the_barrier, daemon=True).start()
+            dist.barrier()          # rank 1 never comes
+        else:
+            print("in", flush=True)
+            while True: pass
+        """).strip()
     )
     kernel.collect(msg_id, timeout=60, until=lambda r: r.stdout.count("in") == 2)
     kernel.interrupt()  # rank 1 stops; rank 0 stays in the collective, where SIGINT cannot reach it

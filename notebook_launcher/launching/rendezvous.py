@@ -173,6 +173,8 @@ class Rendezvous:
             if stop_requested():
                 raise LaunchError(f"stopped while waiting for {whose} at {target}")
             try:
+                if not _listening(address, port):
+                    raise ConnectionRefusedError(target)
                 store = dist.TCPStore(address, port, self.num_nodes, False, timeout=datetime.timedelta(seconds=1))
                 signed = self._sign(store)
                 if signed.get(_ATTEMPT) is not None:
@@ -346,6 +348,17 @@ def host_store(
         master_listen_fd=listener.detach(),
         use_libuv=True,
     )
+
+
+def _listening(address: str, port: int) -> bool:
+    """Whether something accepts connections at ``address:port``, asked without torch: its client
+    retries a closed port for seconds (deaf to a stop meanwhile) and prints a C++ stack into the cell
+    at each try."""
+    try:
+        with socket.create_connection((address, port), timeout=_POLL * 5):
+            return True
+    except OSError:
+        return False
 
 
 def _bind(address: str, port: int | None) -> socket.socket:
