@@ -207,31 +207,6 @@ def _restart_kernels(server):
         urllib.request.urlopen(request).read()
 
 
-PARKED = """
-import os
-from notebook_launcher import launch
-def parked_at_gate():
-    with open(os.path.join({gates!r}, "p" + os.environ["RANK"])) as gate:
-        gate.read()
-job = launch(parked_at_gate, num_processes=2)   # in the background: the kernel stays free for clicks
-"""
-
-
-def test_the_stacks_button_shows_where_the_ranks_are(lab, browser):
-    gates = make_gates(lab.root / "stack-gates", "p")
-    page = open_notebook(browser, lab, "stacks.ipynb", [PARKED.format(gates=str(gates))])
-    run_all(page)
-    page.locator(".nl-chip", has_text="rank 1: running").first.wait_for(timeout=120_000)
-    page.get_by_role("button", name="Stacks").click()
-    stacks = page.locator(".nl-stacks", has_text="in parked_at_gate").first
-    stacks.wait_for(timeout=30_000)
-    assert "rank 0 (pid " in stacks.inner_text() and "rank 1 (pid " in stacks.inner_text()
-    screenshot(stacks, "stacks.png")
-    release_gates(str(gates), "p")
-    page.locator(".nl-summary", has_text="succeeded").first.wait_for(timeout=60_000)
-    page.close()
-
-
 def test_the_shipped_quickstart_reads_well_as_a_clone_opens_it(lab, browser):
     """A clone's notebooks are untrusted (no server ever signed them): the quickstart's saved launch
     shows its chips apart, its chart drawn and its logs capped, and opening it modifies nothing."""

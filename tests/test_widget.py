@@ -266,10 +266,11 @@ def test_the_stacks_action_shows_where_each_rank_is_in_the_widget_and_the_saved_
     kernel.ok("def parked_at_gate():\n    wait_at_gate()")
     kernel.ok("job = launch(parked_at_gate, num_processes=2, display='widget')")
     kernel.ok("while not job.view.built or job.rank_status(1) != 'running': job.join(0.02)")
-    assert kernel.eval("[b.description for b in job.view.actions.children[:3]]") == [
+    assert kernel.eval("[b.description for b in job.view.actions.children[:4]]") == [
         "Stacks",
         "Save log",
         "Log as text",
+        "Stop",
     ]
     kernel.ok("job.view.take_stacks()")
     kernel.ok("while 'parked_at_gate' not in job.view.static['text/plain']: job.join(0.02)", timeout=30)

@@ -22,6 +22,7 @@ from ..devices.inventory import device_inventory
 from ..launching.handle import active_launches, find_launch, observe_launches
 from .messages import HISTORY, launch_info, start_server_message
 from .settings import SETTING_CHOICES, kernel_settings
+from .subshells import handle_where_sent
 
 __all__ = ["register", "TARGET"]
 
@@ -129,6 +130,7 @@ class _SidebarChannel:
             "set_settings": self._set_settings,
             "stop_launch": self._stop_launch,
         }
+        handle_where_sent(comm)  # a sidebar's requests are answered while a cell blocks
         comm.on_msg(self._on_msg)
         comm.on_close(lambda _msg: self._close())
 
@@ -161,7 +163,7 @@ class _SidebarChannel:
         if launch is None:
             self._reply(data, f"no running launch with id {data.get('id')!r}")
             return
-        launch.request_stop()
+        launch.request_stop(by="the sidebar's Stop")
         self._reply(data, None)
 
     def _reply(self, data, error):

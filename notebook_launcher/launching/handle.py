@@ -65,6 +65,7 @@ class Launch:
         self._listener = CompositeListener(view, self._observed)
         self._make_starter = make_starter
         self._stopping = False
+        self._stopped_by = ""  # who asked, for the error: "its Stop button", "the sidebar"
         self._ended = False
         self._done = threading.Event()
         self._future: concurrent.futures.Future = concurrent.futures.Future()
@@ -297,7 +298,11 @@ class Launch:
         if failure is not None:
             return failure.with_traceback(self._record.failure_traceback)
         if self._record.status == "stopped":
-            return LaunchError(f"launch {self.id} was stopped before every rank returned")
+            by = f" by {self._stopped_by}" if self._stopped_by else ""
+            stacks = self._record.latest_stacks()
+            where = f"; where the ranks were:\n{stacks.summary()}" if stacks else ""
+            message = f"launch {self.id} was stopped{by} before every rank returned{where}"
+            return shown_as(LaunchError(message), line=f"LaunchError: {message}")
         return None
 
     @property
@@ -320,11 +325,12 @@ class Launch:
         if not self.done:
             self._observed.changed()
 
-    def request_stop(self):
+    def request_stop(self, by=""):
         """Ask every rank to end (after taking the stacks of those still running) and return at once;
-        ``stop()`` also waits until they have."""
+        ``stop()`` also waits until they have. ``by`` names who asked, for the error ``wait()`` raises."""
         with self._attempt_lock:
             self._stopping = True
+            self._stopped_by = self._stopped_by or by
             supervisor = self._supervisor
         supervisor.request_stop(with_stacks=True)
 

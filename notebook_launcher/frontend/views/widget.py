@@ -29,6 +29,7 @@ from typing import Any
 
 from ...interrupt_routing import kernel_thread
 from ...launching.listener import LaunchState
+from ..subshells import handle_where_sent
 from .base import LaunchView
 from .logbox import LogBox
 from .render import CSS, metrics_html, series_by_key, status_chips
@@ -40,10 +41,13 @@ __all__ = ["WidgetView"]
 _STATIC_FIRST = 2.0  # seconds to the first snapshot of the static form (the gap then doubles)
 _ALL_RANKS_UP_TO = 8
 BUILD_AFTER = 0.25  # seconds a launch runs before its widget is built
-_STACKS_TIP = (
-    "Where every running rank is now: the Python stack of each of its threads. While a cell waits on"
-    " this launch the kernel takes the click only after it: interrupt the kernel instead, which shows"
-    " the stacks before it ends the ranks."
+_STACKS_TIP = "Where every running rank is now: the Python stack of each of its threads."
+_SAVE_TIP = "Write every line of every rank to a file next to the notebook."
+_TEXT_TIP = "Show the lines in a text box, to copy."
+_STOP_TIP = "End every rank now (their stacks are taken first); the launch raises LaunchError."
+_CLICKS_TIP = (
+    " While a cell waits on this launch, JupyterLab and Notebook 7 (kernel subshells) take the click"
+    " at once; other front ends only after the cell, so interrupt the kernel there instead."
 )
 
 
@@ -155,16 +159,20 @@ class WidgetView(LaunchView):
         self.tabs.selected_index = 0 if len(ranks) <= _ALL_RANKS_UP_TO else 1
         self.metrics_box = w.HTML()
         self.metrics_box.layout.display = "none"
-        stacks = w.Button(description="Stacks", icon="list", tooltip=_STACKS_TIP)
+        stacks = w.Button(description="Stacks", icon="list", tooltip=_STACKS_TIP + _CLICKS_TIP)
         self.stacks_box = w.HTML()
         stacks.on_click(lambda _button: self.take_stacks())
-        save = w.Button(description="Save log", icon="download", tooltip="Write every line of every rank to a file")
-        as_text = w.Button(description="Log as text", icon="copy", tooltip="Show the lines in a text box to copy")
+        save = w.Button(description="Save log", icon="download", tooltip=_SAVE_TIP + _CLICKS_TIP)
+        as_text = w.Button(description="Log as text", icon="copy", tooltip=_TEXT_TIP + _CLICKS_TIP)
+        self.stop_button = w.Button(description="Stop", icon="stop", tooltip=_STOP_TIP + _CLICKS_TIP)
         self.saved = w.HTML()
         self.text_log = w.Textarea(layout=w.Layout(width="100%", height="240px", display="none"))
         save.on_click(lambda _button: self.save_log())
         as_text.on_click(lambda _button: self._toggle_text())
-        self.actions = w.HBox([stacks, save, as_text, self.saved])
+        self.stop_button.on_click(lambda _button: self.stop())
+        for button in (stacks, save, as_text, self.stop_button):
+            handle_where_sent(button)
+        self.actions = w.HBox([stacks, save, as_text, self.stop_button, self.saved])
         self.root = w.VBox(
             [self.style, self.header, self.tabs, self.metrics_box, self.actions, self.stacks_box, self.text_log]
         )
@@ -264,6 +272,12 @@ class WidgetView(LaunchView):
             self._next_static = 0.0  # the saved form gets them too, at the next flush
 
         kernel_thread(take, name="notebook-launcher-stacks")
+
+    def stop(self) -> None:
+        """End the launch (the Stop button): every rank's stacks are taken, then the ranks end."""
+        self.stop_button.disabled = True
+        self.stop_button.description = "Stopping…"
+        self.launch.request_stop(by="its Stop button")
 
     def save_log(self, directory: str = ".") -> str:
         """Write every line of every rank to ``notebook_launcher-<id>.log``; returns its path."""

@@ -1,0 +1,37 @@
+"""A click on the live widget or a sidebar request is handled at once, even while a cell blocks.
+
+JupyterLab ≥ 4.4 and Notebook 7.4 send comm messages to a kernel subshell (ipykernel ≥ 7): a
+thread of the kernel's own, free while the main shell runs the cell that waits on a launch.
+ipykernel 7.4 then re-routes a comm's incoming messages to the subshell of the last message that
+comm *sent*, so that an async cell awaiting a widget's reply gets it. The launch widget and the
+sidebar are updated from the launcher's thread on behalf of the waiting cell (the main shell), so
+without help every click would queue behind that cell (and be dropped with the widget when the
+launch ends). ``handle_where_sent`` keeps a comm's messages on the subshell the front end chose.
+
+Front ends without subshells (Colab, VS Code, ipykernel 6) still deliver the message once the cell
+ends; the widget's tooltips say so.
+
+Examples:
+    >>> import ipywidgets as w
+    >>> button = w.Button(description="Stop")
+    >>> handle_where_sent(button)
+    >>> button.close()
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+__all__ = ["handle_where_sent"]
+
+
+def handle_where_sent(channel: Any) -> None:
+    """Handle the messages of ``channel`` (a comm, or a widget's comm) on the subshell they arrive on;
+    a no-op where ipykernel does not re-route comm messages."""
+    comm = getattr(channel, "comm", channel)
+    if comm is not None and hasattr(comm, "_reply_subshell_for"):
+        comm._reply_subshell_for = _where_it_arrived
+
+
+def _where_it_arrived(data: Any, arrived_on: str | None) -> str | None:
+    return arrived_on
