@@ -441,3 +441,16 @@ def test_restoring_the_kernels_global_state_imports_nothing_new_when_a_flag_is_u
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True)
     assert out.stdout.strip() == "False"
+
+
+def test_the_finished_form_carries_its_log_as_a_download_only_while_small(monkeypatch):
+    """The download link holds the lines the form shows; a log too big to carry twice gets none."""
+    from notebook_launcher import launch
+    from notebook_launcher.frontend.views import static
+
+    job = launch(lambda: print("x" * 100), num_processes=1, display="none")
+    job.wait()
+    link = re.search(r'href="data:text/plain;charset=utf-8;base64,([^"]+)"', static.static_bundle(job)["text/html"])
+    assert base64.b64decode(link.group(1)).decode() == "[rank 0] " + "x" * 100 + "\n"
+    monkeypatch.setattr(static, "DOWNLOAD_LIMIT", 100)
+    assert "nl-download" not in static.static_bundle(job)["text/html"]

@@ -69,3 +69,24 @@ def test_notebook_7_takes_the_stop_button_during_a_blocking_launch(lab, browser)
         page.close()
     finally:
         notebook7.stop()
+
+
+def test_a_finished_launch_still_offers_its_log_as_a_download(lab, browser):
+    cell = (
+        "from notebook_launcher import notebook_launcher\n"
+        "def talks():\n    import os\n    for i in range(5):\n        print('line', i, 'of rank', os.environ['RANK'])\n"
+        "notebook_launcher(talks, num_processes=2)"
+    )
+    page = open_notebook(browser, lab, "download.ipynb", [cell])
+    run_all(page)
+    link = page.locator(".nl-static .nl-summary a.nl-download").first
+    link.wait_for(timeout=120_000)
+    assert link.inner_text() == "download the log (10 lines)"
+    with page.expect_download(timeout=30_000) as download:
+        link.click()
+    text = download.value.path().read_text(encoding="utf-8")
+    assert download.value.suggested_filename.startswith("notebook_launcher-")
+    assert [line for line in text.splitlines() if line.startswith("[rank 1]")] == [
+        f"[rank 1] line {i} of rank 1" for i in range(5)
+    ]
+    page.close()

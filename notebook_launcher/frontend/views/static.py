@@ -23,6 +23,7 @@ Examples:
 
 from __future__ import annotations
 
+import base64
 import html
 import time
 from typing import Any
@@ -46,6 +47,7 @@ __all__ = [
 ]
 
 MAX_LINES = 2000  # per rank, in the static form (the full log stays on the Launch)
+DOWNLOAD_LIMIT = 512 * 1024  # bytes of log text the finished form also carries as a download link
 FOLDED_FROM = 2  # with more ranks, each rank's log is folded under one log of all of them
 _SYMBOL = {"succeeded": "✔", "failed": "✘", "stopped": "■"}
 
@@ -237,13 +239,31 @@ def _html(launch: LaunchState, counts: dict, entries: list, failure: str, max_li
         )
     parts.append(metrics_html(series_by_key(launch.metrics), as_image=True))
     if launch.done:
-        parts.append(f'<div class="nl-summary">{symbol} {html.escape(summary_text(launch))}</div>')
+        parts.append(
+            f'<div class="nl-summary">{symbol} {html.escape(summary_text(launch))}{_download(launch, entries)}</div>'
+        )
     if failure:
         parts.append(traceback_html(failure))
     title, stacks, unfolded = stacks_section(launch)
     if stacks:
         parts.append(stacks_html(title, stacks, unfolded))
     return f'<div class="nl-root nl-static" data-launch="{launch.id}">{"".join(parts)}</div>'
+
+
+def _download(launch: LaunchState, entries: list) -> str:
+    """A link that downloads the lines this form holds as a ``.log`` file (the finished form's
+    "Save log"), when they are small enough to carry twice; "" otherwise. An untrusted notebook
+    drops the link's target, so the form never relies on it."""
+    text = "".join(f"[rank {entry.rank}] {entry.text.rstrip(chr(10))}\n" for entry in entries)
+    data = text.encode()
+    if not entries or len(data) > DOWNLOAD_LIMIT:
+        return ""
+    href = "data:text/plain;charset=utf-8;base64," + base64.b64encode(data).decode()
+    plural = "s" if len(entries) != 1 else ""
+    return (
+        f' · <a class="nl-download" download="notebook_launcher-{launch.id}.log" href="{href}">'
+        f"download the log ({len(entries)} line{plural})</a>"
+    )
 
 
 def stacks_html(title: str, stacks: str, unfolded: bool = True) -> str:
