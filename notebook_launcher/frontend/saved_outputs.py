@@ -48,7 +48,8 @@ SNAPSHOTS_ENV = "NOTEBOOK_LAUNCHER_SNAPSHOTS"
 WIDGET_MIME = "application/vnd.jupyter.widget-view+json"
 SAVED_MIME = "application/vnd.notebook-launcher.saved-launch+json"
 OUTPUT_KEY = "notebook_launcher"
-_NAME = re.compile(r"[0-9]{1,10}-[0-9a-f]{8}")  # "<kernel pid>-<launch id>": nothing else is ever read
+# "<kernel pid>-<launch id>" or, for a %%dist cell, "<kernel pid>-<launch id>.<call>": nothing else is read
+_NAME = re.compile(r"[0-9]{1,10}-[0-9a-f]{8}(\.[0-9]{1,10})?")
 
 
 def output_metadata(snapshot: str | None) -> dict:
@@ -67,6 +68,8 @@ def snapshot_path(snapshots: str | Path, name: str) -> Path:
     Examples:
         >>> snapshot_path("/tmp/s", "123-ab12cd34").name
         '123-ab12cd34.json'
+        >>> snapshot_path("/tmp/s", "123-ab12cd34.2").name  # a %%dist cell's call on the workers
+        '123-ab12cd34.2.json'
         >>> snapshot_path("/tmp/s", "../../etc/passwd")
         Traceback (most recent call last):
         ...

@@ -1,0 +1,106 @@
+"""A failing rank and a ``%%dist`` session as a person sees them in a real browser: JupyterLab in the
+light and the dark theme, the notebook saved and reopened, and Notebook 7 opening it. Every view is
+checked for what is visible (the text, its contrast with what it sits on, the failure shown once)
+and saved as a screenshot under test-artifacts/ (``screen-*.png``).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+
+import pytest
+from browser import CHROMIUM, LabServer, open_notebook, run_all, screenshot
+
+pytestmark = pytest.mark.skipif(not os.path.exists(CHROMIUM), reason="Debian's chromium is not installed")
+
+CELLS = [
+    "import notebook_launcher  # registers %dist\n%dist start 2",
+    "%%dist\nimport os\nprint('hello from rank', os.environ['RANK'])",
+    "%dist stop",
+    """
+import os
+from notebook_launcher import notebook_launcher
+def fails():
+    print("rank", os.environ["RANK"], "starts", flush=True)
+    if os.environ["RANK"] == "1":
+        raise ValueError("rank 1 saw bad data")
+    return "ok"
+notebook_launcher(fails, num_processes=2)
+""",
+]
+
+# what every output of ours shows: (the element, the colour of its text, what it sits on, its text)
+_SEEN = """() => [...document.querySelectorAll('.jp-OutputArea-output')].map(out => {
+    const under = el => {
+        while (el && ['transparent', 'rgba(0, 0, 0, 0)'].includes(getComputedStyle(el).backgroundColor)) {
+            el = el.parentElement;
+        }
+        return getComputedStyle(el || document.body).backgroundColor;
+    };
+    const texts = [...out.querySelectorAll('.nl-lines, summary, pre, .nl-summary')]
+        .filter(el => el.getBoundingClientRect().height > 0);
+    return {text: out.innerText, contrasts: texts.map(el => [getComputedStyle(el).color, under(el)])};
+})"""
+
+
+def _brightness(css_color):
+    parts = [float(x) for x in css_color[css_color.index("(") + 1 : css_color.index(")")].split(",")[:3]]
+    return sum(parts) / 3
+
+
+def _check_readable(page, view):
+    """Every launch output's visible text contrasts with what it sits on; the failure is shown once."""
+    outputs = page.evaluate(_SEEN)
+    everything = "\n".join(out["text"] for out in outputs)
+    assert everything.count("ValueError: [rank 1] rank 1 saw bad data") == 1, (view, everything)  # once
+    assert everything.count("Traceback (most recent call last)") == 1, (view, everything)
+    assert "hello from rank 0" in everything and "hello from rank 1" in everything, view
+    assert "rank 0 starts" in everything and "rank 1 starts" in everything, view
+    for out in outputs:
+        for colour, background in out["contrasts"]:
+            assert abs(_brightness(colour) - _brightness(background)) > 100, (view, colour, background, out["text"])
+    for name, has in (("failing-rank", "rank 1 saw bad data"), ("dist", "hello from rank 1")):
+        cell = page.locator(".jp-Cell", has=page.locator(".jp-OutputArea-output", has_text=has)).first
+        screenshot(cell, f"screen-{name}-{view}.png")
+
+
+def _theme(page, name, light):
+    page.locator(".lm-MenuBar-itemLabel", has_text="Settings").first.click()
+    page.locator(".lm-Menu-itemLabel", has_text="Theme").first.click()
+    page.locator(".lm-Menu-itemLabel", has_text=name).first.click()
+    page.wait_for_function(f"() => document.body.dataset.jpThemeLight === '{str(light).lower()}'", timeout=30_000)
+    page.locator("#jupyterlab-splash").wait_for(state="detached", timeout=30_000)
+
+
+def test_a_failing_rank_and_a_dist_session_read_well_light_dark_reopened_and_in_notebook_7(lab, browser):
+    page = open_notebook(browser, lab, "screens.ipynb", CELLS)
+    run_all(page)
+    page.locator(".jp-OutputArea-output", has_text="rank 1 saw bad data").first.wait_for(timeout=180_000)
+    page.locator(".nl-static .nl-summary", has_text="failed").first.wait_for(timeout=60_000)
+    _check_readable(page, "light")
+
+    _theme(page, "JupyterLab Dark", light=False)
+    _check_readable(page, "dark")
+
+    page.keyboard.press("Control+s")
+    page.locator(".jp-mod-dirty").first.wait_for(state="detached", timeout=30_000)
+    page.reload()
+    page.locator(".nl-static .nl-summary", has_text="failed").first.wait_for(timeout=60_000)
+    assert page.get_by_text("Error displaying widget").count() == 0
+    _check_readable(page, "reopened-dark")
+    _theme(page, "JupyterLab Light", light=True)
+    _check_readable(page, "reopened-light")
+    page.close()
+
+    notebook7 = LabServer(lab.root, app="notebook")
+    try:
+        page = browser.new_page(viewport={"width": 1400, "height": 1000})
+        page.goto(notebook7.url("/notebooks/screens.ipynb"))
+        page.locator(".nl-static .nl-summary", has_text="failed").first.wait_for(timeout=60_000)
+        assert page.get_by_text("Error displaying widget").count() == 0
+        assert re.search(r"rank 1 saw bad data", page.locator(".jp-Notebook").inner_text())
+        _check_readable(page, "notebook7")
+        page.close()
+    finally:
+        notebook7.stop()
