@@ -43,6 +43,8 @@ def _start_parked(browser, lab, name, blocking=True):
     run_all(page)
     page.locator(".nl-logbox", has_text="rank 1: step 199").first.wait_for(timeout=120_000)
     page.locator(".nl-chip", has_text="rank 1: running").first.wait_for(timeout=30_000)
+    # the ranks went quiet at their gates: the kernel's snapshot catches up within a second or so
+    _snapshots_seen(lab.snapshots, count=1, holding="[rank 1] rank 1: step 199")
     return page, gates
 
 
@@ -58,17 +60,18 @@ def _saved_launch_output(lab, name):
     return outputs[0]
 
 
-def _snapshots_seen(folder, count, timeout=60):
-    """The contents of a kernel's snapshot file, once it has held ``count`` different ones, in order."""
+def _snapshots_seen(folder, count, timeout=60, holding=""):
+    """The contents of a kernel's snapshot file, once it has held ``count`` different ones (that
+    contain ``holding``), in order."""
     seen, deadline = [], time.monotonic() + timeout
     while len(seen) < count:
-        assert time.monotonic() < deadline, f"{len(seen)} snapshots in {timeout} s"
+        assert time.monotonic() < deadline, f"{len(seen)} snapshots holding {holding!r} in {timeout} s"
         for path in folder.glob("*.json"):
             try:
                 text = path.read_text()
             except OSError:  # replaced meanwhile
                 continue
-            if text not in seen:
+            if text not in seen and holding in text:
                 seen.append(text)
         time.sleep(0.05)  # polling another process's file, bounded by the deadline
     return seen
@@ -184,6 +187,25 @@ def test_reloaded_mid_launch_the_live_widget_comes_back_undisturbed_by_snapshots
     assert page.locator(".nl-logbox").count() == 0
     _no_widget_error(page)
     page.close()
+
+
+def test_a_snapshot_catches_up_once_the_ranks_go_quiet(tmp_path):
+    """A notebook saved while the ranks wait gets every line they wrote, not a snapshot taken
+    before the last ones (the scheduled snapshots are pushed out of reach here)."""
+    folder = tmp_path / "snapshots"
+    folder.mkdir(mode=0o700)
+    kernel = KernelSession(env={"NOTEBOOK_LAUNCHER_SNAPSHOTS": str(folder)})
+    try:
+        kernel.ok("import os\nfrom notebook_launcher import launch\n" + gate_code(tmp_path))
+        kernel.ok("import notebook_launcher.frontend.views.widget as view\nview._STATIC_FIRST = 600.0")
+        kernel.ok("def parked():\n    print('rank', os.environ['RANK'], 'is at its gate')\n    wait_at_gate()")
+        kernel.ok("job = launch(parked, num_processes=2, display='widget')")
+        latest = _snapshots_seen(folder, count=1, holding="[rank 1] rank 1 is at its gate", timeout=30)[-1]
+        assert "before the launch ended" in json.loads(latest)["text/plain"].splitlines()[0]
+        open_gates(tmp_path, [0, 1])
+        kernel.ok("job.wait()")
+    finally:
+        kernel.shutdown()
 
 
 @needs_browser

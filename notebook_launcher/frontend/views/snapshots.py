@@ -30,6 +30,7 @@ __all__ = ["Snapshots", "FileSnapshots", "OutputSnapshots", "snapshots_for"]
 class Snapshots(Protocol):
     metadata: dict  # the launch output's metadata, on every version of it
     longest: float  # the longest gap between two snapshots, in seconds
+    settles: bool  # also taken once the ranks go quiet (cheap: no redraw), so a save then has it all
 
     def keep(self, handle: Any, static: dict, model_id: str) -> None:
         """Keep ``static`` as the launch's latest static form (the widget is ``model_id``)."""
@@ -45,6 +46,7 @@ def widget_output(static: dict, model_id: str) -> dict:
 
 class OutputSnapshots:
     longest = 60.0
+    settles = False
 
     def __init__(self) -> None:
         self.metadata = output_metadata(None)
@@ -58,6 +60,7 @@ class OutputSnapshots:
 
 class FileSnapshots:
     longest = 10.0
+    settles = True
 
     def __init__(self, folder: str, launch_id: str) -> None:
         name = f"{os.getpid()}-{launch_id}"

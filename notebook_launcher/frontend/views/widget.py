@@ -6,7 +6,8 @@ is still running after ``build_after`` seconds, the widget is built from core ip
 renders in JupyterLab, Notebook 7, Colab, Kaggle and VS Code, with ipywidgets 7 and 8) and the
 output becomes the widget view *plus* the static form: front ends that draw widgets show the
 widget, the others (nbclient, nbconvert, GitHub, a reopened notebook) show the static form. While
-the launch runs, its latest static form is kept — 2, 4, 8, … seconds in, then steadily — where a
+the launch runs, its latest static form is kept — 2, 4, 8, … seconds in, then steadily, and (in a
+file, where it costs no redraw) once the ranks have been quiet for a second — where a
 notebook saved mid-launch finds it (``snapshots.py``: a file the Jupyter server saves in place of
 the widget, or the output itself); at the end the output becomes the static form alone and the
 widget is closed. A saved notebook thus never shows "Error displaying widget" (``saved_outputs``).
@@ -39,6 +40,7 @@ from .static import header_text, places_text, stacks_html, stacks_section, stati
 __all__ = ["WidgetView"]
 
 _STATIC_FIRST = 2.0  # seconds to the first snapshot of the static form (the gap then doubles)
+_SETTLE = 1.0  # seconds of quiet after which a file snapshot catches up with the last events
 _ALL_RANKS_UP_TO = 8
 BUILD_AFTER = 0.25  # seconds a launch runs before its widget is built
 _STACKS_TIP = "Where every running rank is now: the Python stack of each of its threads."
@@ -71,6 +73,8 @@ class WidgetView(LaunchView):
         self._static_gap = _STATIC_FIRST
         self._next_static = 0.0
         self._stacks_pending = False  # stacks were taken: the widget shows them at the next render
+        self._last_change = 0.0  # when the last event came (monotonic)
+        self._unsaved_change = False  # an event came since the last snapshot
 
     # -- events (the cell's thread for on_start; the supervisor thread for the rest) ------------------
 
@@ -92,11 +96,13 @@ class WidgetView(LaunchView):
         self._handle = display(self.static, raw=True, display_id=True, metadata=self._snapshots.metadata)
 
     def on_status(self, rank: int, status: str) -> None:
+        self._changed()
         self._dirty.add("header")
         if status == "failed" and self.built:
             self.tabs.selected_index = self._tab_of(rank)
 
     def on_output(self, rank: int, stream: str, text: str) -> None:
+        self._changed()
         self._live[rank] = ""
         self._dirty.add("lines")
 
@@ -106,13 +112,19 @@ class WidgetView(LaunchView):
             self._dirty.add("lines")
 
     def on_display(self, rank: int, index: int, replaced: bool) -> None:
+        self._changed()
         if replaced:
             self._replaced.add((rank, index))
         self._dirty.add("lines")
 
     def on_metric(self, rank: int, metric: dict) -> None:
+        self._changed()
         self._dirty.add("metrics")
         self._dirty.add("lines")  # an empty log's hint mentions the chart
+
+    def _changed(self) -> None:
+        self._last_change = time.monotonic()
+        self._unsaved_change = True
 
     def flush(self) -> float | None:
         now = time.monotonic()
@@ -126,9 +138,14 @@ class WidgetView(LaunchView):
         if wait <= 0:
             self.render()
             wait = self.interval
+        settle = self._last_change + _SETTLE if self._unsaved_change and self._snapshots.settles else float("inf")
         if now >= self._next_static:
             self._show_static()
-        return max(0.0, min(1.0, self._next_static - time.monotonic(), wait if self._dirty else 1.0))
+        elif now >= settle:  # the ranks went quiet: a notebook saved now gets everything they wrote
+            self._show_static(on_schedule=False)
+            settle = float("inf")
+        now = time.monotonic()
+        return max(0.0, min(1.0, self._next_static - now, settle - now, wait if self._dirty else 1.0))
 
     def on_finish(self, launch: LaunchState) -> None:
         self.static = self.shown = static_bundle(launch)
@@ -256,11 +273,13 @@ class WidgetView(LaunchView):
         for box in (self.all_box, *self.boxes.values()):
             box.render()
 
-    def _show_static(self) -> None:
+    def _show_static(self, on_schedule: bool = True) -> None:
         self.static = static_bundle(self.launch)
         self._snapshots.keep(self._handle, self.static, self.root.model_id)
-        self._next_static = time.monotonic() + self._static_gap
-        self._static_gap = min(self._static_gap * 2, self._snapshots.longest)
+        self._unsaved_change = False
+        if on_schedule:
+            self._next_static = time.monotonic() + self._static_gap
+            self._static_gap = min(self._static_gap * 2, self._snapshots.longest)
 
     def take_stacks(self) -> None:
         """Ask every running rank for its stacks (on a thread of its own: ranks get up to 5 s to answer);
