@@ -1,5 +1,6 @@
 """A failing rank and a ``%%dist`` session as a person sees them in a real browser: JupyterLab in the
-light and the dark theme, the notebook saved and reopened, and Notebook 7 opening it. Every view is
+light and the dark theme, the notebook saved and reopened, a copy of it opened untrusted, and
+Notebook 7 opening it. Every view is
 checked for what is visible (the text, its contrast with what it sits on, the failure shown once)
 and saved as a screenshot under test-artifacts/ (``screen-*.png``).
 """
@@ -9,6 +10,7 @@ from __future__ import annotations
 import os
 import re
 
+import nbformat
 import pytest
 from browser import CHROMIUM, LabServer, open_notebook, run_all, screenshot
 
@@ -91,6 +93,17 @@ def test_a_failing_rank_and_a_dist_session_read_well_light_dark_reopened_and_in_
     _check_readable(page, "reopened-dark")
     _theme(page, "JupyterLab Light", light=True)
     _check_readable(page, "reopened-light")
+    page.close()
+
+    # shared with someone else: a copy the server never signed is untrusted, its <style> stripped
+    shared = nbformat.read(lab.root / "screens.ipynb", as_version=4)
+    shared.metadata["shared_by"] = "a colleague"
+    nbformat.write(shared, lab.root / "screens-shared.ipynb")
+    page = browser.new_page(viewport={"width": 1400, "height": 1000})
+    page.goto(lab.url("/lab/tree/screens-shared.ipynb?reset"))
+    page.locator(".nl-static .nl-summary", has_text="failed").first.wait_for(timeout=60_000)
+    assert page.locator(".nl-static style").count() == 0  # untrusted indeed
+    _check_readable(page, "untrusted")
     page.close()
 
     notebook7 = LabServer(lab.root, app="notebook")
