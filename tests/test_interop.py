@@ -66,3 +66,59 @@ def test_hugging_face_trainer_runs_on_two_ranks_and_its_progress_display_is_repl
     assert len(displays) == len(set(displays))  # every update replaced its display: no pile of tables
     page = kernel.eval("job.view.static['text/html']")
     assert "Epoch 2/2" in page  # the Trainer's progress display, its last update (the second epoch)
+
+
+RICH = dedent("""
+    def uses_rich():
+        from rich.console import Console
+        from rich.progress import track
+        console = Console()
+        console.print("[bold magenta]hello[/] from rich")
+        for _ in track(range(3), description="work"):
+            pass
+        return console.is_jupyter
+""")
+
+
+@pytest.mark.parametrize("method", ["fork", "spawn"])
+def test_rich_in_a_rank_writes_to_its_log_in_colour_as_in_a_script(kernel, method):
+    """rich asks the builtin ``get_ipython`` whether it runs in a notebook; in a rank it must not
+    (it would build a widget, which a rank cannot show). Its colour codes show as colours."""
+    kernel.ok("from rich.console import Console\nConsole().print('the kernel itself is a notebook')")
+    kernel.ok(RICH)
+    kernel.ok(f"job = launch(uses_rich, num_processes=2, start_method={method!r}, display='widget'); job.wait()")
+    assert kernel.eval("job.results") == [False, False]
+    page = kernel.eval("job.view.static['text/html']")
+    assert '<span style="font-weight:bold;color:#bc3fbc">hello</span> from rich' in page
+    assert "\\x1b" not in page and "[1;35m" not in page
+    plain = kernel.eval("job.view.static['text/plain']")
+    assert "[rank 1] hello from rich" in plain and "\\x1b" not in plain
+
+
+LIGHTNING = dedent("""
+    import torch
+    import lightning as L
+    class Tiny(L.LightningModule):
+        def __init__(self):
+            super().__init__()
+            self.layer = torch.nn.Linear(4, 1)
+        def training_step(self, batch, _):
+            loss = self.layer(batch[0]).pow(2).mean()
+            self.log("loss", loss, prog_bar=True)
+            return loss
+        def configure_optimizers(self):
+            return torch.optim.SGD(self.parameters(), lr=0.1)
+    def lightning_trainer():
+        data = torch.utils.data.TensorDataset(torch.randn(32, 4))
+        trainer = L.Trainer(accelerator="cpu", devices=2, strategy="ddp", max_epochs=2, logger=False,
+                            enable_checkpointing=False)
+        trainer.fit(Tiny(), torch.utils.data.DataLoader(data, batch_size=4))
+        return trainer.world_size, trainer.global_rank, trainer.global_step
+""")
+
+
+def test_lightning_trainer_with_its_default_progress_bar_runs_in_a_launch(kernel):
+    kernel.ok(LIGHTNING, timeout=180)
+    kernel.ok("job = launch(lightning_trainer, num_processes=2, display='widget'); job.wait()", timeout=300)
+    assert kernel.eval("job.results") == [(2, 0, 8), (2, 1, 8)]
+    assert "Epoch 1" in kernel.eval("job.logs(0)")

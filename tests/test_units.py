@@ -454,3 +454,19 @@ def test_the_finished_form_carries_its_log_as_a_download_only_while_small(monkey
     assert base64.b64decode(link.group(1)).decode() == "[rank 0] " + "x" * 100 + "\n"
     monkeypatch.setattr(static, "DOWNLOAD_LIMIT", 100)
     assert "nl-download" not in static.static_bundle(job)["text/html"]
+
+
+def test_terminal_codes_show_as_a_terminal_shows_their_colours():
+    from notebook_launcher.frontend.views.ansi import ansi_html, strip_ansi
+
+    nested_bar = "\x1b[A\x1b[2K\r 50%|\x1b[32m█████\x1b[0m     | 5/10\x1b]8;;https://x\x07link\x1b]8;;\x07"
+    assert strip_ansi(nested_bar) == "\r 50%|█████     | 5/10link"
+    assert ansi_html(nested_bar) == '\r 50%|<span style="color:#0dbc79">█████</span>     | 5/10link'
+    assert ansi_html("\x1b[38;5;196mred\x1b[39m \x1b[48;2;1;2;3m<bg>\x1b[m") == (
+        '<span style="color:#ff0000">red</span> <span style="background-color:#010203">&lt;bg&gt;</span>'
+    )
+    assert ansi_html("\x1b[1mbold \x1b[3mboth\x1b[22m italic\x1b[0m") == (
+        '<span style="font-weight:bold">bold </span><span style="font-weight:bold;font-style:italic">both</span>'
+        '<span style="font-style:italic"> italic</span>'
+    )
+    assert ansi_html("no codes & <tags>") == "no codes &amp; &lt;tags&gt;"

@@ -7,8 +7,10 @@ Lightning Fabric's refusal of ``strategy="ddp"``) must take their script path th
 
 * ``sys.ps1``/``sys.ps2`` (Python's "interactive" markers) are removed, and Lightning's cached
   ``_IS_INTERACTIVE`` flags, computed when the kernel imported it, are cleared;
-* ``get_ipython()`` still returns the shell (``display()`` keeps working), but its ``config`` no
-  longer says ``IPKernelApp``, the marker tqdm.autonotebook and transformers test for notebooks.
+* ``get_ipython()`` (IPython's function and the builtin name cells see) still returns the shell
+  (``display()`` keeps working), but its ``config`` no longer says ``IPKernelApp``, the marker
+  tqdm.autonotebook and transformers test for notebooks, and its class is not the
+  ``ZMQInteractiveShell`` rich tests for.
 
 A forked rank also holds copies of the kernel's IPython shell, its ZeroMQ sockets and its comm
 machinery; used from the rank they would corrupt the kernel's connection. So:
@@ -23,6 +25,7 @@ A spawned rank is a fresh interpreter: it has no shell, so only the first part a
 
 from __future__ import annotations
 
+import builtins
 import sys
 from typing import Any
 
@@ -78,6 +81,8 @@ def look_like_a_script() -> None:
     for module in (getipython, ipython):
         if module is not None:
             module.get_ipython = lambda: script_like
+    if hasattr(builtins, "get_ipython"):  # the name IPython puts in every cell's namespace (rich reads it)
+        builtins.get_ipython = lambda: script_like
 
 
 class _ScriptLikeShell:

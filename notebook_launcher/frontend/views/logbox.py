@@ -24,6 +24,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from .ansi import ansi_html
 from .render import entries_html, hint_html
 
 __all__ = ["LogBox", "CHUNK"]
@@ -132,7 +133,7 @@ class LogBox:
         if self._note.value != note_html:
             self._note.value = note_html
             changed = True
-        live_html = f'<pre class="nl-log nl-live">{_escape(self.live)}</pre>' if self.live else ""
+        live_html = f'<pre class="nl-log nl-live">{ansi_html(self.live)}</pre>' if self.live else ""
         if self._live.value != live_html:
             self._live.value = live_html
             changed = True
@@ -151,9 +152,3 @@ class LogBox:
             view.value = ""
         for view in [*self._views, self._note, self._live, self.inner, self.box]:
             view.close()
-
-
-def _escape(text: str) -> str:
-    import html
-
-    return html.escape(text, quote=False)

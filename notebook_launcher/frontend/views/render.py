@@ -23,6 +23,8 @@ import math
 from collections.abc import Iterable, Sequence
 from typing import Any
 
+from .ansi import ansi_html
+
 __all__ = [
     "CSS",
     "status_chips",
@@ -108,7 +110,7 @@ def _display_html(bundle: dict) -> str:
     if "image/svg+xml" in bundle:
         return f'<div class="nl-display">{bundle["image/svg+xml"]}</div>'
     text = bundle.get("text/markdown", bundle.get("text/plain", ""))
-    return f'<pre class="nl-log">{_escape(text)}</pre>'
+    return f'<pre class="nl-log">{ansi_html(text)}</pre>'
 
 
 def entries_html(entries: Iterable[Any], prefix: bool = False) -> str:
@@ -137,7 +139,7 @@ def entries_html(entries: Iterable[Any], prefix: bool = False) -> str:
             close_run()
             parts.append(_display_html(entry.bundle))
             continue
-        text = _escape(entry.text if entry.text.endswith("\n") else entry.text + "\n")
+        text = ansi_html(entry.text if entry.text.endswith("\n") else entry.text + "\n")
         if entry.stream == "stderr":
             text = f'<span class="nl-stderr">{text}</span>'
         run.append(tag + text)

@@ -29,6 +29,7 @@ import time
 from typing import Any
 
 from ...launching.listener import LaunchState
+from .ansi import strip_ansi
 from .render import CSS, entries_html, hint_html, metrics_html, series_by_key, status_chips, traceback_html
 from .text import line_prefix
 
@@ -173,7 +174,7 @@ def _plain(launch: LaunchState, counts: dict, entries: list, failure: str, max_l
         lines.append(where)
     lines += [_hidden_note(launch, rank, n - max_lines) for rank, n in counts.items() if n > max_lines]
     template = getattr(launch.plan, "log_line_prefix", None)
-    lines += [f"{line_prefix(template, entry.rank)}{entry.text.rstrip(chr(10))}" for entry in entries]
+    lines += [f"{line_prefix(template, entry.rank)}{strip_ansi(entry.text.rstrip(chr(10)))}" for entry in entries]
     last = _last_metrics(launch.metrics)
     if last and not launch.done:
         lines.append(f"metrics: {last}")
@@ -254,7 +255,7 @@ def _download(launch: LaunchState, entries: list) -> str:
     """A link that downloads the lines this form holds as a ``.log`` file (the finished form's
     "Save log"), when they are small enough to carry twice; "" otherwise. An untrusted notebook
     drops the link's target, so the form never relies on it."""
-    text = "".join(f"[rank {entry.rank}] {entry.text.rstrip(chr(10))}\n" for entry in entries)
+    text = "".join(f"[rank {entry.rank}] {strip_ansi(entry.text.rstrip(chr(10)))}\n" for entry in entries)
     data = text.encode()
     if not entries or len(data) > DOWNLOAD_LIMIT:
         return ""

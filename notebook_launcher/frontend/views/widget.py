@@ -31,6 +31,7 @@ from typing import Any
 from ...interrupt_routing import kernel_thread
 from ...launching.listener import LaunchState
 from ..subshells import handle_where_sent
+from .ansi import strip_ansi
 from .base import LaunchView
 from .logbox import LogBox
 from .render import CSS, metrics_html, series_by_key, status_chips
@@ -303,7 +304,7 @@ class WidgetView(LaunchView):
         path = os.path.join(directory, f"notebook_launcher-{self.launch.id}.log")
         with open(path, "w", encoding="utf-8") as file:
             for entry in self.launch.interleaved():
-                text = entry.text if entry.text.endswith("\n") else entry.text + "\n"
+                text = strip_ansi(entry.text if entry.text.endswith("\n") else entry.text + "\n")
                 file.write(f"[rank {entry.rank}] {text}")
         name = html.escape(os.path.basename(path))
         self.saved.value = f'saved <a href="{name}" target="_blank">{name}</a>'
@@ -311,9 +312,8 @@ class WidgetView(LaunchView):
 
     def _toggle_text(self) -> None:
         if self.text_log.layout.display == "none":
-            self.text_log.value = "".join(
-                f"[rank {entry.rank}] {entry.text}" for entry in self.launch.interleaved(last=self._max_lines)
-            )
+            entries = self.launch.interleaved(last=self._max_lines)
+            self.text_log.value = "".join(f"[rank {entry.rank}] {strip_ansi(entry.text)}" for entry in entries)
             self.text_log.layout.display = None
         else:
             self.text_log.layout.display = "none"
