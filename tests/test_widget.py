@@ -260,6 +260,30 @@ def test_rich_displays_inside_a_rank_render_and_updates_replace_them(kernel):
     assert kernel.ok("print('kernel still fine')").stdout == "kernel still fine\n"
 
 
+def test_a_ranks_prints_and_displays_keep_the_order_it_made_them_in(kernel):
+    """Output and displays travel on different pipes; each rank's log still has them in its order."""
+    kernel.ok(
+        dedent("""
+        def mixed():
+            from IPython.display import HTML, display
+            for i in range(30):
+                print("printed", i)
+                display(HTML(f"<b>shown {i}</b>"))
+        expected = [x for i in range(30) for x in (f"printed {i}", f"<b>shown {i}</b>")]
+        out_of_order = []
+        for _ in range(4):
+            job = launch(mixed, num_processes=2, display="none")
+            job.wait()
+            for rank in (0, 1):
+                lines = job.lines(rank)
+                made = [line.text.strip() if line.bundle is None else line.bundle["text/html"] for line in lines]
+                if made != expected:
+                    out_of_order.append(made)
+    """)
+    )
+    assert kernel.eval("out_of_order") == []
+
+
 def test_the_stacks_action_shows_where_each_rank_is_in_the_widget_and_the_saved_form(kernel, tmp_path):
     """What the "Stacks" button runs (``take_stacks``), on a background launch whose ranks wait."""
     kernel.ok(gate_code(tmp_path))

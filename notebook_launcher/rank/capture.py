@@ -40,7 +40,7 @@ from typing import Any
 
 from ..wire import SIGNAL_SENDER_MARK, STACKS_SIGNAL
 
-__all__ = ["Capture", "FLUSH_INTERVAL", "flush_output"]
+__all__ = ["Capture", "FLUSH_INTERVAL", "flush_output", "wait_until_read"]
 
 FLUSH_INTERVAL = 0.05  # seconds between flushes (NOTEBOOK_LAUNCHER_FLUSH_INTERVAL overrides it)
 _BUFFER = 1 << 16
@@ -167,6 +167,27 @@ def flush_output() -> None:
             stream.flush()
         except (OSError, ValueError):
             pass
+
+
+def wait_until_read(timeout: float = 1.0) -> None:
+    """Wait (up to ``timeout`` s) until the kernel has read what this rank wrote to its output pipes.
+
+    Output and events travel on different pipes, which the kernel reads in no fixed order; a
+    display sent once the output before it has been read is shown after that output."""
+    import fcntl
+    import termios
+    import time
+
+    deadline = time.monotonic() + timeout
+    for fd in (1, 2):
+        while time.monotonic() < deadline:
+            try:
+                unread = int.from_bytes(fcntl.ioctl(fd, termios.FIONREAD, b"\0\0\0\0"), sys.byteorder)
+            except OSError:  # not a pipe (a file, a terminal): nothing to wait for
+                break
+            if unread == 0:
+                break
+            time.sleep(0.0005)  # the kernel reads its pipes within a millisecond or so
 
 
 def _flushing_exit(code: int) -> None:

@@ -31,7 +31,7 @@ from typing import Any
 
 from ..import_hooks import after_import
 from ..wire import DISPLAY
-from .capture import flush_output
+from .capture import flush_output, wait_until_read
 
 __all__ = ["make_safe", "WIDGETS_REFUSED", "DISPLAYED_MIME_TYPES"]
 
@@ -110,6 +110,7 @@ def _route_display(channel: Any) -> None:
             bundle = {key: value for key, value in data.items() if key in DISPLAYED_MIME_TYPES}
         display_id = (transient or {}).get("display_id")
         flush_output()  # what was printed before the display comes before it
+        wait_until_read()
         channel.send(DISPLAY, {"data": bundle, "display_id": display_id, "update": bool(update)})
 
     shell.display_pub.publish = publish

@@ -40,7 +40,9 @@ class PipedRankGroup:
         return list(self._watch)
 
     def read(self, ready: list[Any], sink: RankSink) -> None:
-        for fd in ready:
+        # events first: a rank sends a display only once the kernel has read the output before it,
+        # so output waiting beside an event was written after it
+        for fd in sorted(ready, key=lambda fd: self._watch.get(fd, (None, ""))[1] != "events"):
             process, kind = self._watch.get(fd, (None, ""))
             if process is None or process.exited:
                 continue

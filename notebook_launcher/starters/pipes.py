@@ -44,7 +44,11 @@ class RankProcess:
         return self.exitcode is not None
 
     def read(self, kind: str, drain: bool, sink: RankSink) -> None:
-        """Read what pipe ``kind`` holds (all of it with ``drain``, else up to ``READ_LIMIT`` bytes)."""
+        """Read what pipe ``kind`` holds (all of it with ``drain``, else up to ``READ_LIMIT`` bytes).
+
+        Output is read once a round (a pipe holds 64 KiB): a rank sends a display only once its
+        earlier output has been read, and output it writes after that display must wait for the
+        next round, where the events pipe is read first."""
         fd = self.pipes.get(kind)
         if fd is None:
             return
@@ -59,6 +63,8 @@ class RankProcess:
                 return
             total += len(chunk)
             self._consume(kind, chunk, sink)
+            if kind != "events" and not drain:
+                return
 
     def _consume(self, kind: str, chunk: bytes, sink: RankSink) -> None:
         if kind == "events":
