@@ -19,6 +19,7 @@ import sys
 import threading
 import time
 import urllib.request
+from contextlib import contextmanager
 from pathlib import Path
 
 import nbformat
@@ -105,6 +106,20 @@ class LabServer:
             self.process.kill()
             self.process.wait()
         self.log.close()
+
+
+@contextmanager
+def notebook7_page(browser, root, name):
+    """A browser page on notebook ``name`` in Notebook 7, served from folder ``root`` by a server of
+    its own (stopped, with the page closed, on leaving the block)."""
+    server = LabServer(root, app="notebook")
+    try:
+        page = browser.new_page(viewport={"width": 1400, "height": 1000})
+        page.goto(server.url(f"/notebooks/{name}"))
+        yield page
+        page.close()
+    finally:
+        server.stop()
 
 
 def write_notebook(path, cells):

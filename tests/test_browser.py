@@ -13,7 +13,16 @@ import re
 import urllib.request
 
 import pytest
-from browser import CHROMIUM, LabServer, make_gates, open_notebook, parked_launch, release_gates, run_all, screenshot
+from browser import (
+    CHROMIUM,
+    make_gates,
+    notebook7_page,
+    open_notebook,
+    parked_launch,
+    release_gates,
+    run_all,
+    screenshot,
+)
 
 pytestmark = pytest.mark.skipif(not os.path.exists(CHROMIUM), reason="Debian's chromium is not installed")
 
@@ -136,15 +145,9 @@ def test_the_live_widget_keeps_the_reader_then_the_notebook_keeps_the_launch(lab
     reopened.close()
 
     # Notebook 7 shows the same saved notebook the same way
-    notebook7 = LabServer(lab.root, app="notebook")
-    try:
-        page = browser.new_page(viewport={"width": 1400, "height": 1000})
-        page.goto(notebook7.url("/notebooks/widget.ipynb"))
+    with notebook7_page(browser, lab.root, "widget.ipynb") as page:
         page.locator(".nl-static", has_text="rank 0: step 699").first.wait_for(timeout=60_000)
         assert page.get_by_text("Error displaying widget").count() == 0
-        page.close()
-    finally:
-        notebook7.stop()
 
     # shared with someone else: a copy JupyterLab never signed is untrusted, its <style> and <svg>
     # stripped; the chips, the chart and the logs still read well

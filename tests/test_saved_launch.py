@@ -123,30 +123,35 @@ def test_the_server_saves_a_launch_output_with_its_latest_snapshot(lab):
     assert saved[2].data == {**widget, "text/plain": "theirs"}
 
 
-def test_a_kernel_under_the_server_keeps_its_snapshots_in_a_file_not_in_the_output(tmp_path):
-    """The launch's output is written when the widget is built and at the end, never in between
-    (a rewrite redraws the live widget); the snapshot file holds the latest static form and goes at
-    the end."""
+@pytest.fixture()
+def snapshot_kernel(tmp_path):
+    """A kernel as the Jupyter server starts it: with a private snapshot folder (``(kernel, folder)``)."""
     folder = tmp_path / "snapshots"
     folder.mkdir(mode=0o700)
     kernel = KernelSession(env={"NOTEBOOK_LAUNCHER_SNAPSHOTS": str(folder)})
-    try:
-        kernel.ok("import os\nfrom notebook_launcher import launch, notebook_launcher\n" + gate_code(tmp_path))
-        kernel.ok("def parked():\n    print('rank', os.environ['RANK'], 'parked')\n    wait_at_gate()\n    return 5\n")
-        msg_id = kernel.submit("notebook_launcher(parked, num_processes=2, display='widget')")
-        contents = _snapshots_seen(folder, count=2)
-        latest = json.loads(contents[-1])
-        head = latest["text/plain"].splitlines()[0]
-        assert "running" in head and "before the launch ended" in head, head
-        open_gates(tmp_path, [0, 1])
-        ended = kernel.collect(msg_id)
-        bundles = [out["display"] for out in ended.outputs if "display" in out]
-        with_widget = [bundle for bundle in bundles if WIDGET_MIME in bundle]
-        assert len(with_widget) == 1, f"{len(with_widget)} outputs with the widget, expected the build's only"
-        assert WIDGET_MIME not in bundles[-1] and "succeeded in" in bundles[-1]["text/plain"].splitlines()[0]
-        assert list(folder.glob("*")) == []  # the launch ended: its snapshot is gone
-    finally:
-        kernel.shutdown()
+    yield kernel, folder
+    kernel.shutdown()
+
+
+def test_a_kernel_under_the_server_keeps_its_snapshots_in_a_file_not_in_the_output(snapshot_kernel, tmp_path):
+    """The launch's output is written when the widget is built and at the end, never in between
+    (a rewrite redraws the live widget); the snapshot file holds the latest static form and goes at
+    the end."""
+    kernel, folder = snapshot_kernel
+    kernel.ok("import os\nfrom notebook_launcher import launch, notebook_launcher\n" + gate_code(tmp_path))
+    kernel.ok("def parked():\n    print('rank', os.environ['RANK'], 'parked')\n    wait_at_gate()\n    return 5\n")
+    msg_id = kernel.submit("notebook_launcher(parked, num_processes=2, display='widget')")
+    contents = _snapshots_seen(folder, count=2)
+    latest = json.loads(contents[-1])
+    head = latest["text/plain"].splitlines()[0]
+    assert "running" in head and "before the launch ended" in head, head
+    open_gates(tmp_path, [0, 1])
+    ended = kernel.collect(msg_id)
+    bundles = [out["display"] for out in ended.outputs if "display" in out]
+    with_widget = [bundle for bundle in bundles if WIDGET_MIME in bundle]
+    assert len(with_widget) == 1, f"{len(with_widget)} outputs with the widget, expected the build's only"
+    assert WIDGET_MIME not in bundles[-1] and "succeeded in" in bundles[-1]["text/plain"].splitlines()[0]
+    assert list(folder.glob("*")) == []  # the launch ended: its snapshot is gone
 
 
 @needs_browser
@@ -189,23 +194,18 @@ def test_reloaded_mid_launch_the_live_widget_comes_back_undisturbed_by_snapshots
     page.close()
 
 
-def test_a_snapshot_catches_up_once_the_ranks_go_quiet(tmp_path):
+def test_a_snapshot_catches_up_once_the_ranks_go_quiet(snapshot_kernel, tmp_path):
     """A notebook saved while the ranks wait gets every line they wrote, not a snapshot taken
     before the last ones (the scheduled snapshots are pushed out of reach here)."""
-    folder = tmp_path / "snapshots"
-    folder.mkdir(mode=0o700)
-    kernel = KernelSession(env={"NOTEBOOK_LAUNCHER_SNAPSHOTS": str(folder)})
-    try:
-        kernel.ok("import os\nfrom notebook_launcher import launch\n" + gate_code(tmp_path))
-        kernel.ok("import notebook_launcher.frontend.views.widget as view\nview._STATIC_FIRST = 600.0")
-        kernel.ok("def parked():\n    print('rank', os.environ['RANK'], 'is at its gate')\n    wait_at_gate()")
-        kernel.ok("job = launch(parked, num_processes=2, display='widget')")
-        latest = _snapshots_seen(folder, count=1, holding="[rank 1] rank 1 is at its gate", timeout=30)[-1]
-        assert "before the launch ended" in json.loads(latest)["text/plain"].splitlines()[0]
-        open_gates(tmp_path, [0, 1])
-        kernel.ok("job.wait()")
-    finally:
-        kernel.shutdown()
+    kernel, folder = snapshot_kernel
+    kernel.ok("import os\nfrom notebook_launcher import launch\n" + gate_code(tmp_path))
+    kernel.ok("import notebook_launcher.frontend.views.widget as view\nview._STATIC_FIRST = 600.0")
+    kernel.ok("def parked():\n    print('rank', os.environ['RANK'], 'is at its gate')\n    wait_at_gate()")
+    kernel.ok("job = launch(parked, num_processes=2, display='widget')")
+    latest = _snapshots_seen(folder, count=1, holding="[rank 1] rank 1 is at its gate", timeout=30)[-1]
+    assert "before the launch ended" in json.loads(latest)["text/plain"].splitlines()[0]
+    open_gates(tmp_path, [0, 1])
+    kernel.ok("job.wait()")
 
 
 @needs_browser

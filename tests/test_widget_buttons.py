@@ -12,7 +12,7 @@ import os
 import re
 
 import pytest
-from browser import CHROMIUM, LabServer, make_gates, open_notebook, parked_launch, run_all, screenshot
+from browser import CHROMIUM, make_gates, notebook7_page, open_notebook, parked_launch, run_all, screenshot
 
 pytestmark = pytest.mark.skipif(not os.path.exists(CHROMIUM), reason="Debian's chromium is not installed")
 
@@ -54,10 +54,7 @@ def test_every_button_answers_while_the_launch_blocks_its_cell(lab, browser):
 def test_notebook_7_takes_the_stop_button_during_a_blocking_launch(lab, browser):
     gates = make_gates(lab.root / "stop7-gates", "s")
     open_notebook(browser, lab, "stop7.ipynb", [parked_launch(gates, "s", lines=3)]).close()
-    notebook7 = LabServer(lab.root, app="notebook")
-    try:
-        page = browser.new_page(viewport={"width": 1400, "height": 1000})
-        page.goto(notebook7.url("/notebooks/stop7.ipynb"))
+    with notebook7_page(browser, lab.root, "stop7.ipynb") as page:
         page.get_by_text("# loaded").first.wait_for(timeout=60_000)
         page.locator(".jp-Notebook-ExecutionIndicator[data-status='idle']").first.wait_for(
             state="attached", timeout=90_000
@@ -66,9 +63,6 @@ def test_notebook_7_takes_the_stop_button_during_a_blocking_launch(lab, browser)
         page.locator(".nl-chip", has_text="rank 1: running").first.wait_for(timeout=120_000)
         page.get_by_role("button", name="Stop").click()
         page.locator(".jp-OutputArea-output", has_text="was stopped by its Stop button").first.wait_for(timeout=60_000)
-        page.close()
-    finally:
-        notebook7.stop()
 
 
 def test_a_finished_launch_still_offers_its_log_as_a_download(lab, browser):
