@@ -20,7 +20,8 @@ machinery; used from the rank they would corrupt the kernel's connection. So:
 * opening a widget comm is refused with a message that says what to do instead;
 * tqdm's notebook bars the kernel already imported become text bars (one live line per rank).
 
-A spawned rank is a fresh interpreter: it has no shell, so only the first part applies there.
+A spawned rank is a fresh interpreter with no shell: only the first part applies there, and its
+``display()`` is IPython's replaced by one that sends display events (``displays.py``).
 """
 
 from __future__ import annotations
@@ -30,17 +31,10 @@ import sys
 from typing import Any
 
 from ..import_hooks import after_import
-from ..wire import DISPLAY
-from .capture import flush_output, wait_until_read
+from .displays import DISPLAYED_MIME_TYPES, WIDGETS_REFUSED, route_displays_without_a_shell, send_display
 
 __all__ = ["make_safe", "WIDGETS_REFUSED", "DISPLAYED_MIME_TYPES"]
 
-WIDGETS_REFUSED = (
-    "widgets cannot be shown from inside a launched rank (it has no connection to the notebook);"
-    " print, or log metrics with accelerator.log(...), and the launch shows them"
-)
-DISPLAYED_MIME_TYPES = ("text/plain", "text/html", "text/markdown", "image/png", "image/jpeg", "image/svg+xml")
-_WIDGET_MIME = "application/vnd.jupyter.widget-view+json"
 # The modules of Lightning that compute, or import, its "interactive session" flag at import time. Looked
 # up by name: iterating sys.modules in a forked rank would touch (and so copy) thousands of pages.
 _LIGHTNING_INTERACTIVE_FLAGS = tuple(
@@ -58,6 +52,7 @@ _LIGHTNING_INTERACTIVE_FLAGS = tuple(
 def make_safe(channel: Any) -> None:
     look_like_a_script()
     _route_display(channel)
+    route_displays_without_a_shell(channel)
     _refuse_comms()
     _text_progress_bars()
 
@@ -104,14 +99,7 @@ def _route_display(channel: Any) -> None:
     shell = interactive.InteractiveShell.instance()
 
     def publish(data, metadata=None, source=None, *, transient=None, update=False, **kwargs):
-        if _WIDGET_MIME in data:
-            bundle = {"text/plain": f"<{WIDGETS_REFUSED}>"}
-        else:
-            bundle = {key: value for key, value in data.items() if key in DISPLAYED_MIME_TYPES}
-        display_id = (transient or {}).get("display_id")
-        flush_output()  # what was printed before the display comes before it
-        wait_until_read()
-        channel.send(DISPLAY, {"data": bundle, "display_id": display_id, "update": bool(update)})
+        send_display(channel, data, (transient or {}).get("display_id"), update)
 
     shell.display_pub.publish = publish
     shell.display_pub.clear_output = lambda wait=False: None
