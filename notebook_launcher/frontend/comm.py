@@ -22,7 +22,6 @@ from ..devices.inventory import device_inventory
 from ..launching.handle import active_launches, find_launch, observe_launches
 from .messages import HISTORY, launch_info, start_server_message
 from .settings import SETTING_CHOICES, kernel_settings
-from .subshells import handle_where_sent
 
 __all__ = ["register", "TARGET"]
 
@@ -130,7 +129,6 @@ class _SidebarChannel:
             "set_settings": self._set_settings,
             "stop_launch": self._stop_launch,
         }
-        handle_where_sent(comm)  # a sidebar's requests are answered while a cell blocks
         comm.on_msg(self._on_msg)
         comm.on_close(lambda _msg: self._close())
 

@@ -1,12 +1,14 @@
-"""A click on the live widget or a sidebar request is handled at once, even while a cell blocks.
+"""A click on the live widget is handled at once, even while a cell blocks on the launch.
 
 JupyterLab ≥ 4.4 and Notebook 7.4 send comm messages to a kernel subshell (ipykernel ≥ 7): a
 thread of the kernel's own, free while the main shell runs the cell that waits on a launch.
 ipykernel 7.4 then re-routes a comm's incoming messages to the subshell of the last message that
-comm *sent*, so that an async cell awaiting a widget's reply gets it. The launch widget and the
-sidebar are updated from the launcher's thread on behalf of the waiting cell (the main shell), so
-without help every click would queue behind that cell (and be dropped with the widget when the
+comm *sent*, so that an async cell awaiting a widget's reply gets it. The launch widget is
+updated from the launcher's thread on behalf of the waiting cell (the main shell), so without help every click would queue behind that cell (and be dropped with the widget when the
 launch ends). ``handle_where_sent`` keeps a comm's messages on the subshell the front end chose.
+
+Only for the widget's buttons: the sidebar's settings must reach the kernel before a cell run right
+after them, which the main shell's one queue guarantees and a subshell does not.
 
 Front ends without subshells (Colab, VS Code, ipykernel 6) still deliver the message once the cell
 ends; the widget's tooltips say so.
