@@ -4,8 +4,9 @@ JupyterLab ≥ 4.4 and Notebook 7.4 send comm messages to a kernel subshell (ipy
 thread of the kernel's own, free while the main shell runs the cell that waits on a launch.
 ipykernel 7.4 then re-routes a comm's incoming messages to the subshell of the last message that
 comm *sent*, so that an async cell awaiting a widget's reply gets it. The launch widget is
-updated from the launcher's thread on behalf of the waiting cell (the main shell), so without help every click would queue behind that cell (and be dropped with the widget when the
-launch ends). ``handle_where_sent`` keeps a comm's messages on the subshell the front end chose.
+updated from the launcher's thread on behalf of the waiting cell (the main shell), so without
+help every click would queue behind that cell (and be dropped with the widget when the launch
+ends). ``handle_where_sent`` keeps a comm's messages on the subshell the front end chose.
 
 Only for the widget's buttons: the sidebar's settings must reach the kernel before a cell run right
 after them, which the main shell's one queue guarantees and a subshell does not.
