@@ -470,3 +470,17 @@ def test_terminal_codes_show_as_a_terminal_shows_their_colours():
         '<span style="font-style:italic"> italic</span>'
     )
     assert ansi_html("no codes & <tags>") == "no codes &amp; &lt;tags&gt;"
+
+
+def test_a_display_with_nothing_the_launch_shows_is_not_sent():
+    """The kernel refuses an empty bundle as a malformed event (the rank's failure): an object that
+    displayed itself, or one with only formats the launch does not show, sends nothing."""
+    from notebook_launcher.rank.displays import send_display
+
+    sent = []
+    channel = type("Channel", (), {"send": lambda self, *event: sent.append(event)})()
+    send_display(channel, {}, None, False)
+    send_display(channel, {"application/json": {"a": 1}}, None, False)
+    assert sent == []
+    send_display(channel, {"application/json": {}, "text/plain": "shown"}, "d1", True)
+    assert sent == [("display", {"data": {"text/plain": "shown"}, "display_id": "d1", "update": True})]

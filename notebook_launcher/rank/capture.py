@@ -32,10 +32,13 @@ Example (what the bootstrap does)::
 
 from __future__ import annotations
 
+import fcntl
 import os
 import signal
 import sys
+import termios
 import threading
+import time
 from typing import Any
 
 from ..wire import SIGNAL_SENDER_MARK, STACKS_SIGNAL
@@ -174,10 +177,6 @@ def wait_until_read(timeout: float = 1.0) -> None:
 
     Output and events travel on different pipes, which the kernel reads in no fixed order; a
     display sent once the output before it has been read is shown after that output."""
-    import fcntl
-    import termios
-    import time
-
     deadline = time.monotonic() + timeout
     for fd in (1, 2):
         while time.monotonic() < deadline:

@@ -39,11 +39,15 @@ _DISPLAY_MODULES = ("IPython.core.display_functions", "IPython.core.display", "I
 
 
 def send_display(channel: Any, data: dict, display_id: str | None, update: bool) -> None:
-    """Send one mime bundle to the kernel after the output printed before it (widgets refused)."""
+    """Send one mime bundle to the kernel after the output printed before it (widgets refused);
+    a bundle with nothing the launch shows (empty: an object that displayed itself through
+    ``_ipython_display_``) is not sent."""
     if _WIDGET_MIME in data:
         bundle = {"text/plain": f"<{WIDGETS_REFUSED}>"}
     else:
         bundle = {key: value for key, value in data.items() if key in DISPLAYED_MIME_TYPES}
+    if not bundle:
+        return
     flush_output()  # what was printed before the display comes before it
     wait_until_read()
     channel.send(DISPLAY, {"data": bundle, "display_id": display_id, "update": bool(update)})
@@ -52,16 +56,17 @@ def send_display(channel: Any, data: dict, display_id: str | None, update: bool)
 def route_displays_without_a_shell(channel: Any) -> None:
     """In a rank with no IPython shell, IPython's ``display`` (wherever the rank imports it from)
     sends display events; a rank with a shell keeps the shell's own, already routed."""
+    display = _ShelllessDisplay(channel)
     for name in _DISPLAY_MODULES:
-        after_import(name, lambda module: _replace_display(module, channel))
+        after_import(name, lambda module: _replace_display(module, display))
 
 
-def _replace_display(module: Any, channel: Any) -> None:
+def _replace_display(module: Any, display: _ShelllessDisplay) -> None:
     shell_class = getattr(sys.modules.get("IPython.core.interactiveshell"), "InteractiveShell", None)
     if shell_class is not None and shell_class.initialized():  # (not yet defined while IPython loads)
         return
     if hasattr(module, "display"):
-        module.display = _ShelllessDisplay(channel)
+        module.display = display
 
 
 class _ShelllessDisplay:
@@ -90,10 +95,9 @@ class _ShelllessDisplay:
             display_id = (transient or {}).get("display_id")
         for obj in objs:
             data = obj if raw else self._format(obj, include, exclude)
-            if data:  # empty: the object displayed itself (``_ipython_display_``), through this function
-                send_display(self._channel, data, display_id, update)
+            send_display(self._channel, data, display_id, update)
         if display_id and not update:
-            from IPython.core.display_functions import DisplayHandle
+            from IPython.display import DisplayHandle  # (IPython 7 has no display_functions)
 
             return DisplayHandle(display_id)
         return None
