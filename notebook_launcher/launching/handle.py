@@ -26,6 +26,7 @@ from .listener import CompositeListener
 from .record import LaunchRecord
 from .registry import Observed, active_launches, find_launch, last_launch, observe_launches, register
 from .restarts import attempts_note, may_restart
+from .stacks import where_they_were
 from .supervisor import Supervisor
 
 __all__ = ["Launch", "active_launches", "observe_launches", "find_launch", "last_launch"]
@@ -281,9 +282,7 @@ class Launch:
         finally:
             self._waiting(-1)
         if interrupted:
-            stacks = self._record.latest_stacks()
-            where = f"; where the ranks were:\n{stacks.summary()}" if stacks else ""
-            message = f"launch {self.id} stopped: every rank has ended{where}"
+            message = f"launch {self.id} stopped: every rank has ended{where_they_were(self.last_stacks)}"
             raise shown_as(KeyboardInterrupt(message), line=f"KeyboardInterrupt: {message}") from None
         if not finished:
             raise TimeoutError(f"launch {self.id} still running after {timeout} s")
@@ -299,8 +298,7 @@ class Launch:
             return failure.with_traceback(self._record.failure_traceback)
         if self._record.status == "stopped":
             by = f" by {self._stopped_by}" if self._stopped_by else ""
-            stacks = self._record.latest_stacks()
-            where = f"; where the ranks were:\n{stacks.summary()}" if stacks else ""
+            where = where_they_were(self.last_stacks)
             message = f"launch {self.id} was stopped{by} before every rank returned{where}"
             return shown_as(LaunchError(message), line=f"LaunchError: {message}")
         return None

@@ -22,7 +22,7 @@ from typing import Any
 
 from ..tracebacks import is_library
 
-__all__ = ["Stacks"]
+__all__ = ["Stacks", "where_they_were"]
 
 
 def _where(filename: str) -> tuple[str, bool]:
@@ -114,3 +114,19 @@ class Stacks(Mapping):
 
     def as_builtins(self) -> dict[str, Any]:
         return {"stacks": {str(rank): report for rank, report in self._by_rank.items()}, "missing": self.missing}
+
+
+def where_they_were(stacks: Stacks | None) -> str:
+    """The end of an error message that says where each rank was ("" without stacks).
+
+    Examples:
+        >>> report = {"pid": 42, "threads": [{"name": "MainThread", "main": True,
+        ...     "frames": [["train.py", 7, "train", "dist.barrier()"]]}]}
+        >>> print(where_they_were(Stacks({1: report}, missing=[0])))
+        ; where the ranks were:
+        rank 1: in train (train.py, line 7): dist.barrier()
+        rank 0: no answer
+        >>> where_they_were(None)
+        ''
+    """
+    return f"; where the ranks were:\n{stacks.summary()}" if stacks else ""

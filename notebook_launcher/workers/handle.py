@@ -28,6 +28,7 @@ from multiprocessing.connection import Connection
 from typing import Any
 
 from ..errors import LaunchError
+from ..launching.stacks import where_they_were
 from ..tracebacks import shown_as
 from ..wire import rebuild_exception
 from .call_record import CallLaunch
@@ -241,9 +242,7 @@ class Workers:
     def _stop_interrupted(self):
         self._stopped = True
         self.launch.stop()
-        stacks = self.launch.last_stacks
-        where = f"; where the ranks were:\n{stacks.summary()}" if stacks else ""
-        message = f"interrupted twice: the workers were stopped{where}"
+        message = f"interrupted twice: the workers were stopped{where_they_were(self.launch.last_stacks)}"
         raise shown_as(KeyboardInterrupt(message), line=f"KeyboardInterrupt: {message}") from None
 
     def _interrupt(self, ranks: list[int]) -> None:

@@ -26,6 +26,7 @@ from __future__ import annotations
 import base64
 import html
 import time
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 from ...launching.listener import LaunchState
@@ -38,6 +39,7 @@ _CAPPED = ' style="max-height: 420px; overflow: auto"'
 
 __all__ = [
     "static_bundle",
+    "log_lines",
     "summary_text",
     "failure_text",
     "header_text",
@@ -251,12 +253,23 @@ def _html(launch: LaunchState, counts: dict, entries: list, failure: str, max_li
     return f'<div class="nl-root nl-static" data-launch="{launch.id}">{"".join(parts)}</div>'
 
 
+def log_lines(entries: Iterable[Any]) -> Iterator[str]:
+    """Log entries as the lines of a plain log file: ``[rank N] text``, no terminal codes.
+
+    Examples:
+        >>> from types import SimpleNamespace
+        >>> list(log_lines([SimpleNamespace(rank=1, text="\\x1b[32mok\\x1b[0m")]))
+        ['[rank 1] ok\\n']
+    """
+    for entry in entries:
+        yield f"[rank {entry.rank}] {strip_ansi(entry.text.rstrip(chr(10)))}\n"
+
+
 def _download(launch: LaunchState, entries: list) -> str:
     """A link that downloads the lines this form holds as a ``.log`` file (the finished form's
     "Save log"), when they are small enough to carry twice; "" otherwise. An untrusted notebook
     drops the link's target, so the form never relies on it."""
-    text = "".join(f"[rank {entry.rank}] {strip_ansi(entry.text.rstrip(chr(10)))}\n" for entry in entries)
-    data = text.encode()
+    data = "".join(log_lines(entries)).encode()
     if not entries or len(data) > DOWNLOAD_LIMIT:
         return ""
     href = "data:text/plain;charset=utf-8;base64," + base64.b64encode(data).decode()

@@ -31,12 +31,11 @@ from typing import Any
 from ...interrupt_routing import kernel_thread
 from ...launching.listener import LaunchState
 from ..subshells import handle_where_sent
-from .ansi import strip_ansi
 from .base import LaunchView
 from .logbox import LogBox
 from .render import CSS, metrics_html, series_by_key, status_chips
 from .snapshots import snapshots_for, widget_output
-from .static import header_text, places_text, stacks_html, stacks_section, static_bundle
+from .static import header_text, log_lines, places_text, stacks_html, stacks_section, static_bundle
 
 __all__ = ["WidgetView"]
 
@@ -303,17 +302,14 @@ class WidgetView(LaunchView):
         """Write every line of every rank to ``notebook_launcher-<id>.log``; returns its path."""
         path = os.path.join(directory, f"notebook_launcher-{self.launch.id}.log")
         with open(path, "w", encoding="utf-8") as file:
-            for entry in self.launch.interleaved():
-                text = strip_ansi(entry.text if entry.text.endswith("\n") else entry.text + "\n")
-                file.write(f"[rank {entry.rank}] {text}")
+            file.writelines(log_lines(self.launch.interleaved()))
         name = html.escape(os.path.basename(path))
         self.saved.value = f'saved <a href="{name}" target="_blank">{name}</a>'
         return path
 
     def _toggle_text(self) -> None:
         if self.text_log.layout.display == "none":
-            entries = self.launch.interleaved(last=self._max_lines)
-            self.text_log.value = "".join(f"[rank {entry.rank}] {strip_ansi(entry.text)}" for entry in entries)
+            self.text_log.value = "".join(log_lines(self.launch.interleaved(last=self._max_lines)))
             self.text_log.layout.display = None
         else:
             self.text_log.layout.display = "none"
