@@ -132,6 +132,11 @@ class LocalRayCluster:
         self.log.flush()
         return Path(self.log.name).read_text(errors="replace")[-4000:]
 
+    def client_server_logs(self) -> str:
+        """The tails of the head's Ray Client server logs (the proxy's and each client's own server's)."""
+        logs = sorted(Path(self.temp_dir).glob("session_*/logs/ray_client_server*"))
+        return "\n".join(f"--- {log.name}\n{log.read_text(errors='replace')[-3000:]}" for log in logs)
+
     def processes(self) -> list[psutil.Process]:
         """Every process this cluster started (the nodes and what they started), still running."""
         found = []

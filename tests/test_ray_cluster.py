@@ -392,7 +392,7 @@ def test_a_kernel_connected_through_ray_client_gets_its_ranks_lines_and_results(
         "print('logs', [job.logs(rank) for rank in range(2)])\n"
     )
     output = _in_fresh_python(code, RAY_ADDRESS="", NOTEBOOK_LAUNCHER_RAY_KEEP_WARM="0")
-    assert "value 0 [0, 1]" in output, output
+    assert "value 0 [0, 1]" in output, output + cluster.client_server_logs()
     assert "hello from rank 0" in output and "hello from rank 1" in output, output
     wait_until(lambda: free_cpus() == 4, "the actors to be released (NOTEBOOK_LAUNCHER_RAY_KEEP_WARM=0)", timeout=90)
 

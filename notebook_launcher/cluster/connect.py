@@ -18,13 +18,15 @@ import logging
 import os
 import socket
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, NoReturn
 
 from ..errors import LaunchError
 
 __all__ = ["import_ray", "connect", "ray_address_tried"]
 
 connected_address = ""  # the address this kernel connected to ("" for "auto", or a ray.init of the user's)
+CLIENT_ATTEMPTS = 3  # a Ray Client connection whose server failed to start is tried again
+TRANSIENT_CLIENT_FAILURES = ("Starting Ray client server failed", "Proxy failed to Connect to backend")
 INSTALL_HINT = "pip install 'notebook-launcher[ray]' (or pip install ray) in this kernel's environment"
 
 
@@ -58,20 +60,44 @@ def connect(address: str | None) -> Any:
             f"no Ray cluster could be reached at {tried!r}: {unreachable}; is the head running, and is that"
             " address reachable from this machine?"
         )
-    try:
-        ray.init(address=tried, log_to_driver=False, logging_level=logging.WARNING, configure_logging=False)
-    except Exception as err:  # ConnectionError, or whatever Ray Client raises for a wrong address
-        hint = (
-            "start one with `ray start --head`, or set RAY_ADDRESS / pass cluster='ray://host:10001'"
-            if tried == "auto"
-            else "is the head running, and is that address reachable from this machine?"
-        )
-        raise LaunchError(
-            f"no Ray cluster could be reached at {tried!r}: {type(err).__name__}: {err}; {hint}"
-        ) from None
+    for attempt in range(1, CLIENT_ATTEMPTS + 1):
+        try:
+            ray.init(address=tried, log_to_driver=False, logging_level=logging.WARNING, configure_logging=False)
+            break
+        except Exception as err:  # ConnectionError, or whatever Ray Client raises for a wrong address
+            if attempt < CLIENT_ATTEMPTS and worth_another_try(tried, err):
+                continue
+            _refuse(tried, err, attempt)
     global connected_address
     connected_address = "" if tried == "auto" else tried
     return ray
+
+
+def worth_another_try(address: str, err: BaseException) -> bool:
+    """Whether ``err`` from ``ray.init(address)`` is the head's Ray Client server failing to start
+    this client's own server, which the next connection usually gets (Ray's client is flaky there).
+
+    Examples:
+        >>> server = ConnectionAbortedError("Starting Ray client server failed. See ray_client_server_23001.err")
+        >>> worth_another_try("ray://127.0.0.1:10001", server)
+        True
+        >>> worth_another_try("ray://127.0.0.1:10001", ConnectionError("no such host"))
+        False
+    """
+    return address.startswith("ray://") and any(sign in str(err) for sign in TRANSIENT_CLIENT_FAILURES)
+
+
+def _refuse(tried: str, err: BaseException, attempts: int = 1) -> NoReturn:
+    """Raise the ``LaunchError`` that says ``ray.init(tried)`` failed with ``err``, and what to check."""
+    hint = (
+        "start one with `ray start --head`, or set RAY_ADDRESS / pass cluster='ray://host:10001'"
+        if tried == "auto"
+        else "is the head running, and is that address reachable from this machine?"
+    )
+    times = f" ({attempts} tries)" if attempts > 1 else ""
+    raise LaunchError(
+        f"no Ray cluster could be reached at {tried!r}{times}: {type(err).__name__}: {err}; {hint}"
+    ) from None
 
 
 def _unreachable(address: str, timeout: float = 3.0) -> str | None:
