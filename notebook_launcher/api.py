@@ -11,6 +11,7 @@ from .frontend.settings import kernel_settings, set_defaults
 from .frontend.views import select_view
 from .launching.handle import Launch, last_launch
 from .launching.plan import make_plan
+from .launching.watchdog import STRAGGLER_TIMEOUT
 from .starters import select_starter
 
 __all__ = ["notebook_launcher", "launch", "plan_launch", "start_launch"]
@@ -38,6 +39,7 @@ def launch(
     display: str = "auto",
     grace_period: float = 2.0,
     stall_timeout: float | None = None,
+    straggler_timeout: float | None = STRAGGLER_TIMEOUT,
     timeout: float | None = None,
     rendezvous_timeout: float = 300.0,
     secret: str | None = None,
@@ -83,6 +85,9 @@ def launch(
         stall_timeout: end the launch with ``LaunchStalled`` (and every live rank's stack) when no
             rank shows a sign of life for this many seconds, or ranks are still busy this long
             after another returned; None (the default) never.
+        straggler_timeout: end the launch the same way when, after a rank returned, the others show
+            no sign of life for this many seconds (default 300: a rank left in a collective by a
+            peer that returned would otherwise wait for ever); None waits for ever.
         timeout: end the launch with ``LaunchTimeout`` (and the stacks) after this many seconds.
         rendezvous_timeout: seconds to wait for every node (and, on other nodes, for node 0's store).
         secret: with several nodes, a key every node's cell shares (or ``NOTEBOOK_LAUNCHER_SECRET``):
@@ -132,6 +137,7 @@ def launch(
         start_method=start_method,
         grace_period=grace_period,
         stall_timeout=stall_timeout,
+        straggler_timeout=straggler_timeout,
         timeout=timeout,
         rendezvous_timeout=rendezvous_timeout,
         secret=secret,

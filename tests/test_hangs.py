@@ -54,6 +54,26 @@ def test_the_stall_watchdog_ends_a_rank_blocked_after_its_peer_returned(kernel):
     assert kernel.children() == []
 
 
+def test_by_default_a_rank_left_silent_after_its_peer_returned_is_ended_with_its_stack(kernel):
+    """No stall_timeout: the straggler rule (on by default, here shortened) ends Accelerate's
+    test_fault_tolerant hang; a rank that keeps printing after its peer returned is left alone."""
+    kernel.ok(PEER_RETURNED + "\nfrom notebook_launcher.api import plan_launch")
+    assert kernel.eval("plan_launch(print, (), 2, device='cpu')[0].faults.straggler_timeout") == 300
+    result = kernel.run("notebook_launcher(peer_returned, num_processes=2, straggler_timeout=2)")
+    assert result.error["ename"] == "LaunchStalled", result.error["evalue"]
+    message = result.error["evalue"]
+    assert "rank 1 showed no sign of life for 2 s after another rank returned (straggler_timeout=2" in message
+    assert re.search(r"rank 1: in peer_returned \(Cell In\[\d+\], line 9\): store.wait", message)
+    assert kernel.children() == []
+    kernel.ok(
+        "def busy_after_peer():\n    if os.environ['RANK'] == '1':\n        for step in range(8):\n"
+        "            print('still working', step, flush=True); time.sleep(0.5)\n    return os.environ['RANK']"
+    )
+    assert (
+        kernel.eval("notebook_launcher(busy_after_peer, num_processes=2, straggler_timeout=2, display='none')") == "0"
+    )
+
+
 def test_the_stall_watchdog_ends_ranks_that_show_no_sign_of_life(kernel):
     kernel.ok("def silent():\n    print('started', flush=True)\n    threading.Event().wait()")
     result = kernel.run("notebook_launcher(silent, num_processes=2, stall_timeout=1.5)")

@@ -155,7 +155,9 @@ class Controller:
         self._monitor_interval = faults.monitor_interval
         self._num_nodes = num_nodes
         self._failure_elsewhere = failure_elsewhere
-        self._watchdog = Watchdog(faults.stall_timeout, faults.timeout, clock.monotonic(), launch_started)
+        self._watchdog = Watchdog(
+            faults.stall_timeout, faults.timeout, clock.monotonic(), launch_started, faults.straggler_timeout
+        )
         self.phase = Phase.STARTING
         self.kill_at: float | None = None
         self.stopped = False

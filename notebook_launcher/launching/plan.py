@@ -36,6 +36,7 @@ from .checks import (
 from .environment import rank_environment, threads_per_rank
 from .ports import check_port_free
 from .preflight import fork_hazards
+from .watchdog import STRAGGLER_TIMEOUT
 
 __all__ = ["LaunchPlan", "make_plan"]
 
@@ -60,6 +61,7 @@ class FaultPolicy:
     grace_period: float = 2.0  # seconds between SIGTERM and SIGKILL
     max_restarts: int = 0  # a failed attempt is started again this many times
     stall_timeout: float | None = None  # no sign of life for this long ends the launch (LaunchStalled)
+    straggler_timeout: float | None = STRAGGLER_TIMEOUT  # silent this long after another rank returned: ended
     timeout: float | None = None  # the whole launch may take this long (LaunchTimeout)
     monitor_interval: float = 0.1  # seconds between looks at the other nodes' health
 
@@ -142,6 +144,7 @@ def make_plan(
     max_restarts=0,
     monitor_interval=0.1,
     stall_timeout=None,
+    straggler_timeout=STRAGGLER_TIMEOUT,
     timeout=None,
     log_line_prefix_template=None,
     secret=None,
@@ -173,6 +176,7 @@ def make_plan(
         grace_period=check_seconds("grace_period", grace_period, zero_ok=True),
         max_restarts=check_count("max_restarts", max_restarts),
         stall_timeout=check_seconds("stall_timeout", stall_timeout, none_ok=True),
+        straggler_timeout=check_seconds("straggler_timeout", straggler_timeout, none_ok=True),
         timeout=check_seconds("timeout", timeout, none_ok=True),
         monitor_interval=check_seconds("monitor_interval", monitor_interval),
     )

@@ -1,5 +1,7 @@
 """When a launch has gone on too long: no sign of life for ``stall_timeout`` seconds, ranks still
-busy ``stall_timeout`` seconds after another returned, or the whole launch over ``timeout``.
+busy ``stall_timeout`` seconds after another returned, ranks silent for ``straggler_timeout``
+seconds after another returned (on by default: a rank left in a collective by a peer that returned
+would otherwise wait for ever), or the whole launch over ``timeout``.
 
 Pure bookkeeping of times (the supervisor tells it what happened and asks what is due), so it is
 tested without processes.
@@ -10,6 +12,11 @@ Examples:
     True
     >>> dog.expired(70.0, unfinished=[1])[0]
     'stalled'
+    >>> dog = Watchdog(stall_timeout=None, timeout=None, now=0.0, straggler_timeout=300)
+    >>> dog.result(5.0); dog.activity(100.0); dog.expired(399.0, unfinished=[1]) is None
+    True
+    >>> dog.expired(400.0, unfinished=[1])[0]
+    'stalled'
 """
 
 from __future__ import annotations
@@ -17,11 +24,20 @@ from __future__ import annotations
 __all__ = ["Watchdog"]
 
 
+STRAGGLER_TIMEOUT = 300.0  # the default: long enough for a main-process-only save or evaluation
+
+
 class Watchdog:
     def __init__(
-        self, stall_timeout: float | None, timeout: float | None, now: float, launch_started: float | None = None
+        self,
+        stall_timeout: float | None,
+        timeout: float | None,
+        now: float,
+        launch_started: float | None = None,
+        straggler_timeout: float | None = None,
     ) -> None:
         self.stall_timeout = stall_timeout
+        self.straggler_timeout = straggler_timeout
         self.timeout = timeout
         self.started = now if launch_started is None else launch_started  # ``timeout`` bounds the launch
         self.last_activity = now
@@ -46,6 +62,8 @@ class Watchdog:
             candidates.append(self.last_activity + self.stall_timeout)
             if self.first_result is not None:
                 candidates.append(self.first_result + self.stall_timeout)
+        if self.straggler_timeout is not None and self.first_result is not None:
+            candidates.append(self.last_activity + self.straggler_timeout)
         return min(candidates) if candidates else None
 
     def expired(self, now: float, unfinished: list[int]) -> tuple[str, str] | None:
@@ -56,6 +74,16 @@ class Watchdog:
         ranks = f"rank{'s' if len(unfinished) != 1 else ''} {names}"
         if self.timeout is not None and now >= self.started + self.timeout:
             return "timeout", f"the launch ran past timeout={self.timeout:g} s; {ranks} had not finished"
+        if (
+            self.straggler_timeout is not None
+            and self.first_result is not None
+            and now >= self.last_activity + self.straggler_timeout
+        ):
+            return "stalled", (
+                f"{ranks} showed no sign of life for {self.straggler_timeout:g} s after another rank returned"
+                f" (straggler_timeout={self.straggler_timeout:g}: a rank left waiting in a collective by a peer"
+                " that returned? straggler_timeout=None waits for ever)"
+            )
         if self.stall_timeout is None:
             return None
         if self.first_result is not None and now >= self.first_result + self.stall_timeout:
