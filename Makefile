@@ -55,7 +55,7 @@ KERNEL_TESTS := tests/test_launch_basics.py tests/test_launch_faults.py tests/te
 $(COLAB_STAMP): pyproject.toml
 	$(PYTHON) -m venv $(COLAB_VENV)
 	$(COLAB_VENV)/bin/pip install --quiet $(TORCH_PIN)
-	$(COLAB_VENV)/bin/pip install --quiet ipykernel==6.17.1 ipywidgets==7.7.1 cloudpickle psutil scikit-learn accelerate tqdm
+	$(COLAB_VENV)/bin/pip install --quiet ipykernel==6.17.1 ipywidgets==7.7.1 cloudpickle psutil scikit-learn accelerate tqdm matplotlib
 	touch $(COLAB_STAMP)
 
 # torch_xla 2.9 pins torch 2.9 (a CUDA build: ~7 GB); kept between local runs. Its CPU device

@@ -268,6 +268,29 @@ def test_rich_displays_inside_a_rank_render_and_updates_replace_them(kernel, met
     assert kernel.ok("print('kernel still fine')").stdout == "kernel still fine\n"
 
 
+@pytest.mark.parametrize("method", ["fork", "spawn"])
+def test_a_ranks_matplotlib_figure_shows_as_a_png_though_the_kernel_never_imported_pyplot(kernel, method):
+    """The kernel's inline backend (ipykernel's MPLBACKEND) reaches the rank; it configures the
+    rank's shell (fork) or none (spawn), and plt.show() gives the rank's tab a PNG either way."""
+    assert kernel.eval("'matplotlib.pyplot' in __import__('sys').modules") is False
+    kernel.ok(
+        dedent("""
+        def plots():
+            import matplotlib.pyplot as plt
+            plt.plot([3, 1, 2])
+            plt.show()
+            return "plotted"
+        job = launch(plots, num_processes=1, display="widget", start_method=METHOD)
+        value = job.wait()
+        shown = [sorted(line.bundle) for line in job.lines(0) if line.bundle is not None]
+    """).replace("METHOD", repr(method))
+    )
+    assert kernel.eval("value") == "plotted"
+    assert kernel.eval("shown") == [["image/png", "text/plain"]]
+    assert '<img src="data:image/png;base64,' in kernel.eval("job.view.static['text/html']")
+    assert kernel.eval("'matplotlib.pyplot' in __import__('sys').modules") is False
+
+
 def test_a_ranks_prints_and_displays_keep_the_order_it_made_them_in(kernel):
     """Output and displays travel on different pipes; each rank's log still has them in its order."""
     kernel.ok(

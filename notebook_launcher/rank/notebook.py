@@ -10,7 +10,8 @@ Lightning Fabric's refusal of ``strategy="ddp"``) must take their script path th
 * ``get_ipython()`` (IPython's function and the builtin name cells see) still returns the shell
   (``display()`` keeps working), but its ``config`` no longer says ``IPKernelApp``, the marker
   tqdm.autonotebook and transformers test for notebooks, and its class is not the
-  ``ZMQInteractiveShell`` rich tests for.
+  ``ZMQInteractiveShell`` rich tests for; IPython, ipykernel and matplotlib's inline backend (which
+  configures the shell for figures, whatever the kernel imported) get the shell itself.
 
 A forked rank also holds copies of the kernel's IPython shell, its ZeroMQ sockets and its comm
 machinery; used from the rank they would corrupt the kernel's connection. So:
@@ -49,6 +50,10 @@ _LIGHTNING_INTERACTIVE_FLAGS = tuple(
 )
 
 
+# modules that get the real shell from get_ipython(): they configure it, and never mistake a rank for a notebook
+_SHELL_FAMILY = ("IPython", "ipykernel", "matplotlib_inline")
+
+
 def make_safe(channel: Any) -> None:
     look_like_a_script()
     _route_display(channel)
@@ -71,13 +76,20 @@ def look_like_a_script() -> None:
         return
     shell = interactive.InteractiveShell.instance()
     script_like = _ScriptLikeShell(shell)
+
+    def get_ipython() -> Any:
+        """The script-like shell, except to the shell's own family (matplotlib's inline backend
+        configures the real shell, and refuses anything else)."""
+        caller = sys._getframe(1).f_globals.get("__name__") or ""
+        return shell if caller.partition(".")[0] in _SHELL_FAMILY else script_like
+
     getipython: Any = sys.modules.get("IPython.core.getipython")
     ipython: Any = sys.modules.get("IPython")
     for module in (getipython, ipython):
         if module is not None:
-            module.get_ipython = lambda: script_like
+            module.get_ipython = get_ipython
     if hasattr(builtins, "get_ipython"):  # the name IPython puts in every cell's namespace (rich reads it)
-        builtins.get_ipython = lambda: script_like
+        builtins.get_ipython = get_ipython
 
 
 class _ScriptLikeShell:
