@@ -3,6 +3,7 @@
 Every test defines its function in one cell and launches it from the next, as a user would.
 """
 
+import re
 from textwrap import dedent
 
 import pytest
@@ -234,6 +235,38 @@ def test_importing_the_package_warms_torchs_lazy_imports_in_the_background():
         warmed = session.eval("__import__('notebook_launcher.starters.warmup').starters.warmup.wait_for_warmup(120)")
         assert warmed is True and session.eval("'torch._dynamo' in sys.modules") is True  # with no launch yet
         assert session.eval("notebook_launcher.notebook_launcher(lambda: 5, num_processes=2)") == 5
+    finally:
+        session.shutdown()
+
+
+def test_a_cell_or_a_launch_that_waits_for_the_warm_up_says_so(tmp_path):
+    """The warm-up imports a module held at a FIFO gate, so the wait is as long as the test makes it:
+    the next cell, and a launch in the cell that started a warm-up, say what they wait for, then how long."""
+    from kernel_session import KernelSession
+
+    (tmp_path / "held_import.py").write_text(f"with open({str(tmp_path / 'gate')!r}) as gate:\n    gate.read()\n")
+    session = KernelSession()
+    try:
+        session.ok(
+            f"import os, sys\nsys.path.insert(0, {str(tmp_path)!r})\nos.mkfifo({str(tmp_path / 'gate')!r})\n"
+            "from notebook_launcher import notebook_launcher\n"
+            "from notebook_launcher.starters.warmup import start_warmup\nstart_warmup(('held_import',))"
+        )
+        for cell, waiter in (
+            ("print('next cell')", "this cell"),
+            ("sys.modules.pop('held_import'); start_warmup(('held_import',))\n"
+             "print(notebook_launcher(lambda: 5, num_processes=1, start_method='fork'))", "the launch"),
+        ):  # fmt: skip
+            said = f"notebook-launcher: {waiter} waits for the launcher's background import of held_import to finish"
+            cell_id = session.submit(cell)
+            waiting = session.collect(cell_id, until=lambda result, said=said: said in result.stderr)
+            assert waiting.stdout == ""  # the cell, or the launch, has not gone on
+            with open(tmp_path / "gate", "w") as gate:
+                gate.write("go")
+            done = session.collect(cell_id)
+            assert done.error is None
+            assert re.search(rf"notebook-launcher: {waiter} waited \d+\.\d s for it", done.stderr), done.stderr
+        assert done.stdout.strip() == "5"
     finally:
         session.shutdown()
 

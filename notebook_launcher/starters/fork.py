@@ -26,7 +26,7 @@ class ForkStarter(ProcessStarter):
     def prepare(self, plan):
         # Python reseeds ``random`` in every forked child: the ranks get the kernel's state back
         self._global_state = GlobalState.lost_in_a_fork()
-        wait_for_warmup()
+        wait_for_warmup(waiter="notebook-launcher: the launch")
         if "torch" in sys.modules:
             for module in TORCH_MODULES:
                 importlib.import_module(module)

@@ -7,7 +7,9 @@ kernel that has torch (or as soon as it imports torch), a daemon thread imports 
 
 A fork must never copy the kernel while that thread holds an import lock (the child would wait on
 it for ever): every fork of the kernel — our launches and anyone else's — first waits for the
-warm-up to end (``os.register_at_fork``), at most ``FORK_WAIT`` seconds.
+warm-up to end (``os.register_at_fork``), at most ``FORK_WAIT`` seconds. A wait longer than
+half a second is said on stderr (what is being imported, then how long it took), never silent;
+it lasts no longer than the import has left to do, which the ranks would otherwise each do.
 
 In a kernel the warm-up runs only while no cell runs: it starts when the cell that imported torch
 (or the package) has finished, and a cell that starts before it is done waits for it first. A cell
@@ -27,6 +29,7 @@ import importlib
 import os
 import sys
 import threading
+import time
 from typing import Any
 
 from ..interrupt_routing import kernel_thread
@@ -35,9 +38,10 @@ __all__ = ["start_warmup", "wait_for_warmup", "warm_in_kernel", "TORCH_MODULES"]
 
 TORCH_MODULES = ("torch._dynamo",)
 FORK_WAIT = 60.0
+SAY_AFTER = 0.5  # seconds of waiting for the warm-up after which the waiter is told why
 
 _lock = threading.Lock()
-_threads: list[threading.Thread] = []
+_threads: list[tuple[threading.Thread, tuple[str, ...]]] = []  # each warm-up, and what it imports
 
 
 def start_warmup(modules: tuple[str, ...]) -> None:
@@ -46,7 +50,7 @@ def start_warmup(modules: tuple[str, ...]) -> None:
     if not missing:
         return
     with _lock:
-        _threads.append(kernel_thread(_import_all, args=(missing,), name="notebook-launcher-warmup"))
+        _threads.append((kernel_thread(_import_all, args=(missing,), name="notebook-launcher-warmup"), missing))
 
 
 def _import_all(modules: tuple[str, ...]) -> None:
@@ -57,16 +61,31 @@ def _import_all(modules: tuple[str, ...]) -> None:
             pass
 
 
-def wait_for_warmup(timeout: float | None = None) -> bool:
-    """Wait until every warm-up started so far has finished; False if ``timeout`` passed first."""
+def wait_for_warmup(timeout: float | None = None, waiter: str = "") -> bool:
+    """Wait until every warm-up started so far has finished; False if ``timeout`` passed first.
+
+    A ``waiter`` ("the launch", "this cell") that waits longer than ``SAY_AFTER`` seconds is told
+    so on stderr, with what is being imported, and then how long it waited: never a silent wait.
+    """
     with _lock:
-        threads = [thread for thread in _threads if thread.is_alive()]
-    for thread in threads:
-        if thread is threading.current_thread():
-            continue
-        thread.join(timeout)
+        threads = [(t, modules) for t, modules in _threads if t.is_alive() and t is not threading.current_thread()]
+    if not threads:
+        return True
+    began = time.monotonic()
+    deadline = None if timeout is None else began + timeout
+    said = False
+    for thread, modules in threads:
+        if waiter and not said:
+            thread.join(SAY_AFTER if deadline is None else min(SAY_AFTER, max(0.0, deadline - time.monotonic())))
+            if thread.is_alive():
+                said = True
+                what = ", ".join(modules)
+                print(f"{waiter} waits for the launcher's background import of {what} to finish", file=sys.stderr)
+        thread.join(None if deadline is None else max(0.0, deadline - time.monotonic()))
         if thread.is_alive():
             return False
+    if said:
+        print(f"{waiter} waited {time.monotonic() - began:.1f} s for it", file=sys.stderr)
     return True
 
 
@@ -101,7 +120,7 @@ class _BetweenCells:
             start_warmup(pending)
 
     def _wait(self, *_info: Any) -> None:
-        wait_for_warmup(FORK_WAIT)
+        wait_for_warmup(FORK_WAIT, waiter="notebook-launcher: this cell")
 
 
 def _before_fork() -> None:
