@@ -22,6 +22,7 @@ import uuid
 from ..errors import LaunchError
 from ..interrupt_routing import wait_event
 from ..tracebacks import shown_as
+from .elastic_compat import also_child_failed
 from .listener import CompositeListener
 from .record import LaunchRecord
 from .registry import Observed, active_launches, find_launch, last_launch, observe_launches, register
@@ -58,6 +59,7 @@ class Launch:
     def __init__(self, plan, starter, view, make_starter=None):
         self.id = uuid.uuid4().hex[:8]
         self.plan = plan
+        self._raised: tuple[BaseException, BaseException] | None = None  # a failure, and the exception raised for it
         self.cell = _execution_count()
         self._view = view
         self._waiters = 0
@@ -295,7 +297,10 @@ class Launch:
         """What ``wait()`` raises for the ended launch (with the rank's frames), or None."""
         failure = self._record.failure
         if failure is not None:
-            return failure.with_traceback(self._record.failure_traceback)
+            if self._raised is None or self._raised[0] is not failure:
+                function = getattr(self.plan.function, "__name__", "function")
+                self._raised = (failure, also_child_failed(failure, self._record.failed_rank, function))
+            return self._raised[1].with_traceback(self._record.failure_traceback)
         if self._record.status == "stopped":
             by = f" by {self._stopped_by}" if self._stopped_by else ""
             where = where_they_were(self.last_stacks)
