@@ -99,7 +99,10 @@ class LocalRayCluster:
         self._nodes[index].wait(10)
 
     def _start_node(self, arguments: list[str]) -> None:
-        env = {**os.environ, "RAY_USAGE_STATS_ENABLED": "0"}
+        # GRPC_ENABLE_FORK_SUPPORT=false: the head forks a server for each Ray Client connection
+        # from a process busy in gRPC, whose fork handlers then crash that child now and then (a
+        # gRPC check failure, "next_worker->state == KICKED"); without them the child just execs.
+        env = {**os.environ, "RAY_USAGE_STATS_ENABLED": "0", "GRPC_ENABLE_FORK_SUPPORT": "false"}
         self._nodes.append(
             subprocess.Popen(
                 [RAY, "start", *arguments], stdout=self.log, stderr=subprocess.STDOUT, env=env, start_new_session=True

@@ -52,6 +52,17 @@ def test_a_client_server_that_failed_to_start_is_tried_again(head, monkeypatch):
     assert ray.tries == 3 and connecting.connected_address == head
 
 
+def test_a_client_server_that_died_before_the_head_looked_at_it_is_tried_again(head, monkeypatch):
+    zombie = ConnectionAbortedError(
+        'Initialization failure from server:\nTraceback (most recent call last):\n  File ".../proxier.py",'
+        " line 396, in start_specific_server\n    cmd = psutil_proc.cmdline()\npsutil.ZombieProcess: PID still"
+        " exists but it's a zombie (pid=5525)"
+    )
+    ray = FlakyRay(zombie)
+    monkeypatch.setattr(connecting, "import_ray", lambda: ray)
+    assert connecting.connect(head) is ray and ray.tries == 2
+
+
 def test_a_client_server_that_keeps_failing_is_a_clear_error(head, monkeypatch):
     ray = FlakyRay(*(server_failed(23000 + n) for n in range(5)))
     monkeypatch.setattr(connecting, "import_ray", lambda: ray)

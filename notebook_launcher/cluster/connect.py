@@ -26,7 +26,13 @@ __all__ = ["import_ray", "connect", "ray_address_tried"]
 
 connected_address = ""  # the address this kernel connected to ("" for "auto", or a ray.init of the user's)
 CLIENT_ATTEMPTS = 3  # a Ray Client connection whose server failed to start is tried again
-TRANSIENT_CLIENT_FAILURES = ("Starting Ray client server failed", "Proxy failed to Connect to backend")
+# the head's own server for this client died as it started (a crash in gRPC's fork handling in the
+# process the head forks: the check failure "next_worker->state == KICKED"); the next one usually starts
+TRANSIENT_CLIENT_FAILURES = (
+    "Starting Ray client server failed",
+    "in start_specific_server",
+    "Proxy failed to Connect to backend",
+)
 INSTALL_HINT = "pip install 'notebook-launcher[ray]' (or pip install ray) in this kernel's environment"
 
 
