@@ -4,7 +4,7 @@
 news pop-up) and stops it by PID. ``open_notebook`` writes a notebook, opens it with a reset
 workspace, waits until its kernel is idle and returns the page. ``make_gates`` / ``release_gates``
 hold ranks at FIFOs until the test lets them go; ``parked_launch`` is a cell whose ranks print, then
-wait at one.
+wait at one. ``switch_theme`` picks a JupyterLab theme; ``brightness`` reads a computed colour.
 """
 
 from __future__ import annotations
@@ -144,6 +144,21 @@ def run_all(page):
     page.locator(".lm-MenuBar-itemLabel", has_text="Run").first.click()
     page.locator(".lm-Menu-itemLabel", has_text="Run All Cells").first.click()
     page.locator(".jp-InputPrompt", has_text="[1]").first.wait_for(timeout=60_000)
+
+
+def brightness(css_color):
+    """The mean of a computed ``rgb(...)``/``rgba(...)`` colour's channels (0 dark to 255 light)."""
+    parts = [float(x) for x in css_color[css_color.index("(") + 1 : css_color.index(")")].split(",")[:3]]
+    return sum(parts) / 3
+
+
+def switch_theme(page, name, light):
+    """Pick JupyterLab theme ``name`` from the Settings menu and wait until the page wears it."""
+    page.locator(".lm-MenuBar-itemLabel", has_text="Settings").first.click()
+    page.locator(".lm-Menu-itemLabel", has_text="Theme").first.click()
+    page.locator(".lm-Menu-itemLabel", has_text=name).first.click()
+    page.wait_for_function(f"() => document.body.dataset.jpThemeLight === '{str(light).lower()}'", timeout=30_000)
+    page.locator("#jupyterlab-splash").wait_for(state="detached", timeout=30_000)
 
 
 def screenshot(target, name):

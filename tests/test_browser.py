@@ -15,6 +15,7 @@ import urllib.request
 import pytest
 from browser import (
     CHROMIUM,
+    brightness,
     make_gates,
     notebook7_page,
     open_notebook,
@@ -22,6 +23,7 @@ from browser import (
     release_gates,
     run_all,
     screenshot,
+    switch_theme,
 )
 
 pytestmark = pytest.mark.skipif(not os.path.exists(CHROMIUM), reason="Debian's chromium is not installed")
@@ -118,17 +120,13 @@ def test_the_live_widget_keeps_the_reader_then_the_notebook_keeps_the_launch(lab
         return {summary: colour(log.querySelector('summary')), line: colour(log.querySelector('.nl-lines')),
                 text: log.innerText};
     }""")
-    assert _brightness(seen["summary"]) < 100 and _brightness(seen["line"]) < 100, seen
+    assert brightness(seen["summary"]) < 100 and brightness(seen["line"]) < 100, seen
     assert "rank 0: step 699" in seen["text"]  # visible text, not only in the DOM
 
     # the dark theme: text and chart labels take the theme's colours
-    page.locator(".lm-MenuBar-itemLabel", has_text="Settings").first.click()
-    page.locator(".lm-Menu-itemLabel", has_text="Theme").first.click()
-    page.locator(".lm-Menu-itemLabel", has_text="JupyterLab Dark").first.click()
-    page.wait_for_function("() => document.body.dataset.jpThemeLight === 'false'", timeout=30_000)
-    page.locator("#jupyterlab-splash").wait_for(state="detached", timeout=30_000)
+    switch_theme(page, "JupyterLab Dark", light=False)
     label = page.evaluate("""() => getComputedStyle(document.querySelector('.nl-static .nl-chart b')).color""")
-    assert _brightness(label) > 150  # light text on the dark background
+    assert brightness(label) > 150  # light text on the dark background
     screenshot(page.locator(".jp-OutputArea-output", has=page.locator(".nl-static")).first, "widget-dark.png")
 
     # save, restart the kernel, reopen: the launch is still there, as the static form
@@ -185,7 +183,7 @@ def test_the_live_widget_keeps_the_reader_then_the_notebook_keeps_the_launch(lab
                 background: getComputedStyle(under || document.body).backgroundColor};
     }""")
     # the dark theme chosen above is still on: light text on a dark page
-    assert abs(_brightness(seen["colour"]) - _brightness(seen["background"])) > 120, seen
+    assert abs(brightness(seen["colour"]) - brightness(seen["background"])) > 120, seen
     assert "rank 0: step 699" in seen["text"], seen
     screenshot(page.locator(".jp-OutputArea-output", has=page.locator(".nl-static")).first, "untrusted.png")
     page.close()
@@ -197,11 +195,6 @@ def _chart_lines(page):
     return page.evaluate("""() => [...document.querySelectorAll('.nl-static img.nl-chart-image')]
         .filter(img => img.complete && img.naturalWidth > 0 && img.getBoundingClientRect().height > 0)
         .map(img => atob(img.src.split(',')[1]).split('<polyline').length - 1)""")
-
-
-def _brightness(css_color):
-    parts = [float(x) for x in css_color[css_color.index("(") + 1 : css_color.index(")")].split(",")[:3]]
-    return sum(parts) / 3
 
 
 def _restart_kernels(server):

@@ -11,7 +11,7 @@ import os
 
 import nbformat
 import pytest
-from browser import CHROMIUM, notebook7_page, open_notebook, run_all, screenshot
+from browser import CHROMIUM, brightness, notebook7_page, open_notebook, run_all, screenshot, switch_theme
 
 pytestmark = pytest.mark.skipif(not os.path.exists(CHROMIUM), reason="Debian's chromium is not installed")
 
@@ -48,11 +48,6 @@ _SEEN = """() => [...document.querySelectorAll('.jp-OutputArea-output')].map(out
 })"""
 
 
-def _brightness(css_color):
-    parts = [float(x) for x in css_color[css_color.index("(") + 1 : css_color.index(")")].split(",")[:3]]
-    return sum(parts) / 3
-
-
 def _check_readable(page, view):
     """Every launch output's visible text contrasts with what it sits on; the failure is shown once."""
     outputs = page.evaluate(_SEEN)
@@ -63,18 +58,10 @@ def _check_readable(page, view):
     assert "rank 0 starts" in everything and "rank 1 starts" in everything, view
     for out in outputs:
         for colour, background in out["contrasts"]:
-            assert abs(_brightness(colour) - _brightness(background)) > 100, (view, colour, background, out["text"])
+            assert abs(brightness(colour) - brightness(background)) > 100, (view, colour, background, out["text"])
     for name, has in (("failing-rank", "rank 1 saw bad data"), ("dist", "hello from rank 1")):
         cell = page.locator(".jp-Cell", has=page.locator(".jp-OutputArea-output", has_text=has)).first
         screenshot(cell, f"screen-{name}-{view}.png")
-
-
-def _theme(page, name, light):
-    page.locator(".lm-MenuBar-itemLabel", has_text="Settings").first.click()
-    page.locator(".lm-Menu-itemLabel", has_text="Theme").first.click()
-    page.locator(".lm-Menu-itemLabel", has_text=name).first.click()
-    page.wait_for_function(f"() => document.body.dataset.jpThemeLight === '{str(light).lower()}'", timeout=30_000)
-    page.locator("#jupyterlab-splash").wait_for(state="detached", timeout=30_000)
 
 
 def test_a_failing_rank_and_a_dist_session_read_well_light_dark_reopened_and_in_notebook_7(lab, browser):
@@ -84,7 +71,7 @@ def test_a_failing_rank_and_a_dist_session_read_well_light_dark_reopened_and_in_
     page.locator(".nl-static .nl-summary", has_text="failed").first.wait_for(timeout=60_000)
     _check_readable(page, "light")
 
-    _theme(page, "JupyterLab Dark", light=False)
+    switch_theme(page, "JupyterLab Dark", light=False)
     _check_readable(page, "dark")
 
     page.keyboard.press("Control+s")
@@ -93,7 +80,7 @@ def test_a_failing_rank_and_a_dist_session_read_well_light_dark_reopened_and_in_
     page.locator(".nl-static .nl-summary", has_text="failed").first.wait_for(timeout=60_000)
     assert page.get_by_text("Error displaying widget").count() == 0
     _check_readable(page, "reopened-dark")
-    _theme(page, "JupyterLab Light", light=True)
+    switch_theme(page, "JupyterLab Light", light=True)
     _check_readable(page, "reopened-light")
     page.close()
 

@@ -51,7 +51,8 @@ def also_child_failed(exc: BaseException, rank: int | None, name: str) -> BaseEx
         twin = combined.__new__(combined, *exc.args)
         twin.args = exc.args
         twin.__dict__.update(vars(exc))
-        for field in (field for base, fields in _FIELDS if isinstance(exc, base) for field in fields):
+        kept = [field for base, fields in _FIELDS if isinstance(exc, base) for field in fields]
+        for field in kept:
             if getattr(exc, field, None) is not None:
                 setattr(twin, field, getattr(exc, field))
         twin.__cause__, twin.__context__ = exc.__cause__, exc.__context__

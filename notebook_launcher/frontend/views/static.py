@@ -176,7 +176,7 @@ def _plain(launch: LaunchState, counts: dict, entries: list, failure: str, max_l
         lines.append(where)
     lines += [_hidden_note(launch, rank, n - max_lines) for rank, n in counts.items() if n > max_lines]
     template = getattr(launch.plan, "log_line_prefix", None)
-    lines += [f"{line_prefix(template, entry.rank)}{strip_ansi(entry.text.rstrip(chr(10)))}" for entry in entries]
+    lines += [line[:-1] for line in log_lines(entries, template)]
     last = _last_metrics(launch.metrics)
     if last and not launch.done:
         lines.append(f"metrics: {last}")
@@ -253,8 +253,9 @@ def _html(launch: LaunchState, counts: dict, entries: list, failure: str, max_li
     return f'<div class="nl-root nl-static" data-launch="{launch.id}">{"".join(parts)}</div>'
 
 
-def log_lines(entries: Iterable[Any]) -> Iterator[str]:
-    """Log entries as the lines of a plain log file: ``[rank N] text``, no terminal codes.
+def log_lines(entries: Iterable[Any], template: str | None = None) -> Iterator[str]:
+    """Log entries as the lines of a plain log: ``[rank N] text`` (or ``template``'s prefix, as
+    ``line_prefix`` makes it), each ending with a newline, no terminal codes.
 
     Examples:
         >>> from types import SimpleNamespace
@@ -262,7 +263,7 @@ def log_lines(entries: Iterable[Any]) -> Iterator[str]:
         ['[rank 1] ok\\n']
     """
     for entry in entries:
-        yield f"[rank {entry.rank}] {strip_ansi(entry.text.rstrip(chr(10)))}\n"
+        yield f"{line_prefix(template, entry.rank)}{strip_ansi(entry.text.rstrip(chr(10)))}\n"
 
 
 def _download(launch: LaunchState, entries: list) -> str:
