@@ -216,6 +216,32 @@ def test_tqdm_auto_in_a_rank_becomes_one_live_text_line(kernel):
     assert "epoch: 100%" in kernel.eval("job.view.static['text/html']")
 
 
+NESTED_BARS = dedent("""
+    def nested_bars():
+        from tqdm import tqdm
+        for epoch in tqdm(range(3), desc="epochs", position=0, mininterval=0):
+            for step in tqdm(range(20), desc="steps", position=1, leave=False, mininterval=0):
+                pass
+        return epoch
+""")
+
+
+@pytest.mark.parametrize("method", ["fork", "spawn"])
+def test_nested_tqdm_bars_in_a_rank_redraw_in_place(kernel, method):
+    """tqdm's nested bars move the cursor up to redraw the outer bar: the log keeps what a terminal
+    would show at the end (the outer bar's last frame; the inner bars erased themselves), not one
+    line per inner update."""
+    kernel.ok(NESTED_BARS)
+    kernel.ok(f"job = launch(nested_bars, num_processes=2, start_method={method!r}, display='widget'); job.wait()")
+    assert kernel.eval("job.results") == [2, 2]
+    for rank in (0, 1):
+        texts = kernel.eval(f"[line.text for line in job.lines({rank})]")
+        assert len(texts) == 1 and texts[0].startswith("epochs: 100%") and "3/3" in texts[0], texts
+    page = kernel.eval("job.view.static['text/html']")
+    assert "steps:" not in page and "epochs:   0%" not in page and "\\x1b" not in page
+    assert "epochs: 100%" in page
+
+
 def test_tqdm_auto_imported_only_inside_the_rank_works_in_a_fresh_kernel():
     """The rank looks like a script, so tqdm.auto picks its text bar there (the kernel never imported tqdm)."""
     session = KernelSession()

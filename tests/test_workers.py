@@ -255,3 +255,19 @@ def test_a_call_shows_only_what_its_ranks_wrote_during_it(kernel):
     finally:
         kernel.ok("%dist stop")
     assert kernel.children() == []
+
+
+def test_a_dist_cell_ends_with_its_nested_bars_final_rows(dist):
+    """The rows nested bars could still redraw are given out when the call ends, in its own cell."""
+    shown = dist.run(
+        "%%dist\nfrom tqdm import tqdm\n"
+        "for a in tqdm(range(2), desc='outer', position=0, mininterval=0):\n"
+        "    for b in tqdm(range(3), desc='inner', position=1, mininterval=0):\n        pass"
+    )
+    assert shown.error is None, shown.traceback
+    for rank in (0, 1):
+        lines = shown.stdout.splitlines() + shown.stderr.splitlines()
+        rows = [line for line in lines if line.startswith(f"[rank {rank}]")]
+        assert [row.split(":")[0] for row in rows] == [f"[rank {rank}] inner"] * 2 + [f"[rank {rank}] outer"], rows
+    after = dist.run("%%dist\nprint('next cell')")
+    assert "inner" not in after.stdout + after.stderr and "outer" not in after.stdout + after.stderr

@@ -8,7 +8,7 @@ are drained before the reply is delivered.
 
 Example (what the rank group does when a pipe becomes readable)::
 
-    process.read("stdout", drain=False, sink=sink)   # sink.on_text (complete lines), sink.on_live
+    process.read("stdout", drain=False, sink=sink)   # sink.on_text (final lines), sink.on_live
 """
 
 from __future__ import annotations
@@ -82,6 +82,10 @@ class RankProcess:
     def _drain_output(self, sink: RankSink) -> None:
         for stream in ("stdout", "stderr"):
             self.read(stream, drain=True, sink=sink)
+            settled = self._lines[stream].settle()  # the call ended: its bars are final
+            if settled:
+                sink.on_text(self.first_rank, stream, settled)
+                sink.on_live(self.first_rank, stream, self._lines[stream].live)
 
     def close_pipe(self, kind: str, sink: RankSink) -> None:
         """Close one pipe; a line left without a newline is delivered as the last line."""

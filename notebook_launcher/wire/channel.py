@@ -10,7 +10,7 @@ is ignored.
 Events are ``(kind, payload, time, rank)`` tuples pickled with the standard pickler; payloads hold
 only builtins (result values and exceptions travel as pickled bytes inside them), so decoding a frame
 never imports user code. The rank side writes with ``ChannelWriter``; the kernel side reads with
-``FrameReader``/``LineReader``.
+``FrameReader`` and ``lines.LineReader``.
 
 Examples:
     >>> import os
@@ -23,7 +23,6 @@ Examples:
 
 from __future__ import annotations
 
-import codecs
 import os
 import pickle
 import signal
@@ -31,6 +30,8 @@ import struct
 import threading
 import time
 from typing import Any
+
+from .lines import LineReader, last_frame
 
 __all__ = [
     "BadFrame",
@@ -64,7 +65,6 @@ STACKS_SIGNAL = signal.SIGRTMIN + 4 if hasattr(signal, "SIGRTMIN") else signal.S
 SIGNAL_SENDER_MARK = "[notebook-launcher] "
 
 _HEADER = struct.Struct("<Q")
-LIVE_LIMIT = 4096  # characters of a line still being written that the live preview shows (its end)
 
 
 class ChannelWriter:
@@ -127,77 +127,6 @@ class FrameReader:
             except BaseException as err:  # even SystemExit from a payload's reduce: the frame is bad, not the reader
                 events.append(BadFrame(f"{type(err).__name__}: {err}"))
         return events
-
-
-class LineReader:
-    """Splits a captured byte stream into text lines (UTF-8, undecodable bytes replaced).
-
-    ``feed`` returns the complete lines a chunk finished, as one string (each line ending with a
-    newline): splitting into single lines is left to whoever needs them, so a rank printing
-    hundreds of thousands of lines a second costs the kernel a few string operations per read.
-    A carriage return rewrites the current line, as on a terminal: progress bars (tqdm) that redraw
-    with ``\\r`` become one line holding their last frame, and ``live`` shows the frame being drawn.
-
-    Examples:
-        >>> lines = LineReader()
-        >>> lines.feed(b"a\\nb"), lines.feed(b"c\\nd\\n"), lines.finish()
-        ('a\\n', 'bc\\nd\\n', '')
-        >>> lines.feed(b" 10%\\r 50%"), lines.live, lines.feed(b"\\r100%\\n")
-        ('', ' 50%', '100%\\n')
-    """
-
-    def __init__(self) -> None:
-        self._decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
-        self._partial: list[str] = []  # the line being written, in the pieces it came in
-
-    def feed(self, chunk: bytes) -> str:
-        """Add bytes; return the lines they completed ("" when none).
-
-        Each byte is looked at once: a long line without a newline (megabytes of it) is kept in
-        pieces and joined once, when its newline comes.
-        """
-        new = self._decoder.decode(chunk)
-        cut = new.rfind("\n") + 1
-        if not cut:
-            if new:
-                self._partial.append(new)
-            return ""
-        complete = "".join(self._partial) + new[:cut] if self._partial else new[:cut]
-        self._partial = [new[cut:]] if cut < len(new) else []
-        if "\r" in complete:
-            complete = "".join(last_frame(line) + "\n" for line in complete.split("\n")[:-1])
-        return complete
-
-    @property
-    def live(self) -> str:
-        """The last frame of the line being written (no newline yet), or "": its last ``LIVE_LIMIT``
-        characters, found from the end, so a preview costs the same however long the line is."""
-        parts: list[str] = []
-        size = 0
-        for piece in reversed(self._partial):
-            parts.append(piece)
-            size += len(piece)
-            body = piece[:-1] if len(parts) == 1 and piece.endswith("\r") else piece
-            if "\r" in body or size >= LIVE_LIMIT:
-                break
-        return last_frame("".join(reversed(parts)))[-LIVE_LIMIT:]
-
-    def finish(self) -> str:
-        """What is left after the stream ended, as a last line ("" when nothing is)."""
-        rest = last_frame("".join(self._partial) + self._decoder.decode(b"", final=True))
-        self._partial = []
-        return rest + "\n" if rest else ""
-
-
-def last_frame(line: str) -> str:
-    """What a terminal shows of ``line``: the text after its last carriage return.
-
-    Examples:
-        >>> last_frame(" 10%\\r 50%\\r")
-        ' 50%'
-    """
-    line = line[:-1] if line.endswith("\r") else line
-    return line.rsplit("\r", 1)[-1]
 
 
 # -- the rank's channel ---------------------------------------------------------------------------

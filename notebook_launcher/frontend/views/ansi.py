@@ -3,8 +3,8 @@
 Ranks inherit ipykernel's ``FORCE_COLOR=1``, so rich, Lightning's progress bar, tqdm's nested bars
 and coloured loggers write ANSI escape codes. In the widget and the static form's HTML, colour and
 style codes (SGR) become spans with inline styles (an untrusted notebook keeps style attributes);
-every other code — cursor moves, line erases, hyperlinks, window titles — is dropped, since one
-line of a log cannot be redrawn in place. The plain-text forms drop them all.
+every other code — hyperlinks, window titles, and the cursor moves and line erases that
+``wire.lines.LineReader`` already acted on — is dropped. The plain-text forms drop them all.
 
 Examples:
     >>> ansi_html("\\x1b[1;31mfailed\\x1b[0m <here>")
@@ -18,10 +18,11 @@ from __future__ import annotations
 import html
 import re
 
+from ...wire.lines import ESCAPE
+
 __all__ = ["ansi_html", "strip_ansi"]
 
-# a control sequence (ESC [ … final byte), an OSC / DCS / PM / APC string, or a two-byte escape
-_ESCAPE = re.compile(r"\x1b\[([0-?]*)[ -/]*([@-~])|\x1b[\]P^_].*?(?:\x07|\x1b\\)|\x1b[@-Z\\-_]", re.S)
+_ESCAPE = re.compile(ESCAPE, re.S)
 # the 16 colours as VS Code's terminal draws them: readable on a light and on a dark background
 _PALETTE = (
     "#000000", "#cd3131", "#0dbc79", "#e5e510", "#2472c8", "#bc3fbc", "#11a8cd", "#e5e5e5",

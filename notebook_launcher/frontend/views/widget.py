@@ -39,6 +39,8 @@ from .static import header_text, log_lines, places_text, stacks_html, stacks_sec
 
 __all__ = ["WidgetView"]
 
+STREAMS = ("stdout", "stderr")  # the order in which a rank's open rows are shown
+
 _STATIC_FIRST = 2.0  # seconds to the first snapshot of the static form (the gap then doubles)
 _SETTLE = 1.0  # seconds of quiet after which a file snapshot catches up with the last events
 _ALL_RANKS_UP_TO = 8
@@ -69,7 +71,7 @@ class WidgetView(LaunchView):
         self._dirty: set = set()
         self._seen: dict[int, int] = {}
         self._replaced: set[tuple[int, int]] = set()
-        self._live: dict[int, str] = {}
+        self._live: dict[tuple[int, str], str] = {}  # (rank, stream): its open rows (bars being drawn)
         self._static_gap = _STATIC_FIRST
         self._next_static = 0.0
         self._stacks_pending = False  # stacks were taken: the widget shows them at the next render
@@ -90,7 +92,7 @@ class WidgetView(LaunchView):
         self._launch = launch
         self._started = time.monotonic()
         self._seen = {rank: 0 for rank in launch.ranks}
-        self._live = {rank: "" for rank in launch.ranks}
+        self._live = {}
         self._snapshots = snapshots_for(launch.id)
         self.static = self.shown = static_bundle(launch)
         self._handle = display(self.static, raw=True, display_id=True, metadata=self._snapshots.metadata)
@@ -103,12 +105,12 @@ class WidgetView(LaunchView):
 
     def on_output(self, rank: int, stream: str, text: str) -> None:
         self._changed()
-        self._live[rank] = ""
+        self._live.pop((rank, stream), None)
         self._dirty.add("lines")
 
     def on_live(self, rank: int, stream: str, text: str) -> None:
-        if text != self._live[rank]:
-            self._live[rank] = text
+        if text != self._live.get((rank, stream), ""):
+            self._live[(rank, stream)] = text
             self._dirty.add("lines")
 
     def on_display(self, rank: int, index: int, replaced: bool) -> None:
@@ -263,9 +265,11 @@ class WidgetView(LaunchView):
             entry = launch.line(rank, index)
             self.boxes[rank].replace((rank, index), entry)
             self.all_box.replace((rank, index), entry)
-        for rank, text in self._live.items():
+        live = {rank: "\n".join(filter(None, (self._live.get((rank, s), "") for s in STREAMS))) for rank in self.boxes}
+        for rank, text in live.items():
             self.boxes[rank].set_live(text)
-        self.all_box.set_live("\n".join(f"[rank {rank}] {text}" for rank, text in self._live.items() if text))
+        rows = (f"[rank {rank}] {row}" for rank, text in live.items() for row in text.splitlines())
+        self.all_box.set_live("\n".join(rows))
         charted = {record["rank"] for record in launch.metrics} if launch.metrics else set()
         self.all_box.charted = bool(charted)
         for rank, box in self.boxes.items():

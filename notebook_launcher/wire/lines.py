@@ -1,0 +1,269 @@
+"""A rank's captured output as log lines, read the way a terminal would show it.
+
+Most output is plain lines, taken at C speed: each read's complete lines are returned as one
+string. Progress bars redraw: one bar redraws its row with a carriage return (``\\r``); nested bars
+(tqdm's ``position=``, rich's multi-task progress, Lightning's bars) also move the cursor up
+(``ESC[A``) and erase rows (``ESC[2K``) to redraw rows they left. A log cannot take a line back, so
+a row is given out as a line only once the stream can no longer come back to it:
+
+- a row drawn with a carriage return (a bar) is held while it is the row just above the cursor,
+  since a bar below it may still move up to it;
+- once the stream has moved the cursor up by N rows, the N rows above the cursor stay open (and
+  N + 1 bar rows, for a bar one level deeper than any seen so far).
+
+Open rows are what ``live`` shows (the bars being drawn); ``settle`` gives out all but the cursor's
+row (a ``%%dist`` call ended, so its bars are final) and ``finish`` all of them. A bar row left
+blank by its redraw (tqdm's ``leave=False`` erases its row) is dropped; colour codes stay in the
+text (the views render them), every other code is acted on or dropped.
+
+Examples:
+    >>> lines = LineReader()
+    >>> lines.feed(b"a\\nb"), lines.feed(b"c\\nd\\n"), lines.finish()
+    ('a\\n', 'bc\\nd\\n', '')
+    >>> lines.feed(b" 10%\\r 50%"), lines.live, lines.feed(b"\\r100%\\n"), lines.finish()
+    ('', ' 50%', '', '100%\\n')
+    >>> nested = LineReader()
+    >>> nested.feed(b"\\router 0/2\\n\\rinner 1/3\\x1b[A\\n\\rinner 3/3\\x1b[A\\router 1/2")
+    ''
+    >>> nested.live
+    'outer 1/2\\ninner 3/3'
+    >>> nested.finish()
+    'outer 1/2\\ninner 3/3\\n'
+"""
+
+from __future__ import annotations
+
+import codecs
+import re
+
+__all__ = ["ESCAPE", "LIVE_LIMIT", "LineReader", "last_frame"]
+
+LIVE_LIMIT = 4096  # characters of the open rows that the live preview shows (their end)
+OPEN_ROWS = 64  # the most rows a stream can keep open (a cursor move is clamped to it)
+
+# an escape that is not a colour code: the stream moves the cursor or erases, so it needs a screen
+_MOVES = re.compile(r"\x1b(?!\[[0-9;]*m)")
+# a terminal code: a control sequence (ESC [ parameters, final byte), an OSC / DCS / PM / APC
+# string, or a two-byte escape
+ESCAPE = r"\x1b\[([0-?]*)[ -/]*([@-~])|\x1b[\]P^_].*?(?:\x07|\x1b\\)|\x1b[@-Z\\-_]"
+_CODES = re.compile(ESCAPE, re.S)
+# what acts on the screen: a carriage return, a line feed or a terminal code
+_CONTROL = re.compile(r"[\r\n]|" + ESCAPE, re.S)
+# an escape cut off at the end of a read, kept for the next one
+_CUT = re.compile(r"\x1b(?:\[[0-?]*[ -/]*)?\Z")
+
+
+class LineReader:
+    """Splits a captured byte stream into text lines (UTF-8, undecodable bytes replaced).
+
+    ``feed`` returns the lines a chunk made final, as one string (each line ending with a newline):
+    splitting into single lines is left to whoever needs them, so a rank printing hundreds of
+    thousands of lines a second costs the kernel a few string operations per read. A stream that
+    moves the cursor is read on a ``_Screen`` from then on.
+    """
+
+    def __init__(self) -> None:
+        self._decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+        self._partial: list[str] = []  # the line being written, in the pieces it came in
+        self._held = ""  # a finished bar row, held while a bar below it could move up to it
+        self._screen: _Screen | None = None
+        self._cut = ""  # an escape code cut off at the end of the last read
+
+    def feed(self, chunk: bytes) -> str:
+        """Add bytes; return the lines they made final ("" when none).
+
+        Plain output looks at each byte once: a long line without a newline (megabytes of it) is
+        kept in pieces and joined once, when its newline comes.
+        """
+        new = self._decoder.decode(chunk)
+        if self._screen is None and not self._cut and not _MOVES.search(new):
+            return self._plain(new)
+        if self._screen is None:
+            self._screen = _Screen(self._held, "".join(self._partial))
+            self._held, self._partial = "", []
+        new, self._cut = _split_cut(self._cut + new)
+        self._screen.write(new)
+        return self._screen.commit(self._screen.keep())
+
+    def _plain(self, new: str) -> str:
+        cut = new.rfind("\n") + 1
+        if not cut:
+            if new:
+                self._partial.append(new)
+            return ""
+        complete = "".join(self._partial) + new[:cut] if self._partial else new[:cut]
+        self._partial = [new[cut:]] if cut < len(new) else []
+        held, self._held = self._held, ""
+        if "\r" not in complete:
+            return held + complete
+        rows = complete.split("\n")[:-1]
+        if _drawn(rows[-1]):
+            last = rows.pop()
+            self._held = "" if _cleared(last) else last_frame(last) + "\n"
+        return held + "".join(last_frame(row) + "\n" for row in rows if not _cleared(row))
+
+    @property
+    def live(self) -> str:
+        """The rows still open (bars being drawn, the line being written), "" when none: their last
+        ``LIVE_LIMIT`` characters, found from the end, so a preview costs the same however long the
+        line is."""
+        if self._screen is not None:
+            return self._screen.live()
+        parts: list[str] = []
+        size = 0
+        for piece in reversed(self._partial):
+            parts.append(piece)
+            size += len(piece)
+            body = piece[:-1] if len(parts) == 1 and piece.endswith("\r") else piece
+            if "\r" in body or size >= LIVE_LIMIT:
+                break
+        current = last_frame("".join(reversed(parts)))
+        return (self._held + current if current else self._held.rstrip("\n"))[-LIVE_LIMIT:]
+
+    def settle(self) -> str:
+        """Give out every open row above the cursor's (a call ended: its bars are final)."""
+        if self._screen is not None:
+            return self._screen.commit(0)
+        held, self._held = self._held, ""
+        return held
+
+    def finish(self) -> str:
+        """What is left after the stream ended, as last lines ("" when nothing is)."""
+        rest = self._cut + self._decoder.decode(b"", final=True)
+        self._cut = ""
+        if self._screen is not None:
+            self._screen.write(rest)
+            return self._screen.commit(0, final=True)
+        held, self._held = self._held, ""
+        line = "".join(self._partial) + rest
+        self._partial = []
+        return held + (last_frame(line) + "\n" if last_frame(line) and not _cleared(line) else "")
+
+
+class _Screen:
+    """The bottom of a terminal: the rows a stream may still rewrite, and its cursor.
+
+    A row is a list of text pieces (appending is cheap however long the row grows). ``bars`` marks
+    rows drawn after a carriage return; ``reach`` is the furthest the stream has moved up.
+    """
+
+    def __init__(self, held: str, partial: str) -> None:
+        self.rows: list[list[str]] = [[held.rstrip("\n")]] if held else []
+        self.bars: list[bool] = [True] if held else []
+        self.rows.append([])
+        self.bars.append(False)
+        self.cursor = len(self.rows) - 1
+        self.start: str | None = "line"  # at its row's start after a "line" feed or a "return"; None: after text
+        self.reach = 0
+        self.write(partial)
+
+    def write(self, text: str) -> None:
+        position = 0
+        for match in _CONTROL.finditer(text):
+            self._put(text[position : match.start()])
+            position = match.end()
+            code = match.group(0)
+            if code == "\r":
+                self.start = "return"
+            elif code == "\n":
+                self._down(1)
+            elif match.group(2):
+                self._act(match.group(1), match.group(2), code)
+        self._put(text[position:])
+
+    def _put(self, text: str) -> None:
+        if not text:
+            return
+        if self.start is not None:
+            self.rows[self.cursor] = [text]
+            self.bars[self.cursor] = self.bars[self.cursor] or self.start == "return"
+            self.start = None
+        else:
+            self.rows[self.cursor].append(text)
+
+    def _act(self, parameters: str, final: str, code: str) -> None:
+        count = min(int(parameters), OPEN_ROWS) if parameters.isdigit() and int(parameters) else 1
+        if final == "m":
+            self._put(code)
+        elif final in "AF":
+            self.reach = max(self.reach, count)
+            self.cursor = max(0, self.cursor - count)
+            self.start = "return" if final == "F" else self.start
+        elif final in "BE":
+            self._down(count)
+            self.start = "return" if final == "E" else self.start
+        elif final == "K" and (parameters in ("1", "2") or self.start is not None):
+            self.rows[self.cursor] = []  # the whole row, or the rest of it from its start
+        elif final == "J":
+            del self.rows[self.cursor + 1 :], self.bars[self.cursor + 1 :]
+            if self.start is not None:
+                self.rows[self.cursor] = []
+        elif final == "G" and count == 1:
+            self.start = "return"
+
+    def _down(self, count: int) -> None:
+        self.cursor += count
+        while len(self.rows) <= self.cursor:
+            self.rows.append([])
+            self.bars.append(False)
+        self.start = "line"
+
+    def keep(self) -> int:
+        """How many rows above the cursor stay open: as far as the stream has moved up, or the bar
+        rows just above the cursor, up to one more than that (bars nest one level at a time: a new
+        level's first line feeds come before its first move up)."""
+        bars = 0
+        while bars <= self.reach and bars < self.cursor and self.bars[self.cursor - 1 - bars]:
+            bars += 1
+        return max(self.reach, bars)
+
+    def commit(self, keep: int, final: bool = False) -> str:
+        """Give out the rows above the open ones (with ``final``, every row) as lines."""
+        cut = len(self.rows) if final else max(0, self.cursor - keep, len(self.rows) - OPEN_ROWS)
+        if final:
+            while cut and not self.rows[cut - 1]:
+                cut -= 1  # the empty rows the cursor ended on
+        given = zip(self.rows[:cut], self.bars[:cut], strict=True)
+        lines = ["".join(row) + "\n" for row, bar in given if not (bar and _blank(row))]
+        del self.rows[:cut], self.bars[:cut]
+        if not self.rows:
+            self.rows, self.bars = [[]], [False]
+        self.cursor = max(0, self.cursor - cut)
+        return "".join(lines)
+
+    def live(self) -> str:
+        rows = ["".join(row) for row in self.rows]
+        while rows and not rows[-1]:
+            rows.pop()
+        return "\n".join(rows)[-LIVE_LIMIT:]
+
+
+def last_frame(line: str) -> str:
+    """What a terminal shows of ``line``: the text after its last carriage return.
+
+    Examples:
+        >>> last_frame(" 10%\\r 50%\\r")
+        ' 50%'
+    """
+    line = line[:-1] if line.endswith("\r") else line
+    return line.rsplit("\r", 1)[-1]
+
+
+def _drawn(row: str) -> bool:
+    """Whether a row was drawn after a carriage return (a bar), not just ended by one ("\\r\\n")."""
+    return "\r" in row.rstrip("\r")
+
+
+def _cleared(row: str) -> bool:
+    """A bar row its last redraw left blank (tqdm's ``leave=False``)."""
+    return _drawn(row) and not _CODES.sub("", last_frame(row)).strip()
+
+
+def _blank(row: list[str]) -> bool:
+    return not _CODES.sub("", "".join(row)).strip()
+
+
+def _split_cut(text: str) -> tuple[str, str]:
+    """``text`` without an escape code cut off at its end, and that code."""
+    match = _CUT.search(text)
+    return (text[: match.start()], match.group(0)) if match else (text, "")

@@ -1,0 +1,137 @@
+"""A rank's output becomes the lines a terminal would show: progress bars, nested or not, redraw in place.
+
+The byte streams are written by the real libraries (tqdm's nested bars, rich's progress) in a child
+process whose output is a pipe, with ipykernel's ``FORCE_COLOR=1`` as a rank has it; the reference is
+pyte, a terminal emulator, fed the same bytes. Every stream is also fed in small pieces, since a
+pipe read can end anywhere, inside an escape code or a UTF-8 character.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from textwrap import dedent
+
+import pyte
+import pytest
+
+from notebook_launcher.frontend.views.ansi import strip_ansi
+from notebook_launcher.wire import LineReader
+
+PROGRAMS = {
+    "tqdm nested, inner bars erased": """
+        from tqdm import tqdm
+        for epoch in tqdm(range(3), desc="epochs", position=0, mininterval=0):
+            for step in tqdm(range(4), desc="steps", position=1, leave=False, mininterval=0):
+                pass
+        print("trained", file=sys.stderr)
+    """,
+    "tqdm nested, inner bars kept": """
+        from tqdm import tqdm
+        for epoch in tqdm(range(2), desc="epochs", position=0, mininterval=0):
+            for step in tqdm(range(3), desc="steps", position=1, mininterval=0):
+                pass
+    """,
+    "tqdm three levels": """
+        from tqdm import tqdm
+        for a in tqdm(range(2), desc="outer", position=0, mininterval=0):
+            for b in tqdm(range(2), desc="middle", position=1, leave=False, mininterval=0):
+                for c in tqdm(range(3), desc="inner", position=2, leave=False, mininterval=0):
+                    pass
+        print("after the bars", file=sys.stderr)
+    """,
+    "tqdm one bar between prints": """
+        from tqdm import tqdm
+        print("before", file=sys.stderr, flush=True)
+        for step in tqdm(range(5), desc="one", mininterval=0):
+            pass
+        print("after", file=sys.stderr)
+    """,
+    "rich progress with two tasks": """
+        from rich.console import Console
+        from rich.progress import Progress
+        with Progress(console=Console(file=sys.stderr), auto_refresh=False) as progress:
+            first = progress.add_task("download", total=3)
+            second = progress.add_task("train", total=3)
+            for _ in range(3):
+                progress.advance(first)
+                progress.advance(second)
+                progress.refresh()
+        print("done", file=sys.stderr)
+    """,
+}
+
+
+def _stream(program: str) -> bytes:
+    """What ``program`` writes on stderr when stderr is a pipe, as a rank's is."""
+    env = {**os.environ, "FORCE_COLOR": "1", "COLUMNS": "100"}
+    source = "import sys\n" + dedent(program)
+    done = subprocess.run([sys.executable, "-c", source], capture_output=True, env=env, timeout=120, check=True)
+    return done.stderr
+
+
+def _terminal(stream: bytes) -> list[str]:
+    """The rows a terminal shows for ``stream`` (a pty turns each line feed into CR LF)."""
+    screen = pyte.Screen(100, 60)
+    screen.set_mode(pyte.modes.LNM)
+    pyte.Stream(screen).feed(stream.decode())
+    return [row.rstrip() for row in screen.display if row.strip()]
+
+
+def _log(stream: bytes, size: int) -> tuple[list[str], int]:
+    """The log lines read from ``stream`` in reads of ``size`` bytes, and the most rows shown live."""
+    reader, text, most = LineReader(), "", 0
+    for start in range(0, len(stream), size):
+        text += reader.feed(stream[start : start + size])
+        most = max(most, len(reader.live.splitlines()))
+    text += reader.finish()
+    return [strip_ansi(line).rstrip() for line in text.splitlines() if line.strip()], most
+
+
+@pytest.mark.parametrize("name", PROGRAMS)
+def test_the_log_holds_what_a_terminal_shows_at_the_end(name):
+    stream = _stream(PROGRAMS[name])
+    assert b"\x1b[A" in stream or name.startswith("tqdm one") or b"\x1b[2K" in stream
+    expected = _terminal(stream)
+    for size in (len(stream), 1, 5, 64):
+        lines, _ = _log(stream, size)
+        assert lines == expected, f"read in pieces of {size} bytes"
+
+
+def test_nested_bars_are_shown_live_on_their_own_rows_then_give_their_last_frames():
+    stream = _stream(PROGRAMS["tqdm nested, inner bars kept"])
+    lines, most_live_rows = _log(stream, 7)
+    assert most_live_rows >= 2  # the outer and the inner bar, both being drawn
+    assert [line.split(":")[0] for line in lines] == ["steps", "steps", "epochs"]  # as a terminal leaves them
+    assert all("100%" in line for line in lines)
+
+
+def test_a_bar_row_is_held_only_until_a_later_line_shows_nothing_comes_back_to_it():
+    reader = LineReader()
+    assert reader.feed(b"\rbar 10%\rbar 100%\n") == ""  # a bar below could still move up to it
+    assert reader.live == "bar 100%"
+    assert reader.feed(b"next line\n") == "bar 100%\nnext line\n"
+    assert reader.feed(b"\rcleared bar\r           \r\n") == ""  # a bar erased by its last frame
+    assert reader.feed(b"plain\n") == "plain\n"
+
+
+def test_settle_gives_out_the_finished_rows_when_a_call_ends():
+    reader = LineReader()
+    reader.feed(b"\router 1/1\n\rinner 2/2\x1b[A\n\rinner 2/2\n")
+    assert reader.settle() == "outer 1/1\ninner 2/2\n"
+    assert reader.live == "" and reader.finish() == ""
+
+
+def test_cursor_moves_cannot_grow_the_open_rows_without_bound():
+    reader = LineReader()
+    text = reader.feed(b"\x1b[1000000B" + b"row\n" * 200 + b"\x1b[99999999A")
+    assert text.count("row") >= 200 - 64 and len(reader.live.splitlines()) <= 64
+    rest = reader.finish()
+    assert (text + rest).count("row") == 200
+
+
+def test_plain_output_stays_on_the_fast_path():
+    reader = LineReader()
+    assert reader.feed(b"\x1b[32mgreen\x1b[0m\n" * 3) == "\x1b[32mgreen\x1b[0m\n" * 3
+    assert reader._screen is None  # colour codes alone do not need a screen
