@@ -23,6 +23,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import nbformat
+from playwright.sync_api import TimeoutError as PlaywrightTimeoutError
 
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 ARTIFACTS = Path(__file__).resolve().parent.parent / "test-artifacts"
@@ -139,10 +140,19 @@ def open_notebook(browser, server, name, cells):
     return page
 
 
-def run_all(page):
-    """Run every cell; fail at once (not at some later wait) if the marker cell did not run."""
-    page.locator(".lm-MenuBar-itemLabel", has_text="Run").first.click()
-    page.locator(".lm-Menu-itemLabel", has_text="Run All Cells").first.click()
+def run_all(page, attempts=4):
+    """Run every cell; fail at once (not at some later wait) if the marker cell did not run.
+
+    A front end drops a run asked for before its kernel connection is up (Notebook 7's idle
+    indicator can show before it is, on a loaded machine): when no cell was queued, ask again."""
+    for _ in range(attempts):
+        page.locator(".lm-MenuBar-itemLabel", has_text="Run").first.click()
+        page.locator(".lm-Menu-itemLabel", has_text="Run All Cells").first.click()
+        try:
+            page.locator(".jp-InputPrompt", has_text=re.compile(r"\[(\*|1)\]")).first.wait_for(timeout=15_000)
+            break
+        except PlaywrightTimeoutError:  # nothing queued: the run was dropped
+            continue
     page.locator(".jp-InputPrompt", has_text="[1]").first.wait_for(timeout=60_000)
 
 

@@ -15,6 +15,7 @@ import os
 import re
 import signal
 import time
+import urllib.error
 import urllib.request
 
 import nbformat
@@ -28,6 +29,7 @@ from notebook_launcher.frontend.saved_outputs import (
     SAVED_MIME,
     WIDGET_MIME,
     output_metadata,
+    read_snapshot,
     snapshot_path,
     write_snapshot,
 )
@@ -61,8 +63,8 @@ def _saved_launch_output(lab, name):
 
 
 def _snapshots_seen(folder, count, timeout=60, holding=""):
-    """The contents of a kernel's snapshot file, once it has held ``count`` different ones (that
-    contain ``holding``), in order."""
+    """The contents of a running launch's snapshot file, once it has held ``count`` different ones
+    (that contain ``holding``), in order; the final forms of launches that ended are not looked at."""
     seen, deadline = [], time.monotonic() + timeout
     while len(seen) < count:
         assert time.monotonic() < deadline, f"{len(seen)} snapshots holding {holding!r} in {timeout} s"
@@ -71,7 +73,7 @@ def _snapshots_seen(folder, count, timeout=60, holding=""):
                 text = path.read_text()
             except OSError:  # replaced meanwhile
                 continue
-            if text not in seen and holding in text:
+            if text not in seen and holding in text and '"state": "final"' not in text:
                 seen.append(text)
         time.sleep(0.05)  # polling another process's file, bounded by the deadline
     return seen
@@ -122,6 +124,32 @@ def test_the_server_saves_a_launch_output_with_its_latest_snapshot(lab):
     assert saved[1].data == {SAVED_MIME: {"model_id": "m1"}, "text/plain": "kept"}  # no snapshot: as it was
     assert saved[2].data == {**widget, "text/plain": "theirs"}
 
+    # the launch ends: its file keeps the final static form, which the next save keeps as a plain output
+    write_snapshot(snapshot_path(lab.snapshots, name), {"text/plain": "final plain"}, final=True)
+    notebook.cells[0].outputs = saved
+    body = json.dumps({"type": "notebook", "format": "json", "content": notebook}).encode()
+    request = urllib.request.Request(lab.url("/api/contents/saved-by-api.ipynb"), data=body, method="PUT")
+    urllib.request.urlopen(request).read()
+    assert nbformat.read(lab.root / "saved-by-api.ipynb", as_version=4).cells[0].outputs[0].data == {
+        "text/plain": "final plain"
+    }
+
+
+def test_the_server_serves_a_launch_snapshot_to_its_own_users_only(lab):
+    """The lab extension reads a launch's latest static form from the server (a notebook saved
+    before the launch ended shows the final one); without the server's token, or for a name that is
+    not a snapshot's, there is nothing."""
+    name = f"{os.getpid()}-0ddba11e"
+    write_snapshot(snapshot_path(lab.snapshots, name), {"text/plain": "the end", "text/html": "<i>end</i>"}, final=True)
+    answer = json.load(urllib.request.urlopen(lab.url(f"/notebook-launcher/snapshots/{name}")))
+    assert answer == {"text/plain": "the end", "text/html": "<i>end</i>", "state": "final"}
+    anonymous = f"http://127.0.0.1:{lab.port}/notebook-launcher/snapshots/{name}"
+    missing, odd = (lab.url(f"/notebook-launcher/snapshots/{other}") for other in ("1-00000000", "..%2Fx"))
+    for url in (anonymous, missing, odd):
+        with pytest.raises(urllib.error.HTTPError) as refused:
+            urllib.request.urlopen(url)
+        assert refused.value.code in (403, 404), url
+
 
 @pytest.fixture()
 def snapshot_kernel(tmp_path):
@@ -135,8 +163,8 @@ def snapshot_kernel(tmp_path):
 
 def test_a_kernel_under_the_server_keeps_its_snapshots_in_a_file_not_in_the_output(snapshot_kernel, tmp_path):
     """The launch's output is written when the widget is built and at the end, never in between
-    (a rewrite redraws the live widget); the snapshot file holds the latest static form and goes at
-    the end."""
+    (a rewrite redraws the live widget); the snapshot file holds the latest static form, and the
+    final one once the launch ended."""
     kernel, folder = snapshot_kernel
     kernel.ok("import os\nfrom notebook_launcher import launch, notebook_launcher\n" + gate_code(tmp_path))
     kernel.ok("def parked():\n    print('rank', os.environ['RANK'], 'parked')\n    wait_at_gate()\n    return 5\n")
@@ -151,7 +179,8 @@ def test_a_kernel_under_the_server_keeps_its_snapshots_in_a_file_not_in_the_outp
     with_widget = [bundle for bundle in bundles if WIDGET_MIME in bundle]
     assert len(with_widget) == 1, f"{len(with_widget)} outputs with the widget, expected the build's only"
     assert WIDGET_MIME not in bundles[-1] and "succeeded in" in bundles[-1]["text/plain"].splitlines()[0]
-    assert list(folder.glob("*")) == []  # the launch ended: its snapshot is gone
+    ended = read_snapshot(folder, next(folder.glob("*.json")).stem)  # the launch ended: its final form
+    assert ended["state"] == "final" and ended["text/plain"] == bundles[-1]["text/plain"]
 
 
 @needs_browser
@@ -218,12 +247,22 @@ def test_saved_mid_launch_and_reopened_after_it_ended_or_after_the_kernel_died(l
     _wait_idle(lab, _kernel_of(lab, "closed"))
     page = browser.new_page(viewport={"width": 1400, "height": 1000})
     page.goto(lab.url("/lab/tree/closed.ipynb"))
-    static = page.locator(".nl-static", has_text="before the launch ended").first
+    static = page.locator(".nl-static", has_text="rank 1: done").first  # the launch's final form
     static.wait_for(timeout=60_000)
     page.locator(".jp-StatusBar-TextItem", has_text=re.compile(r"\|\s*Idle")).first.wait_for(timeout=90_000)
-    assert "rank 1: step 199" in static.inner_text()  # what a person sees: the log as it was saved
+    assert "rank 1: step 199" in static.inner_text()
+    assert page.locator("text=before the launch ended >> visible=true").count() == 0
     _no_widget_error(page)
     screenshot(page.locator(".jp-OutputArea-output", has=static).first, "saved-reopened-after-end.png")
+    before = (lab.root / "closed.ipynb").stat().st_mtime_ns
+    page.locator(".jp-Notebook .jp-Cell").first.click()
+    _save(page)  # saved again, the notebook keeps the final form as a plain output
+    deadline = time.monotonic() + 30
+    while (lab.root / "closed.ipynb").stat().st_mtime_ns == before:
+        assert time.monotonic() < deadline, "the notebook was not saved"
+        time.sleep(0.05)  # polling the server's write, bounded by the deadline
+    output = _saved_launch_output(lab, "closed")
+    assert SAVED_MIME not in output.data and "before the launch ended" not in output.data["text/plain"]
     page.close()
 
     # (b) saved mid-launch and the page reloaded while the cell still waits on the launch (the
@@ -258,10 +297,10 @@ def test_saved_mid_launch_and_reopened_after_it_ended_or_after_the_kernel_died(l
     # Notebook 7 shows both saved notebooks the same way
     notebook7 = LabServer(lab.root, app="notebook")
     try:
-        for name in ("closed", "killed"):
+        for name, state in (("closed", "rank 1: done"), ("killed", "before the launch ended")):
             page = browser.new_page(viewport={"width": 1400, "height": 1000})
             page.goto(notebook7.url(f"/notebooks/{name}.ipynb"))
-            page.locator(".nl-static", has_text="before the launch ended").first.wait_for(timeout=60_000)
+            page.locator(".nl-static", has_text=state).first.wait_for(timeout=60_000)
             page.locator(".nl-static", has_text="rank 1: step 199").first.wait_for(timeout=10_000)
             _no_widget_error(page)
             page.close()

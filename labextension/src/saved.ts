@@ -2,6 +2,7 @@ import { ISessionContext } from '@jupyterlab/apputils';
 import { DocumentRegistry } from '@jupyterlab/docregistry';
 import { INotebookModel, NotebookPanel } from '@jupyterlab/notebook';
 import { IRenderMime, IRenderMimeRegistry, MimeModel } from '@jupyterlab/rendermime';
+import { ServerConnection } from '@jupyterlab/services';
 import { IDisposable } from '@lumino/disposable';
 import { Panel, Widget } from '@lumino/widgets';
 
@@ -9,13 +10,43 @@ import { Panel, Widget } from '@lumino/widgets';
 export const SAVED_MIME = 'application/vnd.notebook-launcher.saved-launch+json';
 const WIDGET_MIME = 'application/vnd.jupyter.widget-view+json';
 const WIDGET_ERROR = 'Error displaying widget';
+/** Where the package's server extension serves a launch's latest static form (server_extension.py). */
+const SNAPSHOT_ROUTE = 'notebook-launcher/snapshots/';
+
+/** A launch's latest static form as the server keeps it, and whether the launch has ended. */
+interface ISnapshot {
+  'text/plain'?: string;
+  'text/html'?: string;
+  state?: string;
+}
 
 /**
- * Shows a launch output that a notebook saved while the launch ran: its saved static form at once,
- * and the live widget instead once the notebook's widget renderer can draw it (the kernel still
- * has it: a page reloaded mid-launch, once the kernel answers). A widget that is gone (the kernel
- * died or was restarted, the launch ended) leaves the static form — never "Error displaying
- * widget" or a lasting "Loading widget...". The widget renderer does the drawing; this watches it.
+ * The latest static form of the launch this output's metadata names, or null (the server has none:
+ * swept, another server, no server extension).
+ */
+async function latestSnapshot(metadata: IRenderMime.IMimeModel['metadata']): Promise<ISnapshot | null> {
+  const mark = metadata?.notebook_launcher as { snapshot?: unknown } | undefined;
+  if (typeof mark?.snapshot !== 'string') {
+    return null;
+  }
+  const settings = ServerConnection.makeSettings();
+  try {
+    const url = settings.baseUrl + SNAPSHOT_ROUTE + encodeURIComponent(mark.snapshot);
+    const response = await ServerConnection.makeRequest(url, {}, settings);
+    return response.ok ? ((await response.json()) as ISnapshot) : null;
+  } catch {
+    return null;
+  }
+}
+
+/**
+ * Shows a launch output that a notebook saved while the launch ran: its latest static form (the
+ * final one when the launch has ended since — the server keeps it — else the newest the server has,
+ * else the saved one), and the live widget instead once the notebook's widget renderer can draw it
+ * (the kernel still has it: a page reloaded mid-launch, once the kernel answers). A widget that is
+ * gone (the kernel died or was restarted, the launch ended) leaves the static form — never "Error
+ * displaying widget" or a lasting "Loading widget...". The widget renderer does the drawing; this
+ * watches it.
  */
 export class SavedLaunchRenderer extends Panel implements IRenderMime.IRenderer {
   constructor(rendermime: IRenderMimeRegistry, session: ISessionContext) {
@@ -30,15 +61,18 @@ export class SavedLaunchRenderer extends Panel implements IRenderMime.IRenderer 
   }
 
   async renderModel(model: IRenderMime.IMimeModel): Promise<void> {
+    const latest = await latestSnapshot(model.metadata);
     this._clear();
-    const type = 'text/html' in model.data ? 'text/html' : 'text/plain';
+    const data = { ...model.data, ...(latest ?? {}) } as IRenderMime.IMimeModel['data'];
+    const type = 'text/html' in data ? 'text/html' : 'text/plain';
     this._static = this._rendermime.createRenderer(type);
     this.addWidget(this._static);
     await this._static.renderModel(
-      new MimeModel({ data: { [type]: model.data[type] }, trusted: model.trusted, metadata: model.metadata })
+      new MimeModel({ data: { [type]: data[type] }, trusted: model.trusted, metadata: model.metadata })
     );
     const saved = model.data[SAVED_MIME] as { model_id?: unknown } | undefined;
-    this._modelId = model.trusted && typeof saved?.model_id === 'string' ? saved.model_id : '';
+    const ended = latest?.state === 'final'; // no widget to look for
+    this._modelId = model.trusted && !ended && typeof saved?.model_id === 'string' ? saved.model_id : '';
     this._tryLive();
   }
 

@@ -13,6 +13,8 @@ The server also tells the kernels it starts where to keep each running launch's 
 (``SNAPSHOTS_ENV``): a kernel then writes it there every few seconds instead of rewriting the
 output — a rewrite redraws the live widget, losing the reader's scroll and selection — and the
 hook saves the latest one. The output's metadata names the launch's file (``output_metadata``).
+When the launch ends, the file keeps its final static form: a notebook saved mid-launch and
+reopened later shows it (the lab extension asks the server for it) and its next save keeps it.
 
 Examples:
     >>> notebook = {"cells": [{"cell_type": "code", "outputs": [{
@@ -41,13 +43,18 @@ __all__ = [
     "output_metadata",
     "snapshot_path",
     "keep_static_forms",
+    "read_snapshot",
     "write_snapshot",
+    "STATE_KEY",
+    "FINAL",
+    "RUNNING",
 ]
 
 SNAPSHOTS_ENV = "NOTEBOOK_LAUNCHER_SNAPSHOTS"
 WIDGET_MIME = "application/vnd.jupyter.widget-view+json"
 SAVED_MIME = "application/vnd.notebook-launcher.saved-launch+json"
 OUTPUT_KEY = "notebook_launcher"
+STATE_KEY, FINAL, RUNNING = "state", "final", "running"  # a snapshot file's state: the launch ended or not
 # "<kernel pid>-<launch id>" or, for a %%dist cell, "<kernel pid>-<launch id>.<call>": nothing else is read
 _NAME = re.compile(r"[0-9]{1,10}-[0-9a-f]{8}(\.[0-9]{1,10})?")
 
@@ -96,27 +103,44 @@ def keep_static_forms(notebook: dict, snapshots: str | Path | None) -> int:
             reference = data.pop(WIDGET_MIME, None)
             if isinstance(reference, dict) and isinstance(reference.get("model_id"), str):
                 data[SAVED_MIME] = {"model_id": reference["model_id"]}
-            latest = _read_snapshot(snapshots, mark.get("snapshot")) if snapshots else None
-            data.update(latest or {})
+            latest = read_snapshot(snapshots, mark.get("snapshot")) if snapshots else None
+            if latest is not None:
+                if latest.pop(STATE_KEY) == FINAL:
+                    data.pop(SAVED_MIME, None)  # the launch has ended: its output is the final static form
+                for key in ("text/plain", "text/html"):
+                    data.pop(key, None)
+                data.update(latest)
             changed += 1
     return changed
 
 
-def _read_snapshot(snapshots: str | Path, name: Any) -> dict | None:
+def read_snapshot(snapshots: str | Path, name: Any) -> dict | None:
+    """Snapshot ``name``'s static form (text/plain, text/html) and its ``STATE_KEY`` (``FINAL`` once
+    the launch ended, else ``RUNNING``), or None where there is none or it is not ours.
+
+    Examples:
+        >>> import tempfile
+        >>> folder = tempfile.mkdtemp()
+        >>> write_snapshot(snapshot_path(folder, "1-ab12cd34"), {"text/plain": "done"}, final=True)
+        >>> read_snapshot(folder, "1-ab12cd34"), read_snapshot(folder, "2-ab12cd34")
+        ({'text/plain': 'done', 'state': 'final'}, None)
+    """
     try:
         with open(snapshot_path(snapshots, name), encoding="utf-8") as file:
             bundle = json.load(file)
-    except (ValueError, OSError):  # none written yet, removed as the launch ended, or not ours
+    except (ValueError, OSError):  # none written yet, swept, or not ours
         return None
     if not isinstance(bundle, dict) or not all(isinstance(value, str) for value in bundle.values()):
         return None
-    return {key: value for key, value in bundle.items() if key in ("text/plain", "text/html")} or None
+    static = {key: value for key, value in bundle.items() if key in ("text/plain", "text/html")}
+    return {**static, STATE_KEY: FINAL if bundle.get(STATE_KEY) == FINAL else RUNNING} if static else None
 
 
-def write_snapshot(path: Path, bundle: dict) -> None:
+def write_snapshot(path: Path, bundle: dict, final: bool = False) -> None:
     """Write ``bundle`` (text/plain and text/html) to the snapshot file ``path``
-    (``snapshot_path``), whole or not at all."""
+    (``snapshot_path``), whole or not at all; ``final``: the launch has ended and this is its
+    final static form."""
     partial = path.with_suffix(f".{os.getpid()}.tmp")
     with open(partial, "w", encoding="utf-8") as file:
-        json.dump(bundle, file)
+        json.dump({**bundle, STATE_KEY: FINAL if final else RUNNING}, file)
     os.replace(partial, path)

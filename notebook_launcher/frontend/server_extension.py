@@ -2,9 +2,10 @@
 
 Loaded by JupyterLab and Notebook 7 (the package installs the server configuration that enables
 it). It registers ``saved_outputs.keep_static_forms`` as a pre-save hook, and gives the kernels the
-server starts a private folder for their running launches' latest static forms (the environment
-variable ``NOTEBOOK_LAUNCHER_SNAPSHOTS``, which kernels inherit). Snapshots of kernels that died
-mid-launch stay for ``KEEP_DAYS`` days, for a later save of their notebook.
+server starts a private folder for their launches' latest static forms (the environment variable
+``NOTEBOOK_LAUNCHER_SNAPSHOTS``, which kernels inherit), which the lab extension reads through
+``SNAPSHOT_ROUTE``. Snapshots stay for ``KEEP_DAYS`` days, for a later opening or save of a
+notebook saved before its launch ended (or before its kernel died).
 
 Examples:
     >>> folder = snapshots_folder()
@@ -14,6 +15,7 @@ Examples:
 
 from __future__ import annotations
 
+import json
 import os
 import stat
 import tempfile
@@ -21,11 +23,12 @@ import time
 from pathlib import Path
 from typing import Any
 
-from .saved_outputs import SNAPSHOTS_ENV, keep_static_forms
+from .saved_outputs import SNAPSHOTS_ENV, keep_static_forms, read_snapshot
 
-__all__ = ["snapshots_folder", "KEEP_DAYS"]
+__all__ = ["snapshots_folder", "KEEP_DAYS", "SNAPSHOT_ROUTE"]
 
 KEEP_DAYS = 7
+SNAPSHOT_ROUTE = "notebook-launcher/snapshots"
 
 
 def snapshots_folder() -> Path:
@@ -72,4 +75,30 @@ def _load_jupyter_server_extension(serverapp: Any) -> None:
             keep_static_forms(model["content"], folder)
 
     serverapp.contents_manager.register_pre_save_hook(keep_launch_outputs)
+    from jupyter_server.utils import url_path_join
+
+    route = url_path_join(serverapp.web_app.settings["base_url"], SNAPSHOT_ROUTE, "([^/]+)")
+    serverapp.web_app.add_handlers(".*$", [(route, _snapshot_handler(), {"folder": folder})])
     serverapp.log.info("notebook_launcher: saved notebooks keep each launch's static form")
+
+
+def _snapshot_handler() -> type:
+    """``GET <base>/notebook-launcher/snapshots/<name>``: a launch's latest static form and whether
+    it is final, for the lab extension to show in a notebook saved before the launch ended (404 when
+    there is none). Only for the server's own users, as every Jupyter API; a name is a file name of
+    our making or nothing (``saved_outputs.snapshot_path``)."""
+    from jupyter_server.base.handlers import APIHandler
+    from tornado import web
+
+    class SnapshotHandler(APIHandler):
+        def initialize(self, folder: Path) -> None:
+            self.folder = folder
+
+        @web.authenticated
+        def get(self, name: str) -> None:
+            bundle = read_snapshot(self.folder, name)
+            if bundle is None:
+                raise web.HTTPError(404, "no such launch snapshot")
+            self.finish(json.dumps(bundle))
+
+    return SnapshotHandler

@@ -35,8 +35,9 @@ class Snapshots(Protocol):
     def keep(self, handle: Any, static: dict, model_id: str) -> None:
         """Keep ``static`` as the launch's latest static form (the widget is ``model_id``)."""
 
-    def end(self) -> None:
-        """The launch's output now holds its final static form: drop what ``keep`` kept."""
+    def end(self, static: dict) -> None:
+        """The launch's output now holds its final static form ``static``: a notebook saved before
+        holds an older one, so keep this one where that notebook finds it."""
 
 
 def widget_output(static: dict, model_id: str) -> dict:
@@ -54,7 +55,7 @@ class OutputSnapshots:
     def keep(self, handle: Any, static: dict, model_id: str) -> None:
         handle.update(widget_output(static, model_id), raw=True, metadata=self.metadata)
 
-    def end(self) -> None:
+    def end(self, static: dict) -> None:
         pass
 
 
@@ -68,15 +69,15 @@ class FileSnapshots:
         self.metadata = output_metadata(name)
 
     def keep(self, handle: Any, static: dict, model_id: str) -> None:
-        try:
-            write_snapshot(self.path, static)
-        except OSError:  # the folder went away (tmp cleaned): the saved copy keeps the last one
-            pass
+        self._write(static, final=False)
 
-    def end(self) -> None:
+    def end(self, static: dict) -> None:
+        self._write(static, final=True)  # the server's sweep removes it after KEEP_DAYS
+
+    def _write(self, static: dict, final: bool) -> None:
         try:
-            self.path.unlink()
-        except OSError:
+            write_snapshot(self.path, static, final=final)
+        except OSError:  # the folder went away (tmp cleaned): the saved copy keeps the last one
             pass
 
 

@@ -154,7 +154,7 @@ class WidgetView(LaunchView):
         if self.built:
             self.render()
         self._handle.update(self.static, raw=True, metadata=self._snapshots.metadata)
-        self._snapshots.end()
+        self._snapshots.end(self.static)
         if self.built:
             self.close()
 
