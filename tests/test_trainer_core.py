@@ -243,6 +243,15 @@ def api_tour():
         out["split"] = part
     with accelerator.split_between_processes(["a", "b", "c"], apply_padding=True) as part:
         out["split_padded"] = part
+    import datasets
+
+    table = datasets.Dataset.from_dict({"text": ["a", "b", "c"], "label": [0, 1, 2]})
+    with accelerator.split_between_processes(table, apply_padding=True) as rows:
+        out["split_dataset"] = (len(rows), rows["text"], rows["label"])
+    out["by_keyword"] = (
+        accelerator.gather(tensor=torch.tensor([rank])).tolist(),
+        accelerator.reduce(tensor=torch.tensor([1.0])).item(),
+    )
     order = []
     with accelerator.main_process_first():
         order.append(("inside", rank))
@@ -264,6 +273,8 @@ def test_api_tour_on_two_ranks():
     assert r0["padded"] == [1.0, -1.0] and r1["padded"] == [1.0, 1.0]
     assert (r0["split"], r1["split"]) == (["a", "b"], ["c"])
     assert r1["split_padded"] == ["c", "c"]
+    assert (r0["split_dataset"], r1["split_dataset"]) == ((2, ["a", "b"], [0, 1]), (2, ["c", "c"], [2, 2]))
+    assert r0["by_keyword"] == r1["by_keyword"] == ([0, 1], 2.0)
     assert (r0["main_only"], r1["main_only"]) == ("ran", None)
     assert job.logs(0) == "printed by 0\n" and job.logs(1) == ""
     metrics = [(m["rank"], m["step"], m["values"]["loss"]) for m in job.metrics]

@@ -27,19 +27,16 @@ from __future__ import annotations
 
 import collections
 import contextlib
-import dataclasses
 import gc
 import os
 import warnings
 from typing import Any
 
 import torch
-from torch.optim.lr_scheduler import LRScheduler
-from torch.utils.data import DataLoader
 
 from . import ops
 from .checkpoint_methods import CheckpointMethods
-from .data import DataState, PreparedDataLoader
+from .data import DataState
 from .data_config import DataLoaderConfiguration
 from .deepspeed_plugin import deepspeed_plugin_from
 from .fsdp_plugin import fsdp_plugin_from
@@ -47,13 +44,13 @@ from .handlers import handler_kwargs
 from .interop import share_state_with_accelerate
 from .memory import held_bytes
 from .metrics import MetricLog
-from .optim import PreparedOptimizer, PreparedScheduler
-from .parallelism import MeshMethods, data_parallel_coordinates, parallelism_config_from
-from .precision import autocast_forward, select_precision
+from .parallelism import MeshMethods, parallelism_config_from
+from .precision import select_precision
+from .prepare_methods import PrepareMethods
 from .prepared import PreparedObjects
 from .project import ProjectConfiguration
 from .state import DistributedState
-from .strategies import PrepareSettings, select_strategy
+from .strategies import select_strategy
 from .tracker_methods import TrackerMethods
 
 __all__ = ["Accelerator", "MEMORY_METRIC"]
@@ -61,7 +58,7 @@ __all__ = ["Accelerator", "MEMORY_METRIC"]
 MEMORY_METRIC = "held MB (params+optimizer)"  # shown once per rank after the first step of a sharded model
 
 
-class Accelerator(TrackerMethods, CheckpointMethods, MeshMethods):
+class Accelerator(PrepareMethods, TrackerMethods, CheckpointMethods, MeshMethods):
     """Training helper for one rank; see the module docstring.
 
     Args:
@@ -169,79 +166,6 @@ class Accelerator(TrackerMethods, CheckpointMethods, MeshMethods):
     def scaler(self):
         return self.precision.scaler
 
-    # -- prepare ----------------------------------------------------------------------------------
-
-    def prepare(self, *objects):
-        """Prepare models, optimizers, data loaders and schedulers; return them in the same order.
-
-        Examples:
-            >>> accelerator = Accelerator(cpu=True)
-            >>> model = torch.nn.Linear(2, 1)
-            >>> optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
-            >>> train_dl = DataLoader(list(range(10)), batch_size=4)
-            >>> model, optimizer, train_dl = accelerator.prepare(model, optimizer, train_dl)
-            >>> len(train_dl)
-            3
-        """
-        settings = PrepareSettings(
-            self.gradient_accumulation_steps, self.precision.name, self.dataloader_config.split_batches
-        )
-        objects = tuple(self.strategy.prepare_together(objects, settings))
-        first = [obj if isinstance(obj, LRScheduler) else self._prepare_one(obj) for obj in objects]
-        prepared = [self.prepare_scheduler(obj) if isinstance(obj, LRScheduler) else obj for obj in first]
-        return prepared[0] if len(prepared) == 1 else tuple(prepared)
-
-    def _prepare_one(self, obj):
-        if isinstance(obj, torch.nn.Module):
-            return self.prepare_model(obj)
-        if isinstance(obj, torch.optim.Optimizer):
-            return self.prepare_optimizer(obj)
-        if isinstance(obj, DataLoader):
-            return self.prepare_data_loader(obj)
-        return obj
-
-    def prepare_model(self, model):
-        """Move to the device, wrap as the strategy says (DDP when distributed), run forward under the
-        precision's autocast.
-
-        Moving to some devices (XLA) replaces the parameter objects; optimizers made before are
-        pointed at the new ones when they are prepared (before or after the model).
-        """
-        before = dict(self.strategy.unwrap(model).named_parameters())
-        model = self.strategy.setup_module(model)
-        self.prepared.note_moved(before, dict(self.strategy.unwrap(model).named_parameters()))
-        if self.precision.name != "no":
-            model.forward = autocast_forward(model.forward, self.precision)
-        self.prepared.models.append(model)
-        return model
-
-    def prepare_optimizer(self, optimizer):
-        prepared = PreparedOptimizer(self.strategy.setup_optimizer(optimizer), self)
-        prepared.rebind(self.prepared.moved)
-        self.prepared.optimizers.append(prepared)
-        return prepared
-
-    def prepare_scheduler(self, scheduler):
-        if not self.step_scheduler_with_optimizer:
-            per_step = 0  # every call steps it, once
-        else:
-            per_step = 1 if self.dataloader_config.split_batches else self.num_processes
-        prepared = PreparedScheduler(scheduler, self.prepared.optimizers, per_step)
-        self.prepared.schedulers.append(prepared)
-        return prepared
-
-    def prepare_data_loader(self, loader):
-        config = self.dataloader_config
-        seed = config.data_seed if config.data_seed is not None else torch.initial_seed() % 2**31
-        seed = ops.broadcast_object(self.state, seed)
-        shard = data_parallel_coordinates(self._mesh)  # a tensor-parallel group shares its batches
-        state = self.state
-        if shard is not None:
-            state = dataclasses.replace(state, process_index=shard[0], num_processes=shard[1])
-        prepared = PreparedDataLoader(loader, state, self._data_state, seed, config.split_batches, config.even_batches)
-        self.prepared.dataloaders.append(prepared)
-        return prepared
-
     # -- training step ----------------------------------------------------------------------------
 
     @contextlib.contextmanager
@@ -309,10 +233,12 @@ class Accelerator(TrackerMethods, CheckpointMethods, MeshMethods):
         the engine's backward, and its step at the end of an accumulation)."""
         self.strategy.backward(loss, self.precision, self.gradient_accumulation_steps, self.sync_gradients, **kwargs)
 
-    def unscale_gradients(self):
-        """Unscale fp16 gradients of every prepared optimizer (once per step)."""
-        for optimizer in self.prepared.optimizers:
-            self.precision.unscale(optimizer.optimizer)
+    def unscale_gradients(self, optimizer=None):
+        """Unscale fp16 gradients (once per step) of ``optimizer`` (one or a list of prepared
+        optimizers), or of every prepared optimizer."""
+        chosen = self.prepared.optimizers if optimizer is None else optimizer
+        for prepared in chosen if isinstance(chosen, (list, tuple)) else [chosen]:
+            self.precision.unscale(getattr(prepared, "optimizer", prepared))
 
     def clip_grad_norm_(self, parameters, max_norm, norm_type=2):
         """Clip the gradient norm (after unscaling fp16 gradients); returns the total norm (with
@@ -324,24 +250,30 @@ class Accelerator(TrackerMethods, CheckpointMethods, MeshMethods):
         self.unscale_gradients()
         torch.nn.utils.clip_grad_value_(parameters, clip_value)
 
-    def autocast(self):
-        """The precision's autocast context (a no-op for "no")."""
-        return self.precision.autocast()
+    def autocast(self, autocast_handler=None):
+        """The precision's autocast context (a no-op for "no"); an ``AutocastKwargs`` handler (ours or
+        Accelerate's) sets its ``enabled`` and ``cache_enabled``."""
+        if autocast_handler is None:
+            return self.precision.autocast()
+        options = {"enabled": autocast_handler.enabled}
+        if getattr(autocast_handler, "cache_enabled", None) is not None:
+            options["cache_enabled"] = autocast_handler.cache_enabled
+        return self.precision.autocast(**options)
 
     # -- collectives ------------------------------------------------------------------------------
 
-    def gather(self, data):
+    def gather(self, tensor):
         """Every rank's tensors concatenated in rank order (assuming 2 processes: [0] and [1] → [0, 1])."""
-        return self.strategy.all_gather(data)
+        return self.strategy.all_gather(tensor)
 
-    def gather_for_metrics(self, data, use_gather_object=False):
+    def gather_for_metrics(self, input_data, use_gather_object=False):
         """Like ``gather``, but the padding added to even out the last batch is dropped.
 
         Gathering every eval batch therefore yields exactly the dataset's samples, in dataset order.
         Non-tensor objects are gathered with ``all_gather_object``.
         """
-        tensors = not use_gather_object and ops.all_tensors(data)
-        gathered = self.gather(data) if tensors else ops.gather_object(self.state, data)
+        tensors = not use_gather_object and ops.all_tensors(input_data)
+        gathered = self.gather(input_data) if tensors else ops.gather_object(self.state, input_data)
         remainder = self._data_state.remainder
         if not self._data_state.end_of_dataloader or remainder is None:
             return gathered
@@ -349,12 +281,13 @@ class Accelerator(TrackerMethods, CheckpointMethods, MeshMethods):
             return ops.apply_to_tensors(lambda t: t[:remainder], gathered)
         return gathered[:remainder]
 
-    def reduce(self, data, reduction="sum", scale=1.0):
-        """Every tensor in ``data`` reduced across processes ("sum", "mean", "max", "min"), times ``scale``."""
-        return self.strategy.reduce(data, reduction, scale)
+    def reduce(self, tensor, reduction="sum", scale=1.0):
+        """Every tensor in ``tensor`` (a tensor or a structure of them) reduced across processes
+        ("sum", "mean", "max", "min"), times ``scale``."""
+        return self.strategy.reduce(tensor, reduction, scale)
 
-    def pad_across_processes(self, data, dim=0, pad_index=0, pad_first=False):
-        return ops.pad_across_processes(self.state, data, dim, pad_index, pad_first)
+    def pad_across_processes(self, tensor, dim=0, pad_index=0, pad_first=False):
+        return ops.pad_across_processes(self.state, tensor, dim, pad_index, pad_first)
 
     @property
     def optimizer_step_was_skipped(self):

@@ -156,32 +156,36 @@ def _save(save, obj, path):
         save(obj, file)
 
 
-def load_state(prepared, context, input_dir):
+def load_state(prepared, context, input_dir, load_kwargs=None, model_kwargs=None):
     """What ``Accelerator.load_state`` does, on every rank; returns the step to continue from.
 
-    Reads checkpoints written by this module or by Hugging Face Accelerate.
+    Reads checkpoints written by this module or by Hugging Face Accelerate. ``load_kwargs`` go to
+    each ``torch.load``, ``model_kwargs`` (``strict=False``) to each model's ``load_state_dict``.
     """
     state = context.state
     directory = _resolve(input_dir)
     location = state.backend.load_location(state.device)
 
     def load(name, map_location=location):
-        return torch.load(os.path.join(directory, name), weights_only=False, map_location=map_location)
+        options = {"weights_only": False, "map_location": map_location, **(load_kwargs or {})}
+        return torch.load(os.path.join(directory, name), **options)
 
-    _load_objects(prepared, context, directory, load)
+    _load_objects(prepared, context, directory, load, model_kwargs or {})
     step = _restore_rank_state(directory, state.process_index)
     step = _load_extra(prepared, context, directory, step)
     state.barrier()
     return step
 
 
-def _load_objects(prepared, context, directory, load):
+def _load_objects(prepared, context, directory, load, model_kwargs):
     """Models, optimizers, schedulers, the precision's state and registered objects."""
     sharded = context.strategy is not None and context.strategy.load_training_state(
         prepared.models, prepared.optimizers, directory
     )
+    if sharded and model_kwargs:
+        raise ValueError(f"load_state({', '.join(model_kwargs)}=...) is for whole models, not sharded ones")
     if not sharded:
-        _load_models(prepared, context, directory, load)
+        _load_models(prepared, context, directory, load, model_kwargs)
     for i, scheduler in enumerate(prepared.schedulers):
         scheduler.load_state_dict(load(_numbered("scheduler.bin", i)))
     if context.precision.state_dict() is not None and os.path.exists(os.path.join(directory, "scaler.pt")):
@@ -190,15 +194,15 @@ def _load_objects(prepared, context, directory, load):
         obj.load_state_dict(load(f"custom_checkpoint_{i}.pkl", "cpu"))
 
 
-def _load_models(prepared, context, directory, load):
+def _load_models(prepared, context, directory, load, model_kwargs):
     """Whole models and optimizers, on every rank."""
     for i, model in enumerate(prepared.models):
         safe_name, pickle_name = model_file_names(i)
         unwrapped = context.unwrap_model(model)
         if os.path.exists(os.path.join(directory, safe_name)):
-            _load_safetensors(unwrapped, os.path.join(directory, safe_name))
+            _load_safetensors(unwrapped, os.path.join(directory, safe_name), **model_kwargs)
         else:
-            unwrapped.load_state_dict(load(pickle_name))
+            unwrapped.load_state_dict(load(pickle_name), **model_kwargs)
     for i, optimizer in enumerate(prepared.optimizers):
         optimizer.load_state_dict(load(_numbered("optimizer.bin", i)))
 
@@ -227,10 +231,10 @@ def _restore_rank_state(directory, process_index):
     return states.get("step", 0)
 
 
-def _load_safetensors(model, path):
+def _load_safetensors(model, path, strict=True):
     """Load a safetensors model file into ``model`` on any device (XLA tensors included: they have no
     host pointer for safetensors' own ``load_model`` to check). A tied weight is saved once, under
-    one of its names; the others are its aliases, not missing."""
+    one of its names; the others are its aliases, not missing. ``strict=False`` allows the rest."""
     from safetensors.torch import load_file
 
     from .big_modeling.dispatch import tied_groups
@@ -240,7 +244,7 @@ def _load_safetensors(model, path):
         name for group in tied_groups(model) if any(other not in missing for other in group) for name in group
     }
     missing = [name for name in missing if name not in loaded_through_alias]
-    if missing or unexpected:
+    if strict and (missing or unexpected):
         raise RuntimeError(
             f"{os.path.basename(path)} does not match the model: missing {missing}, unexpected {unexpected}"
         )

@@ -62,20 +62,25 @@ class CheckpointMethods(ProcessHelpers):
 
     # -- models and checkpoints ------------------------------------------------------------------
 
-    def unwrap_model(self, model: torch.nn.Module, keep_fp32_wrapper: bool = True) -> torch.nn.Module:
-        """The user's module: without DDP, and (``keep_fp32_wrapper=False``) without the autocast forward."""
+    def unwrap_model(
+        self, model: torch.nn.Module, keep_fp32_wrapper: bool = True, keep_torch_compile: bool = True
+    ) -> torch.nn.Module:
+        """The user's module: without DDP, and (``keep_fp32_wrapper=False``) without the autocast
+        forward, and (``keep_torch_compile=False``) without ``torch.compile``'s wrapper."""
         if not keep_fp32_wrapper and "forward" in vars(model):
             del model.forward
-        return self.strategy.unwrap(model)
+        model = self.strategy.unwrap(model)
+        return getattr(model, "_orig_mod", model) if not keep_torch_compile else model
 
     def get_state_dict(self, model: torch.nn.Module, unwrap: bool = True) -> dict:
         """The model's state dict (of the user's module with ``unwrap``, else of the DDP wrapper)."""
         return self.strategy.module_state_dict(model) if unwrap else model.state_dict()
 
-    def save(self, obj: Any, path: str | os.PathLike) -> None:
-        """``torch.save`` on the main process only, atomically (temp file + rename)."""
+    def save(self, obj: Any, f: str | os.PathLike, safe_serialization: bool = False) -> None:
+        """``torch.save`` on the main process only, atomically (temp file + rename); with
+        ``safe_serialization``, a safetensors file of ``obj``, a dict of tensors."""
         if self.is_main_process:
-            checkpoint.atomic_save(obj, path, self.state.backend.save)
+            checkpoint.atomic_save(obj, f, _safetensors_save if safe_serialization else self.state.backend.save)
         self.wait_for_everyone()
 
     def save_model(
@@ -144,13 +149,19 @@ class CheckpointMethods(ProcessHelpers):
                 project.prune_checkpoints(config)
         return saved
 
-    def load_state(self, input_dir: str | os.PathLike | None = None) -> str | os.PathLike | None:
+    def load_state(
+        self,
+        input_dir: str | os.PathLike | None = None,
+        load_kwargs: dict | None = None,
+        **load_model_func_kwargs: Any,
+    ) -> str | os.PathLike | None:
         """Restore what ``save_state`` (or Hugging Face Accelerate's) wrote, on every rank; returns the
         directory loaded.
 
         With no ``input_dir``, the project's newest complete checkpoint — or nothing (None) when
         there is none yet, so a training function can begin with ``accelerator.load_state()`` and
-        resume after a restart.
+        resume after a restart. As in Accelerate, ``load_kwargs`` go to ``torch.load`` and the other
+        keywords to each model's ``load_state_dict`` (``strict=False`` for a model that changed).
         """
         config = self.project_configuration
         if input_dir is None:
@@ -162,7 +173,8 @@ class CheckpointMethods(ProcessHelpers):
             config.iteration = int(os.path.basename(input_dir).split("_")[-1]) + 1
         for hook in self._load_hooks.values():
             hook([self.unwrap_model(model) for model in self.prepared.models], input_dir)
-        self.step = checkpoint.load_state(self.prepared, self._checkpoint_context(), input_dir)
+        context = self._checkpoint_context()
+        self.step = checkpoint.load_state(self.prepared, context, input_dir, load_kwargs, load_model_func_kwargs)
         return input_dir
 
     def register_for_checkpointing(self, *objects: Any) -> None:
@@ -195,3 +207,12 @@ class CheckpointMethods(ProcessHelpers):
             stateful_dataloaders=bool(getattr(self.dataloader_config, "use_stateful_dataloader", False)),
             strategy=self.strategy,
         )
+
+
+def _safetensors_save(obj: Any, file: Any) -> None:
+    """Write a dict of tensors as safetensors to an open binary ``file``."""
+    from safetensors.torch import save
+
+    if not isinstance(obj, dict) or not all(isinstance(value, torch.Tensor) for value in obj.values()):
+        raise TypeError("save(..., safe_serialization=True) writes a dict of tensors (a state dict)")
+    file.write(save({name: tensor.detach().cpu().contiguous() for name, tensor in obj.items()}, {"format": "pt"}))

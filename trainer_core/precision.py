@@ -36,7 +36,8 @@ class FullPrecision:
     def __init__(self, backend: Any = None) -> None:
         self._backend = backend
 
-    def autocast(self) -> Any:
+    def autocast(self, **options: Any) -> Any:
+        """The autocast context; ``options`` (``enabled``, ``cache_enabled``) go to ``torch.autocast``."""
         return contextlib.nullcontext()
 
     def scale_loss(self, loss: torch.Tensor) -> torch.Tensor:
@@ -67,8 +68,8 @@ class Bf16Precision(FullPrecision):
         super().__init__(backend)
         self._device = backend.autocast_device
 
-    def autocast(self) -> Any:
-        return torch.autocast(self._device, dtype=torch.bfloat16)
+    def autocast(self, **options: Any) -> Any:
+        return torch.autocast(self._device, dtype=torch.bfloat16, **options)
 
 
 class Fp16Precision(FullPrecision):
@@ -83,8 +84,8 @@ class Fp16Precision(FullPrecision):
         self.scaler = torch.amp.GradScaler(self._device, **scaler_kwargs) if scaler_kwargs else backend.grad_scaler()
         self._unscaled: set[int] = set()  # optimizers whose gradients are unscaled in this step
 
-    def autocast(self) -> Any:
-        return torch.autocast(self._device, dtype=torch.float16)
+    def autocast(self, **options: Any) -> Any:
+        return torch.autocast(self._device, dtype=torch.float16, **options)
 
     def scale_loss(self, loss: torch.Tensor) -> torch.Tensor:
         return self.scaler.scale(loss)
@@ -129,8 +130,8 @@ class EnginePrecision(FullPrecision):
         self.name = precision.name
         self._inner = precision
 
-    def autocast(self) -> Any:
-        return self._inner.autocast()
+    def autocast(self, **options: Any) -> Any:
+        return self._inner.autocast(**options)
 
     def step(self, optimizer: Any, closure: Any = None) -> tuple[Any, bool]:
         return optimizer.step(closure), bool(getattr(optimizer, "overflow", False))

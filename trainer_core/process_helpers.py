@@ -101,7 +101,8 @@ class ProcessHelpers:
 
     @contextlib.contextmanager
     def split_between_processes(self, inputs: Any, apply_padding: bool = False) -> Iterator[Any]:
-        """This rank's contiguous share of a list, tuple, tensor or dict of them.
+        """This rank's contiguous share of a list, tuple, tensor, ``datasets.Dataset`` (its rows) or
+        dict of them.
 
         Example (assuming 2 processes): ``["a", "b", "c"]`` gives ``["a", "b"]`` on rank 0, ``["c"]`` on rank 1.
         """
@@ -179,11 +180,16 @@ def _run_where(function: Callable[..., _T], here: bool) -> Callable[..., _T | No
 
 def _split(inputs: Any, rank: int, world: int, apply_padding: bool) -> Any:
     if isinstance(inputs, dict):
+        if len({len(value) for value in inputs.values()}) > 1:
+            raise ValueError("split_between_processes: every value of the dict must have the same length")
         return {key: _split(value, rank, world, apply_padding) for key, value in inputs.items()}
     size = len(inputs)
     base, extra = divmod(size, world)
     start = rank * base + min(rank, extra)
     end = start + base + (1 if rank < extra else 0)
+    if hasattr(inputs, "select") and hasattr(inputs, "column_names"):  # a datasets.Dataset: rows, not columns
+        padding = [size - 1] if apply_padding and extra and rank >= extra and size else []
+        return inputs.select([*range(start, end), *padding])
     part = inputs[start:end]
     if apply_padding and extra and rank >= extra and size:
         last = inputs[-1:]
