@@ -135,3 +135,16 @@ def test_plain_output_stays_on_the_fast_path():
     reader = LineReader()
     assert reader.feed(b"\x1b[32mgreen\x1b[0m\n" * 3) == "\x1b[32mgreen\x1b[0m\n" * 3
     assert reader._screen is None  # colour codes alone do not need a screen
+
+
+def test_a_long_line_after_cursor_moves_is_read_in_linear_time():
+    """40 MiB without a newline, in 64 KiB reads, on a stream that moved the cursor before: each
+    read's live preview joins only the end of the row (joining all of it at every read copied 13 GB)."""
+    reader = LineReader()
+    reader.feed(b"\rbar\x1b[A\n")
+    piece = b"x" * 65536
+    for _ in range(640):
+        reader.feed(piece)
+        assert len(reader.live) <= 4096
+    assert reader.live.endswith("x" * 100)
+    assert reader.finish().count("x") == 640 * 65536

@@ -232,10 +232,19 @@ class _Screen:
         return "".join(lines)
 
     def live(self) -> str:
-        rows = ["".join(row) for row in self.rows]
-        while rows and not rows[-1]:
-            rows.pop()
-        return "\n".join(rows)[-LIVE_LIMIT:]
+        """The open rows' last ``LIVE_LIMIT`` characters, read from the end (a row megabytes long
+        costs no more than a short one)."""
+        last = len(self.rows)
+        while last and not self.rows[last - 1]:
+            last -= 1  # the empty rows below the text
+        shown: list[str] = []
+        size = 0
+        for row in reversed(self.rows[:last]):
+            shown.append(_tail(row, LIVE_LIMIT - size))
+            size += len(shown[-1]) + 1
+            if size >= LIVE_LIMIT:
+                break
+        return "\n".join(reversed(shown))[-LIVE_LIMIT:]
 
 
 def last_frame(line: str) -> str:
@@ -261,6 +270,18 @@ def _cleared(row: str) -> bool:
 
 def _blank(row: list[str]) -> bool:
     return not _CODES.sub("", "".join(row)).strip()
+
+
+def _tail(pieces: list[str], size: int) -> str:
+    """The last ``size`` characters of the text ``pieces`` make, joining only the pieces needed."""
+    parts: list[str] = []
+    length = 0
+    for piece in reversed(pieces):
+        parts.append(piece)
+        length += len(piece)
+        if length >= size:
+            break
+    return "".join(reversed(parts))[-size:] if size > 0 else ""
 
 
 def _split_cut(text: str) -> tuple[str, str]:
