@@ -8,7 +8,7 @@ backend (cpu/cuda), the precision (no/bf16/fp16) and the distributed state are v
 Example (one process here; launched by notebook_launcher, every rank runs the same code on its
 share of the data):
     >>> import torch.nn.functional as F
-    >>> from torch.utils.data import TensorDataset
+    >>> from torch.utils.data import DataLoader, TensorDataset
     >>> data = TensorDataset(torch.randn(64, 4), torch.randint(0, 2, (64,)))
     >>> model, optimizer = torch.nn.Linear(4, 2), None
     >>> optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
