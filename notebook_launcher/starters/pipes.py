@@ -73,19 +73,18 @@ class RankProcess:
                     self._drain_output(sink)  # the rank flushed its output before replying
                 sink.on_event(self.ranks, event)
             return
-        reader = self._lines[kind]
-        text = reader.feed(chunk)
+        self._deliver(kind, self._lines[kind].feed(chunk), sink)
+
+    def _deliver(self, stream: str, text: str, sink: RankSink) -> None:
+        """Lines made final (if any), then what the stream still shows live."""
         if text:
-            sink.on_text(self.first_rank, kind, text)
-        sink.on_live(self.first_rank, kind, reader.live)
+            sink.on_text(self.first_rank, stream, text)
+        sink.on_live(self.first_rank, stream, self._lines[stream].live)
 
     def _drain_output(self, sink: RankSink) -> None:
         for stream in ("stdout", "stderr"):
             self.read(stream, drain=True, sink=sink)
-            settled = self._lines[stream].settle()  # the call ended: its bars are final
-            if settled:
-                sink.on_text(self.first_rank, stream, settled)
-                sink.on_live(self.first_rank, stream, self._lines[stream].live)
+            self._deliver(stream, self._lines[stream].settle(), sink)  # the call ended: its bars are final
 
     def close_pipe(self, kind: str, sink: RankSink) -> None:
         """Close one pipe; a line left without a newline is delivered as the last line."""

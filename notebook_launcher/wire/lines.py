@@ -109,15 +109,7 @@ class LineReader:
         line is."""
         if self._screen is not None:
             return self._screen.live()
-        parts: list[str] = []
-        size = 0
-        for piece in reversed(self._partial):
-            parts.append(piece)
-            size += len(piece)
-            body = piece[:-1] if len(parts) == 1 and piece.endswith("\r") else piece
-            if "\r" in body or size >= LIVE_LIMIT:
-                break
-        current = last_frame("".join(reversed(parts)))
+        current = last_frame(_tail(self._partial, LIVE_LIMIT + 1))  # (+1: a carriage return it ends with)
         return (self._held + current if current else self._held.rstrip("\n"))[-LIVE_LIMIT:]
 
     def settle(self) -> str:
