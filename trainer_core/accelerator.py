@@ -35,12 +35,13 @@ from typing import Any
 import torch
 
 from . import ops
+from .accelerator_state import AcceleratorState
 from .checkpoint_methods import CheckpointMethods
 from .data import DataState
 from .data_config import DataLoaderConfiguration
 from .deepspeed_plugin import deepspeed_plugin_from
 from .fsdp_plugin import fsdp_plugin_from
-from .handlers import handler_kwargs
+from .handlers import Handlers
 from .interop import share_state_with_accelerate
 from .memory import held_bytes
 from .metrics import MetricLog
@@ -49,16 +50,17 @@ from .precision import select_precision
 from .prepare_methods import PrepareMethods
 from .prepared import PreparedObjects
 from .project import ProjectConfiguration
-from .state import DistributedState
+from .setup_names import SetupNames, one_deepspeed_plugin, refuse_unsupported
 from .strategies import select_strategy
 from .tracker_methods import TrackerMethods
+from .trackers import tracker_names
 
 __all__ = ["Accelerator", "MEMORY_METRIC"]
 
 MEMORY_METRIC = "held MB (params+optimizer)"  # shown once per rank after the first step of a sharded model
 
 
-class Accelerator(PrepareMethods, TrackerMethods, CheckpointMethods, MeshMethods):
+class Accelerator(PrepareMethods, TrackerMethods, CheckpointMethods, MeshMethods, SetupNames):
     """Training helper for one rank; see the module docstring.
 
     Args:
@@ -74,7 +76,8 @@ class Accelerator(PrepareMethods, TrackerMethods, CheckpointMethods, MeshMethods
         gradient_accumulation_plugin: Accelerate's ``GradientAccumulationPlugin`` (or any object with
             ``num_steps`` and ``sync_each_batch``): instead of ``gradient_accumulation_steps``.
         log_with: trackers for ``log`` besides the notebook view: "json", "csv", "tensorboard",
-            "all", tracker objects, or a list (``trainer_core.trackers``); started by ``init_trackers``.
+            "wandb", "mlflow", "comet_ml", "aim", "clearml", "dvclive", "swanlab", "trackio", "all",
+            tracker objects, or a list (``trainer_core.trackers``); started by ``init_trackers``.
         fsdp_plugin: shard the model over the ranks with FSDP2 (``FullyShardedDataParallelPlugin``;
             Accelerate's plugin is accepted): each rank keeps 1/N of the parameters, gradients and
             optimizer state.
@@ -87,6 +90,13 @@ class Accelerator(PrepareMethods, TrackerMethods, CheckpointMethods, MeshMethods
         step_scheduler_with_optimizer: a prepared scheduler steps only when the optimizer did, and
             then once per process (as Accelerate does: schedules are sized by the un-prepared
             loader's length), once with ``split_batches``; False steps it at every call.
+        kwargs_handlers: Accelerate's handlers (DDP options and communication hook, GradScaler,
+            process-group timeout, autocast, profiling; ``trainer_core.handlers``).
+        device_placement: False is accepted on the CPU (where everything already is), refused elsewhere.
+        split_batches: Accelerate's older place for ``DataLoaderConfiguration(split_batches=)``.
+        deepspeed_plugins: a dict holding one DeepSpeed plugin (instead of ``deepspeed_plugin``).
+        dynamo_backend, dynamo_plugin, torch_tp_plugin, megatron_lm_plugin: refused with the reason
+            unless they ask for nothing ("no"/None): trainer_core has no engine for them.
     """
 
     def __init__(
@@ -105,13 +115,21 @@ class Accelerator(PrepareMethods, TrackerMethods, CheckpointMethods, MeshMethods
         fsdp_plugin: Any = None,
         deepspeed_plugin: Any = None,
         parallelism_config: Any = None,
+        device_placement: bool = True,
+        split_batches: bool | None = None,
+        deepspeed_plugins: Any = None,
+        dynamo_backend: Any = None,
+        dynamo_plugin: Any = None,
+        torch_tp_plugin: Any = None,
+        megatron_lm_plugin: Any = None,
     ) -> None:
+        tracker_names(log_with or [])  # unknown names are refused here, as Accelerate does
         self._log_with = log_with
         self._trigger = False
         self.trackers: list = []
         self._save_hooks: collections.OrderedDict = collections.OrderedDict()
         self._load_hooks: collections.OrderedDict = collections.OrderedDict()
-        ddp_kwargs, scaler_kwargs, pg_timeout = handler_kwargs(kwargs_handlers)
+        self._handlers = handlers = Handlers.from_list(kwargs_handlers)
         self.rng_types = rng_types  # accepted: prepared loaders are seeded alike on every rank anyway
         if gradient_accumulation_plugin is not None:
             if gradient_accumulation_steps != 1:
@@ -121,10 +139,19 @@ class Accelerator(PrepareMethods, TrackerMethods, CheckpointMethods, MeshMethods
         self.step_scheduler_with_optimizer = step_scheduler_with_optimizer
         if not isinstance(gradient_accumulation_steps, int) or gradient_accumulation_steps < 1:
             raise ValueError(f"gradient_accumulation_steps must be an int >= 1, got {gradient_accumulation_steps!r}")
-        self.state = DistributedState.from_environment(use_cpu=cpu, timeout=pg_timeout)
+        self.state = AcceleratorState.from_environment(use_cpu=cpu, timeout=handlers.timeout)
+        refuse_unsupported(
+            self.state.device.type,
+            device_placement,
+            dynamo_backend=dynamo_backend,
+            dynamo_plugin=dynamo_plugin,
+            torch_tp_plugin=torch_tp_plugin,
+            megatron_lm_plugin=megatron_lm_plugin,
+        )
+        self.device_placement = device_placement
         chosen = mixed_precision or os.environ.get("ACCELERATE_MIXED_PRECISION") or "no"
         self.fsdp_plugin = fsdp_plugin_from(fsdp_plugin)
-        self.deepspeed_plugin = deepspeed_plugin_from(deepspeed_plugin)
+        self.deepspeed_plugin = deepspeed_plugin_from(one_deepspeed_plugin(deepspeed_plugin, deepspeed_plugins))
         if self.fsdp_plugin is not None and self.deepspeed_plugin is not None:
             raise ValueError("pass fsdp_plugin or deepspeed_plugin, not both")
         if self.deepspeed_plugin is not None:
@@ -135,13 +162,18 @@ class Accelerator(PrepareMethods, TrackerMethods, CheckpointMethods, MeshMethods
             self._mesh = self.parallelism_config.build_device_mesh(
                 self.state.device.type, self.state.num_processes, sharded=self.fsdp_plugin is not None
             )
-        self.strategy = select_strategy(self.state, ddp_kwargs, self.fsdp_plugin or self.deepspeed_plugin, self._mesh)
-        self.precision = self.strategy.adapt_precision(select_precision(chosen, self.state.backend, scaler_kwargs))
+        sharding = self.fsdp_plugin or self.deepspeed_plugin
+        self.strategy = select_strategy(self.state, handlers.ddp, sharding, self._mesh, handlers.comm_hook)
+        precision = select_precision(chosen, self.state.backend, handlers.scaler)
+        precision.autocast_options = handlers.autocast
+        self.precision = self.strategy.adapt_precision(precision)
         self.gradient_accumulation_steps = gradient_accumulation_steps
         self.step = 0
         self.sync_gradients = True
         self._data_state = DataState()
         self.dataloader_config = DataLoaderConfiguration.from_any(dataloader_config)
+        if split_batches is not None:
+            self.dataloader_config.split_batches = split_batches
         self.prepared = PreparedObjects()
         self._metrics = MetricLog()
         self._memory_shown = False
@@ -151,6 +183,7 @@ class Accelerator(PrepareMethods, TrackerMethods, CheckpointMethods, MeshMethods
         if project_dir is not None and project_config is None:
             self.project_configuration.automatic_checkpoint_naming = True
         share_state_with_accelerate(chosen, cpu or self.state.device.type == "cpu")
+        self.state.attach(self)
 
     @property
     def gradient_state(self):

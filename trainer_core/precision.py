@@ -16,6 +16,8 @@ from __future__ import annotations
 
 import contextlib
 import functools
+from collections.abc import Mapping
+from types import MappingProxyType
 from typing import Any
 
 import torch
@@ -32,6 +34,7 @@ class FullPrecision:
 
     name = "no"
     scaler: Any = None
+    autocast_options: Mapping[str, Any] = MappingProxyType({})  # an AutocastKwargs handler's defaults
 
     def __init__(self, backend: Any = None) -> None:
         self._backend = backend
@@ -69,7 +72,7 @@ class Bf16Precision(FullPrecision):
         self._device = backend.autocast_device
 
     def autocast(self, **options: Any) -> Any:
-        return torch.autocast(self._device, dtype=torch.bfloat16, **options)
+        return torch.autocast(self._device, dtype=torch.bfloat16, **{**self.autocast_options, **options})
 
 
 class Fp16Precision(FullPrecision):
@@ -85,7 +88,7 @@ class Fp16Precision(FullPrecision):
         self._unscaled: set[int] = set()  # optimizers whose gradients are unscaled in this step
 
     def autocast(self, **options: Any) -> Any:
-        return torch.autocast(self._device, dtype=torch.float16, **options)
+        return torch.autocast(self._device, dtype=torch.float16, **{**self.autocast_options, **options})
 
     def scale_loss(self, loss: torch.Tensor) -> torch.Tensor:
         return self.scaler.scale(loss)

@@ -59,11 +59,15 @@ class TrackerMethods(ProcessHelpers):
                 tracker.store_init_configuration(config)
 
     def get_tracker(self, name: str, unwrap: bool = False) -> Any:
-        """The tracker called ``name`` (its underlying object with ``unwrap``); on other processes, or
-        for a name not started, a tracker that ignores everything."""
+        """The tracker called ``name`` (its package's own run object with ``unwrap``). As in Accelerate,
+        a name not started raises ``ValueError`` where trackers run, and every process without trackers
+        (the others, or before ``init_trackers``) gets a tracker that ignores every call."""
         for tracker in self.trackers:
             if tracker.name == name:
                 return tracker.tracker if unwrap else tracker
+        if self.trackers:
+            started = ", ".join(repr(tracker.name) for tracker in self.trackers)
+            raise ValueError(f"{name!r} is not a tracker of this Accelerator (started: {started})")
         return NoTracker(name)
 
     @property
@@ -72,8 +76,9 @@ class TrackerMethods(ProcessHelpers):
         return self._metrics.records
 
     def end_training(self) -> None:
-        """Finish the trackers and wait for every process."""
-        for tracker in self.trackers:
+        """Finish the trackers (last started first: several wrap the process's output streams, and
+        must unwrap in the reverse order) and wait for every process."""
+        for tracker in reversed(self.trackers):
             if hasattr(tracker, "finish"):
                 tracker.finish()
         self.wait_for_everyone()

@@ -26,11 +26,14 @@ from .single import SingleProcessStrategy
 __all__ = ["select_strategy", "Strategy", "PrepareSettings", "SingleProcessStrategy", "DDPStrategy"]
 
 
-def select_strategy(state: Any, ddp_kwargs: dict | None = None, sharding: Any = None, mesh: Any = None) -> Strategy:
+def select_strategy(
+    state: Any, ddp_kwargs: dict | None = None, sharding: Any = None, mesh: Any = None, comm_hook: Any = None
+) -> Strategy:
     """One process: ``SingleProcessStrategy``; several with a sharding plugin (FSDP, DeepSpeed): the
     strategy it names (``sharding.make_strategy``, on ``mesh`` when the ranks form one); several, on
     a backend whose gradients DDP averages: ``DDPStrategy`` (``ddp_kwargs``: ``DistributedDataParallel``
-    options); several on XLA, whose optimizer step all-reduces the gradients: ``XlaStrategy``."""
+    options, ``comm_hook`` its ``(state, hook)``); several on XLA, whose optimizer step all-reduces
+    the gradients: ``XlaStrategy``."""
     if not state.distributed:
         if sharding is not None:
             warnings.warn(
@@ -44,7 +47,7 @@ def select_strategy(state: Any, ddp_kwargs: dict | None = None, sharding: Any = 
             )
         return sharding.make_strategy(state, mesh)
     if state.backend.wraps_ddp:
-        return DDPStrategy(state, ddp_kwargs or {})
+        return DDPStrategy(state, ddp_kwargs or {}, comm_hook)
     from .xla import XlaStrategy
 
     return XlaStrategy(state)

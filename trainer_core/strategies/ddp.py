@@ -27,12 +27,16 @@ __all__ = ["DDPStrategy"]
 class DDPStrategy(SingleProcessStrategy):
     name = "ddp"
 
-    def __init__(self, state: Any, ddp_kwargs: dict[str, Any]) -> None:
+    def __init__(self, state: Any, ddp_kwargs: dict[str, Any], comm_hook: tuple[Any, Any] | None = None) -> None:
         super().__init__(state)
         self._options = {**state.backend.ddp_options(state.local_process_index), **ddp_kwargs}
+        self._comm_hook = comm_hook  # (state, hook) for register_comm_hook, or None
 
     def setup_module(self, model: torch.nn.Module) -> torch.nn.Module:
-        return DistributedDataParallel(super().setup_module(model), **self._options)
+        wrapped = DistributedDataParallel(super().setup_module(model), **self._options)
+        if self._comm_hook is not None:
+            wrapped.register_comm_hook(*self._comm_hook)
+        return wrapped
 
     def no_sync(self, model: torch.nn.Module) -> AbstractContextManager[Any]:
         if isinstance(model, DistributedDataParallel):

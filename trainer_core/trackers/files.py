@@ -7,7 +7,7 @@ import json
 import os
 from typing import Any
 
-__all__ = ["JSONTracker", "CSVTracker", "TensorBoardTracker", "NoTracker", "make_trackers"]
+__all__ = ["JSONTracker", "CSVTracker", "TensorBoardTracker", "NoTracker"]
 
 
 class _FileTracker:
@@ -81,7 +81,7 @@ class CSVTracker(_FileTracker):
 class TensorBoardTracker:
     """Scalars through ``torch.utils.tensorboard.SummaryWriter`` in ``<logging_dir>/<project>``."""
 
-    name = "tensorboard"
+    name = package = "tensorboard"
 
     def __init__(self, project: str, logging_dir: str, **kwargs: Any) -> None:
         try:
@@ -116,25 +116,3 @@ class NoTracker:
 
     def __getattr__(self, attribute):
         return lambda *args, **kwargs: None
-
-
-_BUILT_IN = {"json": JSONTracker, "csv": CSVTracker, "tensorboard": TensorBoardTracker}
-
-
-def make_trackers(log_with: Any, project: str, logging_dir: str, init_kwargs: dict | None = None) -> list:
-    """The trackers ``log_with`` names ("json", "csv", "tensorboard", "all", tracker objects, or a list)."""
-    wanted = log_with if isinstance(log_with, list | tuple) else [log_with]
-    if "all" in wanted:
-        wanted = [name for name in ("json", "csv") if name not in wanted] + [w for w in wanted if w != "all"]
-    trackers = []
-    for item in wanted:
-        if isinstance(item, str):
-            if item not in _BUILT_IN:
-                raise ValueError(f"log_with={item!r} is not a tracker here; use one of {sorted(_BUILT_IN)} or 'all'")
-            options = (init_kwargs or {}).get(item, {})
-            trackers.append(_BUILT_IN[item](project, logging_dir, **options))
-        elif hasattr(item, "log"):
-            trackers.append(item)
-        else:
-            raise TypeError(f"log_with takes tracker names or objects with a log method, got {item!r}")
-    return trackers
