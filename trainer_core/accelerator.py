@@ -95,8 +95,11 @@ class Accelerator(PrepareMethods, TrackerMethods, CheckpointMethods, MeshMethods
         device_placement: False is accepted on the CPU (where everything already is), refused elsewhere.
         split_batches: Accelerate's older place for ``DataLoaderConfiguration(split_batches=)``.
         deepspeed_plugins: a dict holding one DeepSpeed plugin (instead of ``deepspeed_plugin``).
-        dynamo_backend, dynamo_plugin, torch_tp_plugin, megatron_lm_plugin: refused with the reason
-            unless they ask for nothing ("no"/None): trainer_core has no engine for them.
+        dynamo_backend: "no" (or None) only: trainer_core does not compile the model (call
+            ``torch.compile`` yourself); another backend is refused with that reason.
+        dynamo_plugin: as ``dynamo_backend``, Accelerate's ``TorchDynamoPlugin``.
+        torch_tp_plugin: refused: tensor parallelism goes through ``parallelism_config``.
+        megatron_lm_plugin: refused: there is no Megatron-LM engine here.
     """
 
     def __init__(
