@@ -10,7 +10,7 @@ import sys
 import pytest
 import torch
 import torch.nn.functional as F
-from ranks import on_ranks
+from ranks import on_ranks, seeded_order
 from test_fsdp import Net, _assert_same_weights, _data, resumed_after_a_kill, two_epochs
 from torch.utils.data import DataLoader
 
@@ -38,7 +38,7 @@ def train(plugin_options, batch_size, accumulation=1, precision="no", scheduled=
     model = Net()
     optimizer = torch.optim.Adam(model.parameters(), lr=0.01)
     scheduler = torch.optim.lr_scheduler.StepLR(optimizer, step_size=3 if scheduled else 10**6, gamma=0.5)
-    loader = DataLoader(_data(), batch_size=batch_size, shuffle=True)
+    loader = DataLoader(_data(), batch_size=batch_size, shuffle=True, generator=seeded_order())
     model, optimizer, loader, scheduler = accelerator.prepare(model, optimizer, loader, scheduler)
     norms = two_epochs(accelerator, model, optimizer, loader, scheduler)
     return {

@@ -9,7 +9,7 @@ import pytest
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
-from ranks import on_ranks
+from ranks import on_ranks, seeded_order
 from torch.utils.data import DataLoader, TensorDataset
 
 from trainer_core import Accelerator, FullyShardedDataParallelPlugin, set_seed
@@ -54,7 +54,7 @@ def train(sharded, batch_size, accumulation=1, optimizer_first=True, plugin_opti
         plugin = FullyShardedDataParallelPlugin(**options) if sharded else None
     accelerator = Accelerator(fsdp_plugin=plugin, gradient_accumulation_steps=accumulation)
     model = Net()
-    loader = DataLoader(_data(), batch_size=batch_size, shuffle=True)
+    loader = DataLoader(_data(), batch_size=batch_size, shuffle=True, generator=seeded_order())
     if optimizer_first:
         optimizer = torch.optim.Adam(model.parameters(), lr=0.01)
         model, optimizer, loader = accelerator.prepare(model, optimizer, loader)

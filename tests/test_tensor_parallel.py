@@ -8,7 +8,7 @@ import pytest
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
-from ranks import on_ranks
+from ranks import on_ranks, seeded_order
 from test_fsdp import _assert_same_weights, _data
 from torch.utils.data import DataLoader
 
@@ -53,7 +53,7 @@ def train(parallel, batch_size, from_accelerate=False):
         tp_mesh = accelerator.torch_device_mesh["tp"]
         parallelize_module(model, tp_mesh, {"up": ColwiseParallel(), "down": RowwiseParallel()})
     optimizer = torch.optim.Adam(model.parameters(), lr=0.01)
-    loader = DataLoader(_data(), batch_size=batch_size, shuffle=True)
+    loader = DataLoader(_data(), batch_size=batch_size, shuffle=True, generator=seeded_order())
     model, optimizer, loader = accelerator.prepare(model, optimizer, loader)
     norms, first_batches = [], []
     for _ in range(2):

@@ -9,7 +9,7 @@ import pytest
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
-from ranks import on_ranks
+from ranks import on_ranks, seeded_order
 from torch.utils.data import DataLoader, Dataset, IterableDataset, TensorDataset
 
 from trainer_core import Accelerator, set_seed
@@ -34,7 +34,7 @@ def train_weights(batch_size, epochs, accumulation=1, mixed_precision="no"):
     accelerator = Accelerator(gradient_accumulation_steps=accumulation, mixed_precision=mixed_precision)
     model = _model()
     optimizer = torch.optim.SGD(model.parameters(), lr=0.5)
-    loader = DataLoader(_data(), batch_size=batch_size, shuffle=True)
+    loader = DataLoader(_data(), batch_size=batch_size, shuffle=True, generator=seeded_order())
     model, optimizer, loader = accelerator.prepare(model, optimizer, loader)
     losses = []
     for _ in range(epochs):
@@ -423,7 +423,8 @@ def test_a_stateful_loader_resumes_mid_epoch_from_save_state(tmp_path):
     """With ``use_stateful_dataloader=True`` a checkpoint keeps where each loader was in its epoch."""
     for rest, resumed, state in on_ranks(stateful_resume, str(tmp_path / "checkpoint")):
         assert resumed == rest and len(rest) == 7  # 10 batches per rank, 3 handed out before the save
-        assert state == {"epoch": 1, "yielded": 0}  # the resumed pass finished the epoch
+        assert (state["epoch"], state["yielded"]) == (1, 0)  # the resumed pass finished the epoch
+        assert len(state["shuffle"]) > 0  # the next epoch's shuffle state (trainer_core/shuffle.py)
 
 
 def checkpoints_both_ways(folder):

@@ -1,12 +1,13 @@
 """Prepared data loaders: each rank gets its share of every epoch, with the same number of batches.
 
-Map-style datasets: every rank draws the same epoch order (sequential, or a permutation seeded by
-rank 0's seed and the epoch), which is cut into global steps of ``num_processes × batch_size``
-samples; rank r takes the r-th slice of each step. When the last step is short it is completed with
-samples from the start of the epoch ("even batches", so no rank waits alone in a collective), and
-``DataState.remainder`` says how many samples of that step are real. Gathering a step's outputs in
-rank order therefore yields the samples in dataset order, and ``gather_for_metrics`` drops the
-padding — exactly the dataset's samples.
+Map-style datasets: every rank draws the same epoch order (sequential; the user's sampler, seeded
+alike on every rank — a plain ``RandomSampler`` as Accelerate seeds it, ``shuffle.py``; or, with
+``data_seed``/``use_seedable_sampler``, a permutation seeded by that seed and the epoch), which is
+cut into global steps of ``num_processes × batch_size`` samples; rank r takes the r-th slice of each
+step. When the last step is short it is completed with samples from the start of the epoch ("even
+batches", so no rank waits alone in a collective), and ``DataState.remainder`` says how many samples
+of that step are real. Gathering a step's outputs in rank order therefore yields the samples in
+dataset order, and ``gather_for_metrics`` drops the padding — exactly the dataset's samples.
 
 Other loaders (iterable datasets, custom batch samplers): every rank iterates the loader and keeps
 every ``num_processes``-th batch; a short last round is completed with batches from the first round.
@@ -24,6 +25,7 @@ import torch
 from torch.utils.data import BatchSampler, DataLoader, IterableDataset, RandomSampler, SequentialSampler
 
 from .ops import apply_to_tensors
+from .shuffle import SamplerShuffle
 
 __all__ = ["DataState", "PreparedDataLoader", "ShardedBatchSampler"]
 
@@ -77,6 +79,7 @@ class ShardedBatchSampler:
 
     def __init__(self, dataset_size, batch_size, drop_last, shuffle, seed, rank, world, source=None):
         self.source = source  # the user's sampler, kept: its order is every rank's order (same seeds)
+        self.before_order: Any = None  # called just before ``source`` is iterated for an epoch
         self.even_batches = True  # False: no padding; ranks may get fewer or shorter batches
         self.dataset_size = dataset_size
         self.batch_size = batch_size
@@ -117,6 +120,8 @@ class ShardedBatchSampler:
 
     def epoch_order(self):
         if self.source is not None:
+            if self.before_order is not None:
+                self.before_order()
             return [int(index) for index in self.source]
         if not self.shuffle:
             return list(range(self.dataset_size))
@@ -148,7 +153,17 @@ class PreparedDataLoader:
     advances after every complete pass.
     """
 
-    def __init__(self, loader, state, data_state, seed, split_batches=False, even_batches=True):
+    def __init__(
+        self,
+        loader,
+        state,
+        data_state,
+        seed,
+        split_batches=False,
+        even_batches=True,
+        accelerate_order=False,
+        order_seed=None,
+    ):
         self.base = loader
         self._state = state
         self._data_state = data_state
@@ -156,7 +171,11 @@ class PreparedDataLoader:
         self._skip = 0
         self._yielded = 0  # batches handed out in the current pass (``state_dict``)
         self._seed = seed
-        self._sampler = _sharded_sampler(loader, state, seed, split_batches)
+        sampler = plain_random_sampler(loader) if accelerate_order else None
+        self._shuffle = None if sampler is None else SamplerShuffle(sampler, order_seed)
+        self._sampler = _sharded_sampler(loader, state, seed, split_batches, keep_random=self._shuffle is not None)
+        if self._shuffle is not None and self._sampler is not None:
+            self._sampler.before_order = self._shuffle.before_order
         if self._sampler is not None:
             self._sampler.even_batches = even_batches
         # loaders we deal out batch by batch: a RandomSampler inside that would draw from each rank's
@@ -191,18 +210,26 @@ class PreparedDataLoader:
         return math.ceil(len(self.base) / self._state.num_processes)
 
     def state_dict(self):
-        """Where this loader is: its epoch and the batches it has handed out in it.
+        """Where this loader is: its epoch, the batches it has handed out in it, and the shuffle's
+        generator state the epoch's order came from (``shuffle.py``; None without one).
 
         Examples:
             >>> loader.state_dict()   # doctest: +SKIP
-            {'epoch': 2, 'yielded': 3}
+            {'epoch': 2, 'yielded': 3, 'shuffle': None}
         """
-        return {"epoch": self.epoch, "yielded": self._yielded}
+        shuffle = None if self._shuffle is None else self._shuffle.state_dict()
+        return {"epoch": self.epoch, "yielded": self._yielded, "shuffle": None if shuffle is None else shuffle.tolist()}
 
     def load_state_dict(self, state):
         """The next pass resumes where ``state`` was: that epoch, after the batches already handed out."""
         self.epoch = int(state["epoch"])
         self._skip = int(state["yielded"])
+        self.load_shuffle(state)
+
+    def load_shuffle(self, state):
+        """The next epoch's order starts from the shuffle state in ``state`` (a ``state_dict``)."""
+        if self._shuffle is not None and state.get("shuffle") is not None:
+            self._shuffle.load_state_dict(torch.tensor(state["shuffle"], dtype=torch.uint8))
 
     def __iter__(self):
         self._start_epoch()
@@ -216,6 +243,8 @@ class PreparedDataLoader:
             self._data_state.end(self)
         self.epoch += 1
         self._yielded = 0
+        if self._shuffle is not None:
+            self._shuffle.end_epoch()
 
     def _steps(self, batches, device):
         try:
@@ -280,7 +309,19 @@ class _SkipFirst:
         return getattr(self._loader, name)
 
 
-def _sharded_sampler(loader, state, seed, split_batches=False):
+def plain_random_sampler(loader):
+    """The map-style loader's ``RandomSampler`` when it has no generator of its own (it would draw
+    its order from the global RNG), else None."""
+    batch_sampler = loader.batch_sampler
+    if isinstance(loader.dataset, IterableDataset) or not isinstance(batch_sampler, BatchSampler):
+        return None
+    sampler = batch_sampler.sampler
+    if type(sampler) is not RandomSampler or sampler.generator is not None:
+        return None
+    return sampler
+
+
+def _sharded_sampler(loader, state, seed, split_batches=False, keep_random=False):
     """Our sampler for a map-style loader batched by a ``BatchSampler``; None for anything else.
 
     The user's sampler is kept — and iterated on every rank, in step — when its order is the same
@@ -288,7 +329,8 @@ def _sharded_sampler(loader, state, seed, split_batches=False):
     ``DataLoader(shuffle=True, generator=...)``), a ``RandomSampler`` subclass with its own seeding
     (Accelerate's ``SeedableRandomSampler``), or any other sampler. Only a ``RandomSampler`` that
     would draw from each rank's global RNG is replaced, by a permutation seeded with rank 0's seed
-    (or ``data_seed``) and the epoch, which every rank draws alike.
+    (or ``data_seed``) and the epoch, which every rank draws alike — unless ``keep_random``: its
+    generator is then a ``SamplerShuffle``'s, Accelerate's order (``shuffle.py``).
     """
     batch_sampler = loader.batch_sampler
     if isinstance(loader.dataset, IterableDataset) or not isinstance(batch_sampler, BatchSampler):
@@ -302,7 +344,7 @@ def _sharded_sampler(loader, state, seed, split_batches=False):
                 f" got {batch_size}"
             )
         batch_size //= state.num_processes
-    plain_random = type(sampler) is RandomSampler and sampler.generator is None
+    plain_random = type(sampler) is RandomSampler and sampler.generator is None and not keep_random
     return ShardedBatchSampler(
         len(sampler),  # type: ignore[arg-type]
         batch_size,

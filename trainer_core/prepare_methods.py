@@ -24,10 +24,11 @@ from torch.optim.lr_scheduler import LRScheduler
 from torch.utils.data import DataLoader
 
 from . import ops
-from .data import PreparedDataLoader
+from .data import PreparedDataLoader, plain_random_sampler
 from .optim import PreparedOptimizer, PreparedScheduler
 from .parallelism import data_parallel_coordinates
 from .precision import autocast_forward
+from .shuffle import draw_seed
 from .strategies import PrepareSettings
 
 __all__ = ["PrepareMethods"]
@@ -144,7 +145,24 @@ class PrepareMethods:
         state = self.state
         if shard is not None:
             state = dataclasses.replace(state, process_index=shard[0], num_processes=shard[1])
-        prepared = PreparedDataLoader(loader, state, self._data_state, seed, config.split_batches, config.even_batches)
+        # Accelerate's shuffle (shuffle.py) unless a seeded order is asked for; with several processes
+        # its seed is drawn here from the global RNG, rank 0's draw for all, as Accelerate draws it
+        several = state.num_processes > 1
+        accelerate_order = config.data_seed is None and not config.use_seedable_sampler
+        accelerate_order = accelerate_order and not (several and config.dispatch_batches)
+        order_seed = None
+        if accelerate_order and several and plain_random_sampler(loader) is not None:
+            order_seed = ops.broadcast_object(self.state, draw_seed())
+        prepared = PreparedDataLoader(
+            loader,
+            state,
+            self._data_state,
+            seed,
+            config.split_batches,
+            config.even_batches,
+            accelerate_order,
+            order_seed,
+        )
         self.prepared.dataloaders.append(prepared)
         return prepared
 
