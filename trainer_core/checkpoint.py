@@ -214,14 +214,11 @@ def _load_extra(prepared, context, directory, step):
         return step
     with open(extra_path) as file:
         extra = json.load(file)
-    positions = extra.get("dataloader_positions", [])
     for loader, epoch in zip(prepared.dataloaders, extra.get("dataloader_epochs", []), strict=False):
         loader.set_epoch(epoch)
-    for loader, position in zip(prepared.dataloaders, positions, strict=False):
-        loader.load_shuffle(position)  # the epoch's order comes back even without stateful loaders
-    if context.stateful_dataloaders:  # back where each loader was in its epoch
-        for loader, position in zip(prepared.dataloaders, extra.get("dataloader_positions", []), strict=False):
-            loader.load_state_dict(position)
+    for loader, position in zip(prepared.dataloaders, extra.get("dataloader_positions", []), strict=False):
+        # stateful: back where each loader was in its epoch; else only the epoch's shuffle comes back
+        (loader.load_state_dict if context.stateful_dataloaders else loader.load_shuffle)(position)
     return extra.get("step", step)
 
 

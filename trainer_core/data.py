@@ -25,7 +25,6 @@ import torch
 from torch.utils.data import BatchSampler, DataLoader, IterableDataset, RandomSampler, SequentialSampler
 
 from .ops import apply_to_tensors
-from .shuffle import SamplerShuffle
 
 __all__ = ["DataState", "PreparedDataLoader", "ShardedBatchSampler"]
 
@@ -77,9 +76,9 @@ class DataState:
 class ShardedBatchSampler:
     """This rank's batches of indices for one epoch (see the module docstring)."""
 
-    def __init__(self, dataset_size, batch_size, drop_last, shuffle, seed, rank, world, source=None):
+    def __init__(self, dataset_size, batch_size, drop_last, shuffle, seed, rank, world, source=None, before_order=None):
         self.source = source  # the user's sampler, kept: its order is every rank's order (same seeds)
-        self.before_order: Any = None  # called just before ``source`` is iterated for an epoch
+        self.before_order = before_order  # called just before ``source`` is iterated for an epoch
         self.even_batches = True  # False: no padding; ranks may get fewer or shorter batches
         self.dataset_size = dataset_size
         self.batch_size = batch_size
@@ -161,8 +160,7 @@ class PreparedDataLoader:
         seed,
         split_batches=False,
         even_batches=True,
-        accelerate_order=False,
-        order_seed=None,
+        shuffle=None,
     ):
         self.base = loader
         self._state = state
@@ -171,11 +169,8 @@ class PreparedDataLoader:
         self._skip = 0
         self._yielded = 0  # batches handed out in the current pass (``state_dict``)
         self._seed = seed
-        sampler = plain_random_sampler(loader) if accelerate_order else None
-        self._shuffle = None if sampler is None else SamplerShuffle(sampler, order_seed)
-        self._sampler = _sharded_sampler(loader, state, seed, split_batches, keep_random=self._shuffle is not None)
-        if self._shuffle is not None and self._sampler is not None:
-            self._sampler.before_order = self._shuffle.before_order
+        self._shuffle = shuffle  # a SamplerShuffle owning the loader's RandomSampler's generator, or None
+        self._sampler = _sharded_sampler(loader, state, seed, split_batches, shuffle)
         if self._sampler is not None:
             self._sampler.even_batches = even_batches
         # loaders we deal out batch by batch: a RandomSampler inside that would draw from each rank's
@@ -309,19 +304,15 @@ class _SkipFirst:
         return getattr(self._loader, name)
 
 
-def plain_random_sampler(loader):
-    """The map-style loader's ``RandomSampler`` when it has no generator of its own (it would draw
-    its order from the global RNG), else None."""
+def map_batch_sampler(loader):
+    """The loader's ``BatchSampler`` when it batches a map-style dataset, else None."""
     batch_sampler = loader.batch_sampler
     if isinstance(loader.dataset, IterableDataset) or not isinstance(batch_sampler, BatchSampler):
         return None
-    sampler = batch_sampler.sampler
-    if type(sampler) is not RandomSampler or sampler.generator is not None:
-        return None
-    return sampler
+    return batch_sampler
 
 
-def _sharded_sampler(loader, state, seed, split_batches=False, keep_random=False):
+def _sharded_sampler(loader, state, seed, split_batches=False, shuffle=None):
     """Our sampler for a map-style loader batched by a ``BatchSampler``; None for anything else.
 
     The user's sampler is kept — and iterated on every rank, in step — when its order is the same
@@ -329,11 +320,11 @@ def _sharded_sampler(loader, state, seed, split_batches=False, keep_random=False
     ``DataLoader(shuffle=True, generator=...)``), a ``RandomSampler`` subclass with its own seeding
     (Accelerate's ``SeedableRandomSampler``), or any other sampler. Only a ``RandomSampler`` that
     would draw from each rank's global RNG is replaced, by a permutation seeded with rank 0's seed
-    (or ``data_seed``) and the epoch, which every rank draws alike — unless ``keep_random``: its
-    generator is then a ``SamplerShuffle``'s, Accelerate's order (``shuffle.py``).
+    (or ``data_seed``) and the epoch, which every rank draws alike — unless ``shuffle`` (a
+    ``SamplerShuffle``) owns its generator: then it is kept, in Accelerate's order (``shuffle.py``).
     """
-    batch_sampler = loader.batch_sampler
-    if isinstance(loader.dataset, IterableDataset) or not isinstance(batch_sampler, BatchSampler):
+    batch_sampler = map_batch_sampler(loader)
+    if batch_sampler is None:
         return None
     sampler = batch_sampler.sampler
     batch_size = batch_sampler.batch_size
@@ -344,9 +335,9 @@ def _sharded_sampler(loader, state, seed, split_batches=False, keep_random=False
                 f" got {batch_size}"
             )
         batch_size //= state.num_processes
-    plain_random = type(sampler) is RandomSampler and sampler.generator is None and not keep_random
+    plain_random = type(sampler) is RandomSampler and sampler.generator is None and shuffle is None
     return ShardedBatchSampler(
-        len(sampler),  # type: ignore[arg-type]
+        len(sampler),
         batch_size,
         batch_sampler.drop_last,
         isinstance(sampler, RandomSampler),
@@ -354,6 +345,7 @@ def _sharded_sampler(loader, state, seed, split_batches=False, keep_random=False
         state.process_index,
         state.num_processes,
         source=None if plain_random or isinstance(sampler, SequentialSampler) else sampler,
+        before_order=None if shuffle is None else shuffle.before_order,
     )
 
 

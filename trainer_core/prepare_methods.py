@@ -24,11 +24,11 @@ from torch.optim.lr_scheduler import LRScheduler
 from torch.utils.data import DataLoader
 
 from . import ops
-from .data import PreparedDataLoader, plain_random_sampler
+from .data import PreparedDataLoader
 from .optim import PreparedOptimizer, PreparedScheduler
 from .parallelism import data_parallel_coordinates
 from .precision import autocast_forward
-from .shuffle import draw_seed
+from .shuffle import SamplerShuffle, draw_seed, plain_random_sampler
 from .strategies import PrepareSettings
 
 __all__ = ["PrepareMethods"]
@@ -145,26 +145,24 @@ class PrepareMethods:
         state = self.state
         if shard is not None:
             state = dataclasses.replace(state, process_index=shard[0], num_processes=shard[1])
-        # Accelerate's shuffle (shuffle.py) unless a seeded order is asked for; with several processes
-        # its seed is drawn here from the global RNG, rank 0's draw for all, as Accelerate draws it
-        several = state.num_processes > 1
-        accelerate_order = config.data_seed is None and not config.use_seedable_sampler
-        accelerate_order = accelerate_order and not (several and config.dispatch_batches)
-        order_seed = None
-        if accelerate_order and several and plain_random_sampler(loader) is not None:
-            order_seed = ops.broadcast_object(self.state, draw_seed())
+        shuffle = self._accelerate_shuffle(loader, several=state.num_processes > 1)
         prepared = PreparedDataLoader(
-            loader,
-            state,
-            self._data_state,
-            seed,
-            config.split_batches,
-            config.even_batches,
-            accelerate_order,
-            order_seed,
+            loader, state, self._data_state, seed, config.split_batches, config.even_batches, shuffle
         )
         self.prepared.dataloaders.append(prepared)
         return prepared
+
+    def _accelerate_shuffle(self, loader: DataLoader, several: bool) -> SamplerShuffle | None:
+        """Accelerate's shuffle for the loader's plain ``RandomSampler`` (``shuffle.py``), unless a
+        seeded order is asked for (or batches are dispatched); with several processes its seed is
+        drawn here from the global RNG, rank 0's draw for all, as Accelerate draws it."""
+        config = self.dataloader_config
+        sampler = plain_random_sampler(loader)
+        if sampler is None or config.data_seed is not None or config.use_seedable_sampler:
+            return None
+        if several and config.dispatch_batches:
+            return None
+        return SamplerShuffle(sampler, ops.broadcast_object(self.state, draw_seed()) if several else None)
 
     def _check_placement(self, *placements: bool | None) -> None:
         """Refuse ``device_placement=False`` where placing matters (the rank's device is not the CPU)."""

@@ -30,8 +30,21 @@ from __future__ import annotations
 from typing import Any
 
 import torch
+from torch.utils.data import RandomSampler
 
-__all__ = ["SamplerShuffle", "draw_seed"]
+from .data import map_batch_sampler
+
+__all__ = ["SamplerShuffle", "draw_seed", "plain_random_sampler"]
+
+
+def plain_random_sampler(loader: Any) -> RandomSampler | None:
+    """The map-style loader's ``RandomSampler`` when it has no generator of its own (it would draw
+    its order from the global RNG): the sampler a ``SamplerShuffle`` takes over; else None."""
+    batch_sampler = map_batch_sampler(loader)
+    sampler = None if batch_sampler is None else batch_sampler.sampler
+    if type(sampler) is not RandomSampler or sampler.generator is not None:
+        return None
+    return sampler
 
 
 def draw_seed() -> int:

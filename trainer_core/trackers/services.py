@@ -73,7 +73,8 @@ class ServiceTracker:
         return self.run
 
     def start(self) -> None:
-        raise NotImplementedError
+        """``<package>.init(project=project, **options)``: wandb's, swanlab's and trackio's way."""
+        self.run = self.module.init(project=self.project, **self.options)
 
     def store_init_configuration(self, config: dict) -> None:
         self.run.config.update(config, allow_val_change=True)
@@ -87,9 +88,6 @@ class ServiceTracker:
 
 class WandBTracker(ServiceTracker):
     name = package = "wandb"
-
-    def start(self) -> None:
-        self.run = self.module.init(project=self.project, **self.options)
 
 
 class MLflowTracker(ServiceTracker):
@@ -221,11 +219,9 @@ class DVCLiveTracker(ServiceTracker):
         self.run.end()
 
 
-class SwanLabTracker(ServiceTracker):
-    name = package = "swanlab"
-
-    def start(self) -> None:
-        self.run = self.module.init(project=self.project, **self.options)
+class _ModuleLevelTracker(ServiceTracker):
+    """A package whose configuration and end are module-level calls (``<package>.config``,
+    ``<package>.finish()``)."""
 
     def store_init_configuration(self, config: dict) -> None:
         self.module.config.update(config)
@@ -234,20 +230,15 @@ class SwanLabTracker(ServiceTracker):
         self.module.finish()
 
 
-class TrackioTracker(ServiceTracker):
+class SwanLabTracker(_ModuleLevelTracker):
+    name = package = "swanlab"
+
+
+class TrackioTracker(_ModuleLevelTracker):
     name = package = "trackio"
-
-    def start(self) -> None:
-        self.run = self.module.init(project=self.project, **self.options)
-
-    def store_init_configuration(self, config: dict) -> None:
-        self.module.config.update(config)
 
     def log(self, values: dict, step: int | None = None, **kwargs: Any) -> None:
         self.module.log(values, step=step, **kwargs)
-
-    def finish(self) -> None:
-        self.module.finish()
 
 
 SERVICE_TRACKERS: dict[str, type[ServiceTracker]] = {
