@@ -4,12 +4,18 @@ Compares notebook_launcher (fork and spawn) with Hugging Face Accelerate's noteb
 raw ``torch.multiprocessing.start_processes`` (fork), interleaved round by round; medians.
 Two times per launch: call → return, and call → the last rank inside the function.
 
+Each launch runs in a cell of its own, as a person runs them: IPython restarts its history thread
+as a cell starts and stops it before the cell's first fork (its own fork hook), which costs the
+first launch of a cell, whoever forks, a few milliseconds that later launches in the cell skip.
+``--same-cell`` measures those later launches instead: every runner in turn in one cell per round,
+the history thread stopped before each launch.
+
 Targets: fork ≤ 1/5 of Accelerate's overhead (issue #2) and, with the default display (the widget
 a kernel shows), within 1.2 × raw ``torch.multiprocessing`` fork of the same no-op (issue #26);
 spawn ≤ 2 × fork + one interpreter start (an interpreter start is measured here too: bare
 ``python -c pass``).
 
-Run: make bench   (or: .venv/bin/python bench/launch_overhead.py [--rounds 7])
+Run: make bench   (or: .venv/bin/python bench/launch_overhead.py [--rounds 7] [--same-cell])
 """
 
 from __future__ import annotations
@@ -41,7 +47,13 @@ def raw_entry(index):
     os.environ["RANK"] = str(index)
     noop()
 
-def measure(run):
+def stop_history_thread():
+    from IPython.core.history import HistoryManager
+    HistoryManager._stop_thread()
+
+def measure(run, later_in_cell=False):
+    if later_in_cell:
+        stop_history_thread()
     for name in os.listdir(MARKS):
         os.remove(os.path.join(MARKS, name))
     start = time.time()
@@ -65,8 +77,13 @@ for name, run in RUNNERS.items():   # warm-up: first-time imports are not launch
 """
 
 ROUND = r"""
+NAME = list(RUNNERS)[len(sum(TIMES.values(), [])) % len(RUNNERS)]
+TIMES[NAME].append(measure(RUNNERS[NAME]))
+"""
+
+SAME_CELL_ROUND = r"""
 for name, run in RUNNERS.items():
-    TIMES[name].append(measure(run))
+    TIMES[name].append(measure(run, later_in_cell=True))
 """
 
 REPORT = r"""
@@ -79,18 +96,25 @@ print(json.dumps({"times": TIMES, "interpreter": interpreter_start()}))
 """
 
 
+_RUNNERS = 5  # the entries of RUNNERS
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=7)
+    parser.add_argument("--same-cell", action="store_true", help="launches after the first of their cell")
     args = parser.parse_args()
-    report(run_rounds(SETUP, ROUND, REPORT, args.rounds), args.rounds)
+    if args.same_cell:
+        report(run_rounds(SETUP, SAME_CELL_ROUND, REPORT, args.rounds), args.rounds, "later launches in one cell")
+    else:  # one cell per launch: ``rounds`` rounds of every runner, in turn
+        report(run_rounds(SETUP, ROUND, REPORT, args.rounds * _RUNNERS), args.rounds, "one launch per cell")
 
 
-def report(data, rounds):
+def report(data, rounds, how):
     times = data["times"]
     medians = {name: (median([r[0] for r in runs]), median([r[1] for r in runs])) for name, runs in times.items()}
     accelerate = medians["accelerate notebook_launcher"][0]
-    print(f"\nLaunch overhead, no-op function on 2 CPU processes, one kernel, {rounds} interleaved rounds (medians)\n")
+    print(f"\nLaunch overhead, no-op function on 2 CPU processes, one kernel, {how}, {rounds} rounds (medians)\n")
     raw = medians["torch.multiprocessing fork"][0]
     print(f"{'launcher':<32} {'call→return':>12} {'call→all ranks in':>18} {'vs Accelerate':>14} {'vs raw fork':>12}")
     for name, (total, inside) in medians.items():

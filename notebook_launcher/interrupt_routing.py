@@ -9,8 +9,9 @@ A thread also takes it while it starts, before its own code can block it (glibc 
 its creator's mask), and IPython restarts its history thread, stopped before every fork, from the
 main thread as the next cell starts: just when a person interrupts. So the threads the launcher
 starts in the kernel are born with SIGINT blocked (``kernel_thread``), a fork start blocks it for
-that moment whichever thread forks (``interrupts_blocked``), and after forking ranks the launcher restarts
-IPython's history thread itself, with SIGINT blocked (``restart_history_thread``).
+that moment whichever thread forks (``interrupts_blocked``), and IPython's own restart of its history
+thread runs with SIGINT blocked too (``history_thread_born_deaf``). (Restarting it after every launch
+instead would cost the next launch a thread join before its first fork.)
 
 A forked rank starts with SIGINT blocked, the supervisor's mask. It is still in the kernel's process
 group until it leads its own, and an interrupt for the kernel's cell sent then is held, not raised in
@@ -35,6 +36,7 @@ Examples:
 
 from __future__ import annotations
 
+import _signal
 import contextlib
 import signal
 import sys
@@ -43,12 +45,16 @@ import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
-__all__ = ["kernel_thread", "interrupts_blocked", "restart_history_thread", "take_own_interrupts", "wait_event"]
+__all__ = ["kernel_thread", "interrupts_blocked", "history_thread_born_deaf", "take_own_interrupts", "wait_event"]
 
 # the longest an interrupt that another thread took waits to be raised in a cell waiting on a launch
 WAIT_SLICE = 0.2
 
 _CAN_MASK = hasattr(signal, "pthread_sigmask")
+# The C module, with plain ints: signal's wrappers turn every result into enum members, and each
+# object touched after a fork (by the kernel forking its next rank, or by a rank) is a page copied.
+_SIGINT = int(signal.SIGINT)
+_SIGINT_ONLY = frozenset({_SIGINT})
 
 
 def kernel_thread(target: Callable[..., Any], *, name: str, args: tuple = ()) -> threading.Thread:
@@ -61,16 +67,17 @@ def kernel_thread(target: Callable[..., Any], *, name: str, args: tuple = ()) ->
 
 
 @contextlib.contextmanager
-def interrupts_blocked() -> Iterator[None]:
-    """Block SIGINT in this thread for the block (a process forked inside starts with it blocked)."""
+def interrupts_blocked(also: frozenset[int] = frozenset()) -> Iterator[None]:
+    """Block SIGINT, and the signals ``also`` names, in this thread for the block (a process forked
+    inside starts with them blocked)."""
     if not _CAN_MASK:
         yield
         return
-    previous = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+    previous = _signal.pthread_sigmask(_signal.SIG_BLOCK, _SIGINT_ONLY | also)
     try:
         yield
     finally:
-        signal.pthread_sigmask(signal.SIG_SETMASK, previous)
+        _signal.pthread_sigmask(_signal.SIG_SETMASK, previous)
 
 
 def wait_event(event: threading.Event, timeout: float | None = None) -> bool:
@@ -86,21 +93,27 @@ def wait_event(event: threading.Event, timeout: float | None = None) -> bool:
             return False
 
 
-def restart_history_thread() -> None:
-    """Start IPython's history thread again (stopped by a fork) with SIGINT blocked; no-op outside IPython."""
+def history_thread_born_deaf() -> None:
+    """Have IPython start its history thread (which it stops before every fork and restarts as the
+    next cell starts) with SIGINT blocked; idempotent, a no-op outside IPython."""
     history = sys.modules.get("IPython.core.history")
-    managers = list(getattr(getattr(history, "HistoryManager", None), "_instances", ()))
-    with interrupts_blocked():
-        for manager in managers:
-            restart = getattr(manager, "_restart_thread_if_stopped", None)
-            if restart is not None:
-                restart()
+    manager: Any = getattr(history, "HistoryManager", None)
+    restart = getattr(manager, "_restart_thread_if_stopped", None)
+    if restart is None or getattr(restart, "_born_deaf", False):
+        return
+
+    def restart_with_interrupts_blocked(self: Any) -> None:
+        with interrupts_blocked():
+            restart(self)
+
+    restart_with_interrupts_blocked._born_deaf = True  # type: ignore[attr-defined]
+    manager._restart_thread_if_stopped = restart_with_interrupts_blocked
 
 
 def take_own_interrupts() -> None:
     """In a rank that now leads its own process group (main thread): drop an interrupt held since the
     fork (it was the kernel's), make SIGINT a KeyboardInterrupt and unblock it."""
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # ignoring a held signal discards it
-    signal.signal(signal.SIGINT, signal.default_int_handler)
+    _signal.signal(_SIGINT, _signal.SIG_IGN)  # ignoring a held signal discards it
+    _signal.signal(_SIGINT, _signal.default_int_handler)
     if _CAN_MASK:
-        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
+        _signal.pthread_sigmask(_signal.SIG_UNBLOCK, _SIGINT_ONLY)

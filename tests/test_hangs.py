@@ -124,6 +124,49 @@ def test_a_launch_from_inside_a_forked_rank_works(kernel):
     assert kernel.children() == []
 
 
+def test_ranks_of_a_kernel_whose_cell_ran_parallel_torch_ops_run_parallel_ops_and_answer(kernel):
+    """A rank forked from the thread that ran OpenMP regions inherits that thread's OpenMP pool
+    without its threads, and hangs in its first parallel op: ranks must be forked from a launcher
+    thread, never from the cell's (measured: the first launch hung). Once the kernel ran parallel
+    ops, libtorch's fork handler also starts a thread in every forked rank: it must not take the
+    kernel's SIGTERM or its requests for stacks (they went unanswered)."""
+    kernel.ok(
+        dedent("""
+        import torch
+        torch.set_num_threads(2)
+        a = torch.randn(1500, 1500); (a @ a).sum(); a.t().contiguous().half()
+        def parallel_ops():
+            import torch
+            x = torch.randn(1500, 1500); (x @ x).sum(); x.t().contiguous().half()
+            return torch.get_num_threads()
+        finished = []
+        for _ in range(3):
+            job = launch(parallel_ops, num_processes=1, display='none')
+            if not job.join(60):
+                job.stop()
+                break
+            finished.append(job.wait())
+    """),
+        timeout=300,
+    )
+    threads = kernel.eval("finished")
+    assert len(threads) == 3, "a rank hung in its first parallel op"
+    assert threads[0] >= 2 or kernel.eval("os.cpu_count()") < 2, threads
+    kernel.ok(
+        dedent("""
+        def waits():
+            print("waiting", flush=True)
+            threading.Event().wait()
+        job = launch(waits, num_processes=1, display='none')
+        while "waiting" not in job.logs(0) and not job.done: job.join(0.05)
+    """),
+        timeout=60,
+    )
+    assert kernel.eval("sorted(job.stacks())") == [0]
+    assert "in waits" in kernel.eval("job.stacks().summary()")
+    kernel.ok("job.stop()")
+
+
 def test_the_rendezvous_store_listens_on_master_addr_only(kernel, tmp_path):
     """The kernel hosts the ranks' store, bound to master_addr; the ranks connect to it as clients."""
     kernel.ok(
@@ -213,8 +256,9 @@ def test_interrupts_sent_as_a_background_launch_starts_never_reach_its_rank(kern
 
 
 def test_the_launchers_kernel_threads_leave_the_interrupt_to_the_cell(kernel):
-    """The threads the launcher starts in the kernel, and IPython's history thread it restarts after
-    forking, block SIGINT; the rank's own main thread takes it, as a KeyboardInterrupt."""
+    """The threads the launcher starts in the kernel, and IPython's history thread (stopped by the
+    forks, restarted by IPython as the next cell starts), block SIGINT; the rank's own main thread
+    takes it, as a KeyboardInterrupt."""
     kernel.ok(
         dedent("""
         def mask_has_sigint(native_id):
@@ -225,6 +269,10 @@ def test_the_launchers_kernel_threads_leave_the_interrupt_to_the_cell(kernel):
             handler = signal.getsignal(signal.SIGINT)
             return mask_has_sigint(threading.get_native_id()), handler is signal.default_int_handler
         job = launch(rank_signals, num_processes=1, display='none'); value = job.wait()
+    """)
+    )
+    kernel.ok(
+        dedent("""
         threads = {t.name: mask_has_sigint(t.native_id) for t in threading.enumerate()
                    if t.name.startswith("notebook-launcher") or t.name == "IPythonHistorySavingThread"}
     """)

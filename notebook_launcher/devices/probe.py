@@ -13,6 +13,7 @@ Examples:
 
 from __future__ import annotations
 
+import functools
 import glob
 import importlib
 import os
@@ -102,7 +103,7 @@ def tpu_cores(environ: Mapping[str, str] | None = None, accel_glob: str = _ACCEL
     match = re.fullmatch(r"v\d+[a-z]*-(\d+)", kind)
     if match:
         return int(match.group(1)), kind
-    return len(glob.glob(accel_glob)), kind or None
+    return len(_chips(accel_glob)), kind or None
 
 
 def xla_platform(environ: Mapping[str, str] | None = None, accel_glob: str = _ACCEL) -> str | None:
@@ -136,7 +137,18 @@ def is_tpu_host(environ: Mapping[str, str] | None = None, accel_glob: str = _ACC
     env = os.environ if environ is None else environ
     if env.get("PJRT_DEVICE", "").upper() == "TPU" or any(env.get(name) for name in _TPU_VARIABLES):
         return True
-    return bool(glob.glob(accel_glob))
+    return bool(_chips(accel_glob))
+
+
+def _chips(accel_glob: str) -> tuple[str, ...]:
+    """The device files matching ``accel_glob``; this host's own are listed once per process (a
+    launch asks at every start, and listing /dev is most of a launch's planning time)."""
+    return _host_chips() if accel_glob == _ACCEL else tuple(glob.glob(accel_glob))
+
+
+@functools.cache
+def _host_chips() -> tuple[str, ...]:
+    return tuple(glob.glob(_ACCEL))
 
 
 def xla_device_count(environ: Mapping[str, str] | None = None, accel_glob: str = _ACCEL) -> int:

@@ -39,7 +39,7 @@ from collections.abc import Callable, Sequence
 from multiprocessing.connection import wait
 from typing import Any, TypeVar
 
-from ..interrupt_routing import restart_history_thread
+from ..interrupt_routing import history_thread_born_deaf
 from ..rank.bootstrap import RankSpec
 from ..starters.base import RankGroup, Starter
 from ..wire import rebuild_exception
@@ -121,6 +121,9 @@ class Supervisor:
         return self._control.phase if self._rendezvous_done else Phase.RENDEZVOUS
 
     def start(self) -> None:
+        # The ranks are forked from this thread, never from the cell's: a rank forked from a thread
+        # that ran OpenMP regions (parallel torch ops in the cell) inherits its pool without the
+        # pool's threads, and hangs in its first parallel op.
         context = contextvars.copy_context()
         run_in_thread(lambda: context.run(self._run))
 
@@ -183,11 +186,11 @@ class Supervisor:
         plan = self._plan
         node_rank = self._meeting.node_rank
         self._group = group = self._starter.rank_group(plan)
+        history_thread_born_deaf()  # a fork stops it; restarted by the next cell, it must not take an interrupt
         for local_ranks in self._starter.groups(plan):
             if self._stop_requested:
                 break
             group.start([self._spec(local, node_rank) for local in local_ranks])
-        restart_history_thread()  # a fork stopped it; restarted by the next cell, it could take an interrupt
         if self._stop_requested:
             self._control.stop()  # takes effect once started
         self._carry_out(self._control.started())

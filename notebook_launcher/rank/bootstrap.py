@@ -19,7 +19,6 @@ Example (what a start method calls in the new process)::
 
 from __future__ import annotations
 
-import ctypes
 import os
 import signal
 import sys
@@ -39,7 +38,7 @@ from ..wire import (
     set_tensor_prefix,
 )
 from .capture import Capture, flush_output
-from .descendants import become_subreaper, end_descendants
+from .descendants import PRCTL, become_subreaper, end_descendants
 from .notebook import make_safe
 from .stacks import collect_stacks
 
@@ -47,8 +46,7 @@ __all__ = ["RankSpec", "RankPipes", "run_rank_process", "prepare_process", "run_
 
 _PR_SET_PDEATHSIG = 1
 DESCENDANTS_GRACE = 1.0  # seconds the rank's own processes get to end after SIGTERM once it is done
-# Loaded once when the kernel imports this module, so forked ranks do not each pay for dlopen.
-_LIBC = ctypes.CDLL(None, use_errno=True) if sys.platform.startswith("linux") else None
+_SIGKILL = int(signal.SIGKILL)
 
 
 @dataclass(frozen=True)
@@ -187,8 +185,8 @@ def lead_own_group():
 
 def die_with_parent(parent_pid):
     """Have the kernel's death kill this rank (Linux), and exit now if it already died."""
-    if _LIBC is not None:
-        _LIBC.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+    if PRCTL is not None:
+        PRCTL(_PR_SET_PDEATHSIG, _SIGKILL)
     if os.getppid() != parent_pid:
         os._exit(1)
 

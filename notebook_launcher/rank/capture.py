@@ -32,6 +32,7 @@ Example (what the bootstrap does)::
 
 from __future__ import annotations
 
+import _signal
 import fcntl
 import os
 import signal
@@ -43,12 +44,16 @@ from typing import Any
 
 from ..wire import SIGNAL_SENDER_MARK, STACKS_SIGNAL
 
-__all__ = ["Capture", "FLUSH_INTERVAL", "flush_output", "wait_until_read"]
+__all__ = ["Capture", "FLUSH_INTERVAL", "WATCHED_SIGNALS", "flush_output", "note_stream_handlers", "wait_until_read"]
 
 FLUSH_INTERVAL = 0.05  # seconds between flushes (NOTEBOOK_LAUNCHER_FLUSH_INTERVAL overrides it)
 _BUFFER = 1 << 16
 
 _real_exit = os._exit
+# A forked rank calls the C module with plain ints: signal's wrappers turn every result into enum
+# members, and each object a forked rank touches costs it a copy-on-write page fault.
+WATCHED_SIGNALS = frozenset({int(signal.SIGTERM), int(STACKS_SIGNAL)})
+_ALL_SIGNALS = frozenset(int(number) for number in signal.valid_signals())
 
 
 class Capture:
@@ -87,8 +92,8 @@ class Capture:
             threading.Thread(target=self._flush_every_interval, daemon=True, name="rank-output").start()
             return
         # a thread that unblocks the stacks signal must not die of it (its default action ends the process)
-        signal.signal(STACKS_SIGNAL, lambda *_: self._answer_stacks())
-        signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM, STACKS_SIGNAL})
+        _signal.signal(int(STACKS_SIGNAL), lambda *_: self._answer_stacks())
+        _signal.pthread_sigmask(_signal.SIG_BLOCK, WATCHED_SIGNALS)
         _start_children_with_default_signals()
         threading.Thread(target=self._flush_and_watch_signals, daemon=True, name="rank-output").start()
 
@@ -108,8 +113,8 @@ class Capture:
         # Every other signal goes to the other threads: one that interrupts sigtimedwait as its
         # timeout runs out makes CPython return the siginfo it never filled in (garbage, once read
         # as a SIGTERM from process 1599919808: a subprocess's SIGCHLD under a handler did it).
-        signal.pthread_sigmask(signal.SIG_BLOCK, signal.valid_signals())
-        watched = {signal.SIGTERM, STACKS_SIGNAL}
+        _signal.pthread_sigmask(_signal.SIG_BLOCK, _ALL_SIGNALS)
+        watched = WATCHED_SIGNALS
         while True:
             received = signal.sigtimedwait(watched, self.interval)
             flush_output()
@@ -197,17 +202,39 @@ def _flushing_exit(code: int) -> None:
 def _repoint_logging(old_streams: tuple) -> None:
     """Logging handlers made in the kernel hold the kernel's streams; send them to this rank's.
 
-    Walks logging's registry of live handlers rather than every logger: in a forked kernel each
-    object touched costs a copy-on-write page fault, and a kernel with torch loaded has ~100 loggers.
+    Walks the handlers the kernel noted before forking (``note_stream_handlers``), else logging's
+    registry of live handlers, rather than every logger: in a forked kernel each object touched
+    costs a copy-on-write page fault, and a kernel with torch loaded has ~100 loggers.
     """
     logging: Any = sys.modules.get("logging")
     if logging is None:  # nothing configured logging before this rank started
         return
     new = {id(old_streams[0]): sys.stdout, id(old_streams[1]): sys.stderr}
-    for ref in list(getattr(logging, "_handlerList", ())):
+    refs = _noted_handlers if _noted_handlers is not None else list(getattr(logging, "_handlerList", ()))
+    for ref in refs:
         handler = ref()
         if isinstance(handler, logging.StreamHandler) and id(getattr(handler, "stream", None)) in new:
-            handler.setStream(new[id(handler.stream)])
+            # not setStream: it would flush the kernel's stream, whose copy here is not this rank's to send
+            handler.stream = new[id(handler.stream)]
+
+
+_noted_handlers: tuple | None = None
+
+
+def note_stream_handlers() -> None:
+    """In the kernel, before forking ranks: note which logging handlers write to ``sys.stdout`` or
+    ``sys.stderr``, so that each forked rank repoints those without walking every handler."""
+    global _noted_handlers
+    logging: Any = sys.modules.get("logging")
+    if logging is None:
+        _noted_handlers = None
+        return
+    streams = {id(sys.stdout), id(sys.stderr)}
+    _noted_handlers = tuple(
+        ref
+        for ref in list(getattr(logging, "_handlerList", ()))
+        if isinstance(ref(), logging.StreamHandler) and id(getattr(ref(), "stream", None)) in streams
+    )
 
 
 def _default_signals_in_child() -> None:

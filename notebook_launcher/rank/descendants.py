@@ -28,16 +28,17 @@ import os
 import signal
 import sys
 
-__all__ = ["become_subreaper", "end_descendants", "has_descendants"]
+__all__ = ["PRCTL", "become_subreaper", "end_descendants", "has_descendants"]
 
 _PR_SET_CHILD_SUBREAPER = 36
-_LIBC = ctypes.CDLL(None, use_errno=True) if sys.platform.startswith("linux") else None
+# Resolved once, in the kernel: a forked rank that looked it up would touch (and copy) ctypes' objects.
+PRCTL = ctypes.CDLL(None, use_errno=True).prctl if sys.platform.startswith("linux") else None
 
 
 def become_subreaper() -> None:
     """Have orphaned descendants of this process re-parented to it (a no-op off Linux)."""
-    if _LIBC is not None:
-        _LIBC.prctl(_PR_SET_CHILD_SUBREAPER, 1)
+    if PRCTL is not None:
+        PRCTL(_PR_SET_CHILD_SUBREAPER, 1)
 
 
 def has_descendants() -> bool:

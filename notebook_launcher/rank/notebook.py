@@ -28,6 +28,7 @@ A spawned rank is a fresh interpreter with no shell: only the first part applies
 from __future__ import annotations
 
 import builtins
+import functools
 import sys
 from typing import Any
 
@@ -97,8 +98,12 @@ class _ScriptLikeShell:
 
     def __init__(self, shell: Any) -> None:
         self._shell = shell
-        config = shell.config
-        self.config = type(config)({key: value for key, value in config.items() if key != "IPKernelApp"})
+
+    @functools.cached_property
+    def config(self) -> Any:
+        """Made when first read: a forked rank copies each page it touches, and most never read it."""
+        config = self._shell.config
+        return type(config)({key: value for key, value in config.items() if key != "IPKernelApp"})
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._shell, name)

@@ -68,10 +68,15 @@ def new_prefix() -> str | None:
 
 def remove_leftovers(prefix: str | None) -> int:
     """Unlink every file under ``prefix``; returns how many there were."""
-    removed = 0
     if prefix is None:
         return 0
-    for path in glob.glob(glob.escape(prefix) + "*"):
+    where, start = os.path.split(prefix)
+    removed = 0
+    try:
+        entries = [entry.path for entry in os.scandir(where) if entry.name.startswith(start)]
+    except FileNotFoundError:
+        return 0
+    for path in entries:
         try:
             os.unlink(path)
             removed += 1
