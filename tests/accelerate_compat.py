@@ -12,7 +12,9 @@ changed in two ways only, both on the syntax tree:
    untouched.
 
 Each rank appends one JSON line per test call to ``OUT.rank<N>``: the call as written, whether it
-passed, and the error.
+passed, the error, and whether it used trainer_core at all ("ours": an attribute of a trainer_core
+Accelerator, its state or a prepared object was read during the call; a test of Accelerate's own
+``PartialState`` or operations passes or fails whatever trainer_core does).
 """
 
 from __future__ import annotations
@@ -79,11 +81,11 @@ class _RecordTests(ast.NodeTransformer):
             return node
         label = ast.unparse(call)
         record = ast.parse(
-            f"try:\n    pass\n    __record({label!r}, None)\nexcept BaseException as __error:\n"
+            f"try:\n    __begin()\n    pass\n    __record({label!r}, None)\nexcept BaseException as __error:\n"
             f"    __record({label!r}, __error)"
         ).body[0]
         assert isinstance(record, ast.Try)
-        record.body[0] = node
+        record.body[1] = node
         return ast.copy_location(record, node)
 
 
@@ -102,14 +104,48 @@ def transformed(name: str, library: str) -> ast.Module:
     return ast.fix_missing_locations(tree)
 
 
+class _Uses:
+    """Whether trainer_core's objects were used since ``begin``: each attribute read of one is noted."""
+
+    def __init__(self) -> None:
+        self.used = False
+
+    def begin(self) -> None:
+        self.used = False
+
+    def watch(self, cls: type) -> None:
+        original = cls.__getattribute__
+        uses = self
+
+        def __getattribute__(obj, name):
+            uses.used = True
+            return original(obj, name)
+
+        cls.__getattribute__ = __getattribute__  # type: ignore[method-assign]
+
+
+def _watch_trainer_core(uses: _Uses) -> None:
+    from trainer_core import Accelerator
+    from trainer_core.data import PreparedDataLoader
+    from trainer_core.optim import PreparedOptimizer, PreparedScheduler
+    from trainer_core.state import DistributedState
+
+    for cls in (Accelerator, DistributedState, PreparedDataLoader, PreparedOptimizer, PreparedScheduler):
+        uses.watch(cls)
+
+
 def main() -> None:
     name, out = sys.argv[1], sys.argv[2]
     library = sys.argv[4] if len(sys.argv) > 4 and sys.argv[3] == "--library" else "trainer_core"
     rank = int(os.environ.get("RANK", "0"))
     results = open(f"{out}.rank{rank}", "a")  # noqa: SIM115 (open while the script runs, closed at exit)
 
+    uses = _Uses()
+    if library == "trainer_core":
+        _watch_trainer_core(uses)
+
     def record(call: str, error: BaseException | None) -> None:
-        entry = {"call": call, "passed": error is None}
+        entry = {"call": call, "passed": error is None, "ours": uses.used}
         if error is not None:
             entry["error"] = f"{type(error).__name__}: {error}"[:500]
             entry["where"] = "".join(traceback.format_tb(error.__traceback__)[-2:])[-800:]
@@ -117,7 +153,7 @@ def main() -> None:
         results.flush()
 
     path = script_path(name)
-    namespace = {"__name__": "__main__", "__file__": path, "__record": record}
+    namespace = {"__name__": "__main__", "__file__": path, "__record": record, "__begin": uses.begin}
     sys.path.insert(0, os.path.dirname(path))
     exec(compile(transformed(name, library), path, "exec"), namespace)
 
