@@ -112,6 +112,7 @@ def main():
 
 def report(data, rounds, how):
     times = data["times"]
+    assert len(times) == _RUNNERS and all(len(runs) == rounds for runs in times.values()), "_RUNNERS is stale"
     medians = {name: (median([r[0] for r in runs]), median([r[1] for r in runs])) for name, runs in times.items()}
     accelerate = medians["accelerate notebook_launcher"][0]
     print(f"\nLaunch overhead, no-op function on 2 CPU processes, one kernel, {how}, {rounds} rounds (medians)\n")

@@ -230,10 +230,11 @@ def note_stream_handlers() -> None:
         _noted_handlers = None
         return
     streams = {id(sys.stdout), id(sys.stderr)}
+    handlers = [(ref, ref()) for ref in list(getattr(logging, "_handlerList", ()))]
     _noted_handlers = tuple(
         ref
-        for ref in list(getattr(logging, "_handlerList", ()))
-        if isinstance(ref(), logging.StreamHandler) and id(getattr(ref(), "stream", None)) in streams
+        for ref, handler in handlers
+        if isinstance(handler, logging.StreamHandler) and id(getattr(handler, "stream", None)) in streams
     )
 
 

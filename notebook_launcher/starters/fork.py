@@ -38,23 +38,32 @@ class ForkStarter(ProcessStarter):
     def start(self, plan, specs, pipes):
         (spec,) = specs
         if not self._flushed:  # here, after the launch's own display (which flushes them too)
-            _flush_kernel_streams()
+            flush_kernel_streams()
             self._flushed = True
-        process = _RankProcess(
-            target=_fork_main,
-            args=(spec, pipes, plan.function, plan.args, self._global_state),
-            name=f"notebook-launcher-rank-{spec.rank}",
+        return fork_rank_process(
+            _fork_main,
+            (spec, pipes, plan.function, plan.args, self._global_state),
+            f"notebook-launcher-rank-{spec.rank}",
         )
-        # The rank holds an interrupt meant for the kernel until it has its group, and is born with
-        # the signals its output thread takes blocked: a thread that a library's fork handler starts
-        # in it (libtorch's, once the kernel ran parallel ops) would otherwise take the kernel's
-        # SIGTERM (ending the rank unflushed) and its requests for stacks (never answered).
-        with interrupts_blocked(also=WATCHED_SIGNALS):
-            process.start()
-        return ForkedProcess(process)
 
 
-def _flush_kernel_streams():
+def fork_rank_process(target, args, name):
+    """Fork a process that runs ``target(*args)`` and sets itself up as a rank (``rank.bootstrap``);
+    the started ``ForkedProcess``. Call ``note_stream_handlers`` and ``flush_kernel_streams`` once
+    per launch first.
+
+    The process holds an interrupt meant for the kernel until it leads its own group, and is born
+    with the signals its output thread takes blocked: a thread that a library's fork handler starts
+    in it (libtorch's, once the kernel ran parallel ops) would otherwise take the kernel's SIGTERM
+    (ending it unflushed) and its requests for stacks (never answered).
+    """
+    process = _RankProcess(target=target, args=args, name=name)
+    with interrupts_blocked(also=WATCHED_SIGNALS):
+        process.start()
+    return ForkedProcess(process)
+
+
+def flush_kernel_streams():
     """What multiprocessing does before each fork, once per launch: a rank must not inherit output
     the kernel has not sent yet. An ipykernel stream with nothing written since its last flush (the
     launch's display has just flushed it) is left alone: each flush waits on its IO thread."""
@@ -76,7 +85,7 @@ class _RankProcess(mp_context.ForkProcess):
 class _Popen(popen_fork.Popen):
     """multiprocessing's fork without its flush of ``sys.stdout``/``sys.stderr`` at each fork: in a
     kernel each flush waits on ipykernel's IO thread (~0.7 ms; four per 2-rank launch, a fifth of
-    its cost). ``ForkStarter.start`` flushes once per launch instead, and a rank replaces both
+    its cost). ``flush_kernel_streams`` runs once per launch instead, and a rank replaces both
     streams before it writes (``rank.capture``)."""
 
     def __init__(self, process_obj):

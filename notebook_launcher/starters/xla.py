@@ -7,12 +7,12 @@ torch_xla decides how ranks run. Everything after the start is the same as for f
 from __future__ import annotations
 
 import importlib
-import multiprocessing
 
 from ..errors import LaunchError
+from ..rank.capture import note_stream_handlers
 from ..rank.xla_host import host_main
 from .base import ProcessStarter
-from .fork import ForkedProcess
+from .fork import flush_kernel_streams, fork_rank_process
 
 
 class XlaStarter(ProcessStarter):
@@ -28,6 +28,7 @@ class XlaStarter(ProcessStarter):
                 f"device 'xla' needs torch_xla in this kernel ({err}); on Colab or Kaggle TPUs it is"
                 f" preinstalled, elsewhere: pip install torch_xla (matching your torch)"
             ) from err
+        note_stream_handlers()
 
     def groups(self, plan):
         """Every local rank in one host process: torch_xla starts them."""
@@ -35,9 +36,7 @@ class XlaStarter(ProcessStarter):
 
     def start(self, plan, specs, pipes):
         nprocs = 1 if plan.num_processes == 1 else None
-        context = multiprocessing.get_context("fork")
-        process = context.Process(
-            target=host_main, args=(specs, pipes, plan.function, plan.args, nprocs), name="notebook-launcher-xla-host"
+        flush_kernel_streams()
+        return fork_rank_process(
+            host_main, (specs, pipes, plan.function, plan.args, nprocs), "notebook-launcher-xla-host"
         )
-        process.start()
-        return ForkedProcess(process)
