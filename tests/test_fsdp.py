@@ -283,7 +283,7 @@ def test_a_killed_sharded_run_restarts_from_its_checkpoint_to_the_same_weights(t
     if kind == "SHARDED_STATE_DICT":
         assert {"optimizer_0", "pytorch_model_fsdp_0"} <= files
     else:
-        assert {"optimizer_0.bin", "pytorch_model_fsdp_0.bin"} <= files
+        assert {"optimizer.bin", "pytorch_model_fsdp.bin"} <= files
     assert "model.safetensors" not in files
 
 
