@@ -22,6 +22,7 @@ from .big_modeling import (
     load_checkpoint_in_model,
 )
 from .data_config import DataLoaderConfiguration
+from .deepspeed_placeholders import DummyOptim, DummyScheduler
 from .deepspeed_plugin import DeepSpeedPlugin
 from .fsdp_plugin import FullyShardedDataParallelPlugin
 from .parallelism import ParallelismConfig
@@ -33,6 +34,8 @@ __all__ = [
     "Accelerator",
     "DataLoaderConfiguration",
     "DeepSpeedPlugin",
+    "DummyOptim",
+    "DummyScheduler",
     "FullyShardedDataParallelPlugin",
     "ParallelismConfig",
     "set_seed",

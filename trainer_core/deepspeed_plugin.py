@@ -144,10 +144,13 @@ def resolve_config(
     split_batches: bool = False,
     model: Any = None,
     client_optimizer: bool = True,
+    placeholders: dict[str, Any] | None = None,
 ) -> dict:
     """The plugin's config with every ``"auto"`` filled, as Accelerate's ``prepare`` fills it: the
     micro-batch from the loaders' batch sizes, the global batch, accumulation, clipping (1.0), the
-    precision's ``bf16``/``fp16`` sections, hidden-size buckets from ``model.config``.
+    precision's ``bf16``/``fp16`` sections, hidden-size buckets from ``model.config``, and the
+    optimizer's and schedule's values from ``DummyOptim``/``DummyScheduler`` (``placeholders``,
+    dotted keys: ``deepspeed_placeholders.placeholder_values``).
 
     Examples:
         >>> config = resolve_config(DeepSpeedPlugin(zero_stage=2), batch_sizes=[8], num_processes=2,
@@ -172,6 +175,7 @@ def resolve_config(
     _fill_precision(config, mixed_precision)
     _fill_hidden_size(config, model)
     _fill_optimizer(config, client_optimizer)
+    _fill_auto(config, placeholders or {})
     leftover = sorted(key for key, value in _flatten(config).items() if value == "auto")
     if leftover:
         raise ValueError(f"DeepSpeed config values left 'auto' that cannot be filled: {', '.join(leftover)}")
@@ -297,6 +301,17 @@ def _fill_optimizer(config: dict, client_optimizer: bool) -> None:
     config["zero_allow_untested_optimizer"] = True
     if config["zero_optimization"].get("offload_optimizer", {}).get("device", "none") != "none":
         config.setdefault("zero_force_ds_cpu_optimizer", False)  # the user's torch optimizer steps on the CPU
+
+
+def _fill_auto(config: dict, values: dict[str, Any]) -> None:
+    """Each dotted key of ``values`` whose entry in ``config`` is ``"auto"`` (others are left as written)."""
+    for dotted, value in values.items():
+        *parents, leaf = dotted.split(".")
+        node: Any = config
+        for key in parents:
+            node = node.get(key) if isinstance(node, dict) else None
+        if isinstance(node, dict) and node.get(leaf) == "auto":
+            node[leaf] = value
 
 
 def _fill_hidden_size(config: dict, model: Any) -> None:

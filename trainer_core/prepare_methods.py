@@ -25,6 +25,7 @@ from torch.utils.data import DataLoader
 
 from . import ops
 from .data import PreparedDataLoader
+from .deepspeed_placeholders import is_placeholder_optimizer, is_placeholder_scheduler
 from .optim import PreparedOptimizer, PreparedScheduler
 from .parallelism import data_parallel_coordinates
 from .precision import autocast_forward
@@ -75,6 +76,7 @@ class PrepareMethods:
             self.gradient_accumulation_steps, self.precision.name, self.dataloader_config.split_batches
         )
         objects = tuple(self.strategy.prepare_together(objects, settings))
+        _refuse_placeholders(objects)
         first = [obj if isinstance(obj, LRScheduler) else self._prepare_one(obj) for obj in objects]
         prepared = [self.prepare_scheduler(obj) if isinstance(obj, LRScheduler) else obj for obj in first]
         return prepared[0] if len(prepared) == 1 else tuple(prepared)
@@ -170,4 +172,16 @@ class PrepareMethods:
             raise NotImplementedError(
                 f"device_placement=False: trainer_core places every prepared object on the rank's device "
                 f"({self.device}); prepare what should stay elsewhere after moving it yourself, or not at all"
+            )
+
+
+def _refuse_placeholders(objects: tuple) -> None:
+    """A ``DummyOptim``/``DummyScheduler`` that no DeepSpeed engine replaced would fail at its first step."""
+    for obj in objects:
+        if is_placeholder_optimizer(obj) or is_placeholder_scheduler(obj):
+            raise ValueError(
+                f"{type(obj).__name__} stands for what a DeepSpeed config names, and only a DeepSpeed engine builds"
+                " that: pass it to prepare() with its model, on an Accelerator(deepspeed_plugin=...) of 2 or more"
+                f" processes whose config has that section, or pass a torch"
+                f" {'optimizer' if is_placeholder_optimizer(obj) else 'scheduler'}"
             )

@@ -22,14 +22,21 @@ from collections.abc import Sequence
 from typing import Any
 
 import torch
+from torch.optim.lr_scheduler import LRScheduler
 from torch.utils.data import DataLoader
 
+from ..deepspeed_placeholders import (
+    check_placeholders,
+    is_placeholder_optimizer,
+    is_placeholder_scheduler,
+    placeholder_values,
+)
 from ..deepspeed_plugin import DeepSpeedPlugin, import_deepspeed, resolve_config
 from ..precision import EnginePrecision, FullPrecision
 from .base import PrepareSettings
 from .single import SingleProcessStrategy
 
-__all__ = ["DeepSpeedStrategy", "EngineOptimizer"]
+__all__ = ["DeepSpeedStrategy", "EngineOptimizer", "EngineScheduler"]
 
 MODEL_NAME = "pytorch_model"  # the checkpoint tag of the first model, as Accelerate names it
 
@@ -55,17 +62,22 @@ class DeepSpeedStrategy(SingleProcessStrategy):
         return EnginePrecision(precision)
 
     def prepare_together(self, objects: Sequence[Any], settings: PrepareSettings) -> list[Any]:
-        """``objects`` with the model replaced by a DeepSpeed engine that owns the optimizer given with it."""
+        """``objects`` with the model replaced by a DeepSpeed engine that owns the optimizer given with
+        it; a ``DummyOptim``/``DummyScheduler`` replaced by the optimizer/schedule DeepSpeed built."""
         models = [obj for obj in objects if isinstance(obj, torch.nn.Module) and not _is_engine(obj)]
         if not models:
             return list(objects)
-        optimizers = [obj for obj in objects if isinstance(obj, torch.optim.Optimizer)]
-        if len(models) > 1 or len(optimizers) > 1:
+        optimizers = [obj for obj in objects if isinstance(obj, torch.optim.Optimizer) or is_placeholder_optimizer(obj)]
+        schedulers = [obj for obj in objects if isinstance(obj, LRScheduler) or is_placeholder_scheduler(obj)]
+        if len(models) > 1 or len(optimizers) > 1 or len(schedulers) > 1:
             raise ValueError(
-                "with DeepSpeed, prepare() takes one model and at most one optimizer per call: prepare each model"
-                " with its optimizer in a call of its own"
+                "with DeepSpeed, prepare() takes one model and at most one optimizer and one scheduler per call:"
+                " prepare each model with its optimizer in a call of its own"
             )
         model, optimizer = models[0], (optimizers[0] if optimizers else None)
+        scheduler = schedulers[0] if schedulers else None
+        check_placeholders(self.plugin.config, optimizer, scheduler)
+        placeholder = is_placeholder_optimizer(optimizer)
         config = resolve_config(
             self.plugin,
             batch_sizes=[obj.batch_size for obj in objects if isinstance(obj, DataLoader)],
@@ -74,17 +86,35 @@ class DeepSpeedStrategy(SingleProcessStrategy):
             mixed_precision=settings.mixed_precision,
             split_batches=settings.split_batches,
             model=model,
-            client_optimizer=optimizer is not None,
+            client_optimizer=optimizer is not None and not placeholder,
+            placeholders=placeholder_values(optimizer, scheduler, self.state.num_processes, settings.split_batches),
         )
-        deepspeed = import_deepspeed()
-        parameters = None if optimizer is not None else [p for p in model.parameters() if p.requires_grad]
-        engine, *_ = deepspeed.initialize(model=model, optimizer=optimizer, model_parameters=parameters, config=config)
-        self.engines.append(engine)
+        engine = self._initialize(model, optimizer, scheduler, config)
         if optimizer is not None or "optimizer" in config:
             self._trained = engine  # what backward steps; a model prepared for evaluation has no optimizer
+        replaced: dict[int, Any] = {id(model): engine}
+        if placeholder:
+            replaced[id(optimizer)] = optimizer = engine.basic_optimizer  # prepare() wraps it next
         if optimizer is not None:
             self._engine_of_optimizer[id(optimizer)] = engine
-        return [engine if obj is model else obj for obj in objects]
+        if is_placeholder_scheduler(scheduler):
+            replaced[id(scheduler)] = EngineScheduler(engine.lr_scheduler)
+        return [replaced.get(id(obj), obj) for obj in objects]
+
+    def _initialize(self, model: torch.nn.Module, optimizer: Any, scheduler: Any, config: dict) -> Any:
+        """``deepspeed.initialize`` with the model and either the torch optimizer or, for a config's
+        optimizer, the parameters (a ``DummyOptim``'s, else the model's trainable ones)."""
+        kwargs: dict[str, Any] = {"model": model, "config": config}
+        if is_placeholder_optimizer(optimizer):
+            kwargs["model_parameters"] = optimizer.params
+        elif optimizer is not None:
+            kwargs["optimizer"] = optimizer
+        else:
+            kwargs["model_parameters"] = [p for p in model.parameters() if p.requires_grad]
+        if is_placeholder_scheduler(scheduler) and scheduler.lr_scheduler_callable is not None:
+            kwargs["lr_scheduler"] = scheduler.lr_scheduler_callable
+        engine, *_ = import_deepspeed().initialize(**kwargs)
+        return engine
 
     def setup_module(self, model: torch.nn.Module) -> torch.nn.Module:
         if not _is_engine(model):
@@ -190,6 +220,35 @@ class EngineOptimizer:
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.optimizer, name)
+
+
+class EngineScheduler:
+    """The schedule inside a DeepSpeed engine (a config's ``"scheduler"`` or one a ``DummyScheduler``'s
+    callable built), which the engine steps at each optimizer step: ``step`` here does nothing, as
+    Accelerate's wrapper; the rest (``get_last_lr``, state) is the schedule's. It is saved in the
+    engine's checkpoint.
+
+    Examples:
+        >>> inner = torch.optim.lr_scheduler.StepLR(torch.optim.SGD([torch.zeros(1, requires_grad=True)], lr=1.0), 1)
+        >>> view = EngineScheduler(inner)
+        >>> view.step(), view.get_last_lr()
+        (None, [1.0])
+    """
+
+    def __init__(self, scheduler: Any) -> None:
+        self.scheduler = scheduler
+
+    def step(self, *args: Any, **kwargs: Any) -> None:
+        return None
+
+    def state_dict(self) -> dict:
+        return self.scheduler.state_dict()
+
+    def load_state_dict(self, state_dict: dict) -> None:
+        self.scheduler.load_state_dict(state_dict)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.scheduler, name)
 
 
 def _is_engine(model: Any) -> bool:
