@@ -183,7 +183,25 @@ class DeepSpeedStrategy(SingleProcessStrategy):
         return self._trained
 
 
-class EngineOptimizer:
+class _EngineHeld:
+    """A view of an object the engine steps itself: its state and other attributes are the held one's."""
+
+    def __init__(self, held: Any) -> None:
+        self._held = held
+
+    def state_dict(self) -> dict:
+        return self._held.state_dict()
+
+    def load_state_dict(self, state_dict: dict) -> None:
+        self._held.load_state_dict(state_dict)
+
+    def __getattr__(self, name: str) -> Any:
+        if name == "_held":  # not set yet (a copy being built)
+            raise AttributeError(name)
+        return getattr(self._held, name)
+
+
+class EngineOptimizer(_EngineHeld):
     """The optimizer inside a DeepSpeed engine, which steps and zeroes it in ``backward``: ``step`` and
     ``zero_grad`` here do nothing; the rest (param groups for schedulers, state) is the engine's.
 
@@ -195,6 +213,7 @@ class EngineOptimizer:
     """
 
     def __init__(self, optimizer: Any) -> None:
+        super().__init__(optimizer)
         self.optimizer = optimizer
 
     @property
@@ -212,17 +231,8 @@ class EngineOptimizer:
     def zero_grad(self, set_to_none: bool = True) -> None:
         return None
 
-    def state_dict(self) -> dict:
-        return self.optimizer.state_dict()
 
-    def load_state_dict(self, state_dict: dict) -> None:
-        self.optimizer.load_state_dict(state_dict)
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self.optimizer, name)
-
-
-class EngineScheduler:
+class EngineScheduler(_EngineHeld):
     """The schedule inside a DeepSpeed engine (a config's ``"scheduler"`` or one a ``DummyScheduler``'s
     callable built), which the engine steps at each optimizer step: ``step`` here does nothing, as
     Accelerate's wrapper; the rest (``get_last_lr``, state) is the schedule's. It is saved in the
@@ -236,19 +246,11 @@ class EngineScheduler:
     """
 
     def __init__(self, scheduler: Any) -> None:
+        super().__init__(scheduler)
         self.scheduler = scheduler
 
     def step(self, *args: Any, **kwargs: Any) -> None:
         return None
-
-    def state_dict(self) -> dict:
-        return self.scheduler.state_dict()
-
-    def load_state_dict(self, state_dict: dict) -> None:
-        self.scheduler.load_state_dict(state_dict)
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self.scheduler, name)
 
 
 def _is_engine(model: Any) -> bool:
