@@ -1,15 +1,18 @@
 """Hugging Face Accelerate's own multi-process test scripts as a compatibility suite for trainer_core.
 
 Run by torchrun on every rank: ``torchrun --nproc_per_node 2 tests/accelerate_compat.py SCRIPT OUT
-[--library trainer_core|accelerate]``. The script is read from the installed accelerate package and
-changed in two ways only, both on the syntax tree:
+[--library trainer_core|accelerate] [-- SCRIPT ARGS...]``. The script is read from the installed
+accelerate package and changed in these ways only, all on the syntax tree:
 
 1. with ``--library trainer_core``, the name ``Accelerator`` is imported from ``trainer_core``
    instead of ``accelerate`` / ``accelerate.accelerator`` (every other name still comes from
    accelerate, as a user's code would keep them);
 2. in ``main()``, each statement that calls one of the script's own test functions is wrapped so a
    failure is recorded and the next test runs; the tests themselves, and their assertions, are
-   untouched.
+   untouched;
+3. in the scripts that download (``OFFLINE``), ``datasets.load_dataset`` and the ``evaluate``
+   module are taken from ``accelerate_offline`` (MRPC-shaped data and metric; the test passes a
+   tiny local BERT as the model).
 
 Each rank appends one JSON line per test call to ``OUT.rank<N>``: the call as written, whether it
 passed, the error, and whether it used trainer_core at all ("ours": an attribute of a trainer_core
@@ -32,7 +35,10 @@ SCRIPTS = {
     "test_ops": "accelerate/test_utils/scripts/test_ops.py",
     "test_distributed_data_loop": "accelerate/test_utils/scripts/test_distributed_data_loop.py",
     "test_metrics": "accelerate/test_utils/scripts/external_deps/test_metrics.py",
+    "test_checkpointing": "accelerate/test_utils/scripts/external_deps/test_checkpointing.py",
+    "test_performance": "accelerate/test_utils/scripts/external_deps/test_performance.py",
 }
+OFFLINE = {"test_checkpointing", "test_performance"}
 
 
 def script_path(name: str) -> str:
@@ -56,6 +62,23 @@ class _SwapAccelerator(ast.NodeTransformer):
         if rest:
             swapped.append(ast.ImportFrom(module=node.module, names=rest, level=0))
         return swapped
+
+
+class _Offline(ast.NodeTransformer):
+    """``from datasets import load_dataset`` and ``import evaluate`` → their ``accelerate_offline`` stand-ins."""
+
+    def visit_ImportFrom(self, node: ast.ImportFrom) -> ast.AST | list[ast.stmt]:
+        if node.module != "datasets" or not any(alias.name == "load_dataset" for alias in node.names):
+            return node
+        rest = [alias for alias in node.names if alias.name != "load_dataset"]
+        offline: list[ast.stmt] = [
+            ast.ImportFrom(module="accelerate_offline", names=[ast.alias("load_dataset")], level=0)
+        ]
+        return offline + ([ast.ImportFrom(module="datasets", names=rest, level=0)] if rest else [])
+
+    def visit_Import(self, node: ast.Import) -> ast.AST:
+        names = [ast.alias("accelerate_offline", "evaluate") if a.name == "evaluate" else a for a in node.names]
+        return ast.Import(names=names)
 
 
 class _RecordTests(ast.NodeTransformer):
@@ -100,6 +123,8 @@ def transformed(name: str, library: str) -> ast.Module:
     }
     if library == "trainer_core":
         tree = _SwapAccelerator().visit(tree)
+    if name in OFFLINE:
+        tree = _Offline().visit(tree)
     tree = _RecordTests(tests).visit(tree)
     return ast.fix_missing_locations(tree)
 
@@ -135,8 +160,11 @@ def _watch_trainer_core(uses: _Uses) -> None:
 
 
 def main() -> None:
-    name, out = sys.argv[1], sys.argv[2]
-    library = sys.argv[4] if len(sys.argv) > 4 and sys.argv[3] == "--library" else "trainer_core"
+    given = sys.argv[1:]
+    cut = given.index("--") if "--" in given else len(given)
+    harness_args, script_args = given[:cut], given[cut + 1 :]
+    name, out = harness_args[0], harness_args[1]
+    library = harness_args[3] if len(harness_args) > 3 and harness_args[2] == "--library" else "trainer_core"
     rank = int(os.environ.get("RANK", "0"))
     results = open(f"{out}.rank{rank}", "a")  # noqa: SIM115 (open while the script runs, closed at exit)
 
@@ -155,6 +183,7 @@ def main() -> None:
     path = script_path(name)
     namespace = {"__name__": "__main__", "__file__": path, "__record": record, "__begin": uses.begin}
     sys.path.insert(0, os.path.dirname(path))
+    sys.argv = [path, *script_args]
     exec(compile(transformed(name, library), path, "exec"), namespace)
 
 

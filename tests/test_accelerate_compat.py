@@ -12,6 +12,9 @@ calls that use trainer_core's objects count for it: the others test Accelerate's
 CPU (its ``join_uneven_inputs`` works on GPUs only; ours uses torch's ``Join`` on CPUs as well).
 ``external_deps/test_metrics.py`` imports ``datasets``, ``evaluate`` and ``transformers`` (test
 extras); on CPU it runs its torch-metrics tests (the GLUE ones need a GPU and a download).
+``external_deps/test_checkpointing.py`` and ``test_performance.py`` download MRPC, its metric and a
+Hub BERT: they run offline on stand-ins (``accelerate_offline.py``) and a tiny local BERT, each
+script's own assertions untouched; Accelerate itself passes both here the same way.
 """
 
 from __future__ import annotations
@@ -51,33 +54,26 @@ EXPECTED = {
 }
 
 
+def run_script(script, out, cwd, library="trainer_core", script_args=()):
+    """Run ``script`` through the harness on 2 CPU ranks; each rank's recorded test calls, and the run."""
+    env = {**os.environ, "ACCELERATE_USE_CPU": "1", "OMP_NUM_THREADS": "1"}
+    port = str(free_port("127.0.0.1"))
+    command = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_port", port]
+    command += [str(HARNESS), script, str(out), "--library", library, "--", *map(str, script_args)]
+    run = subprocess.run(command, capture_output=True, text=True, timeout=300, env=env, cwd=cwd)
+    calls = []
+    for rank in (0, 1):
+        recorded = Path(f"{out}.rank{rank}")
+        assert recorded.exists(), f"rank {rank} recorded nothing:\n{run.stderr[-3000:]}"
+        calls.append([json.loads(line) for line in recorded.read_text().splitlines()])
+    return calls, run
+
+
 @pytest.mark.parametrize("script", sorted(EXPECTED))
 def test_accelerate_script_passes_with_trainer_core(script, tmp_path):
     out = tmp_path / script
-    env = {**os.environ, "ACCELERATE_USE_CPU": "1", "OMP_NUM_THREADS": "1"}
-    run = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "torch.distributed.run",
-            "--nproc_per_node",
-            "2",
-            "--master_port",
-            str(free_port("127.0.0.1")),
-            str(HARNESS),
-            script,
-            str(out),
-            "--library",
-            "trainer_core",
-        ],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        env=env,
-        cwd=tmp_path,
-    )
-    for rank in (0, 1):
-        results = [json.loads(line) for line in Path(f"{out}.rank{rank}").read_text().splitlines()]
+    ranks, run = run_script(script, out, tmp_path)
+    for rank, results in enumerate(ranks):
         failed = {r["call"]: r["error"] for r in results if not r["passed"] and r["call"] not in DELIBERATE}
         assert failed == {}, f"rank {rank}: {json.dumps(failed, indent=1)}\n{run.stderr[-3000:]}"
         calls, ours = EXPECTED[script]
@@ -86,3 +82,42 @@ def test_accelerate_script_passes_with_trainer_core(script, tmp_path):
         assert passed + deliberate == calls, f"rank {rank} ran {len(results)} tests:\n{run.stderr[-3000:]}"
         used = sorted(r["call"] for r in results if r["ours"] and r["passed"])
         assert len(used) == ours, f"rank {rank}: {len(used)} passing calls used trainer_core, not {ours}: {used}"
+
+
+def _passed_with_ours(ranks, run):
+    for rank, results in enumerate(ranks):
+        assert [(r["call"], r["passed"], r["ours"]) for r in results] == [
+            ("training_function(config, args)", True, True)
+        ], f"rank {rank}: {json.dumps(results, indent=1)}\n{run.stderr[-3000:]}"
+
+
+@pytest.fixture(scope="module")
+def tiny_bert(tmp_path_factory):
+    pytest.importorskip("transformers")
+    from accelerate_offline import make_tiny_bert
+
+    return make_tiny_bert(str(tmp_path_factory.mktemp("tiny-bert")))
+
+
+def test_accelerates_checkpointing_script_resumes_on_trainer_core(tiny_bert, tmp_path):
+    """external_deps/test_checkpointing.py (a Transformers BERT, AdamW, a linear schedule, MRPC-shaped
+    data offline): trained one epoch of two and saved; then resumed from that checkpoint, where the
+    script itself asserts the accuracy, the scheduler's and the optimizer's rates and the epoch match
+    what the first run recorded, as Accelerate's own CI runs it."""
+    args = ["--model_name_or_path", tiny_bert, "--output_dir", tmp_path, "--num_epochs", 2]
+    _passed_with_ours(
+        *run_script("test_checkpointing", tmp_path / "first", tmp_path, script_args=[*args, "--partial_train_epoch", 1])
+    )
+    assert (tmp_path / "state_0.json").exists() and (tmp_path / "epoch_0" / "model.safetensors").exists()
+    assert not (tmp_path / "epoch_1").exists()
+    resume = ["--resume_from_checkpoint", tmp_path / "epoch_0"]
+    _passed_with_ours(*run_script("test_checkpointing", tmp_path / "resumed", tmp_path, script_args=[*args, *resume]))
+
+
+def test_accelerates_performance_script_runs_on_trainer_core(tiny_bert, tmp_path):
+    """external_deps/test_performance.py: two epochs under ``accumulate``; the script asserts the
+    rate after the first step and 0 at the end of its linear schedule, and that save_model wrote
+    model.safetensors."""
+    args = ["--model_name_or_path", tiny_bert, "--output_dir", tmp_path, "--num_epochs", 2]
+    _passed_with_ours(*run_script("test_performance", tmp_path / "run", tmp_path, script_args=args))
+    assert set(json.loads((tmp_path / "all_results.json").read_text())) == {"epoch-0", "epoch-1"}
