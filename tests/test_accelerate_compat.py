@@ -54,9 +54,10 @@ EXPECTED = {
 }
 
 
-def run_script(script, out, cwd, library="trainer_core", script_args=()):
-    """Run ``script`` through the harness on 2 CPU ranks; each rank's recorded test calls, and the run."""
-    env = {**os.environ, "ACCELERATE_USE_CPU": "1", "OMP_NUM_THREADS": "1"}
+def run_script(script, out, cwd, library="trainer_core", script_args=(), launch_env=None):
+    """Run ``script`` through the harness on 2 CPU ranks (``launch_env``: what ``accelerate launch``
+    would set besides); each rank's recorded test calls, and the run."""
+    env = {**os.environ, "ACCELERATE_USE_CPU": "1", "OMP_NUM_THREADS": "1", **(launch_env or {})}
     port = str(free_port("127.0.0.1"))
     command = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_port", port]
     command += [str(HARNESS), script, str(out), "--library", library, "--", *map(str, script_args)]
@@ -99,19 +100,54 @@ def tiny_bert(tmp_path_factory):
     return make_tiny_bert(str(tmp_path_factory.mktemp("tiny-bert")))
 
 
-def test_accelerates_checkpointing_script_resumes_on_trainer_core(tiny_bert, tmp_path):
+DEEPSPEED_CONFIG = {  # as Accelerate's own DeepSpeed tests write theirs: optimizer and schedule in the config
+    "optimizer": {"type": "AdamW", "params": {"lr": "auto", "weight_decay": "auto", "torch_adam": True}},
+    "scheduler": {
+        "type": "WarmupDecayLR",
+        "params": {
+            "warmup_min_lr": "auto",
+            "warmup_max_lr": "auto",
+            "warmup_num_steps": "auto",
+            "total_num_steps": "auto",
+        },
+    },
+    "zero_optimization": {"stage": 2},
+    "gradient_accumulation_steps": 1,
+    "gradient_clipping": "auto",
+    "train_batch_size": "auto",
+    "train_micro_batch_size_per_gpu": "auto",
+}
+LAUNCHES = {  # the variables `accelerate launch` sets for each kind of run
+    "ddp": {},
+    "fsdp2": {"ACCELERATE_USE_FSDP": "true", "FSDP_VERSION": "2", "FSDP_STATE_DICT_TYPE": "SHARDED_STATE_DICT"},
+    "zero2": {"ACCELERATE_USE_DEEPSPEED": "true"},
+}
+
+
+@pytest.mark.parametrize("launch", sorted(LAUNCHES))
+def test_accelerates_checkpointing_script_resumes_on_trainer_core(tiny_bert, tmp_path, launch):
     """external_deps/test_checkpointing.py (a Transformers BERT, AdamW, a linear schedule, MRPC-shaped
     data offline): trained one epoch of two and saved; then resumed from that checkpoint, where the
     script itself asserts the accuracy, the scheduler's and the optimizer's rates and the epoch match
-    what the first run recorded, as Accelerate's own CI runs it."""
-    args = ["--model_name_or_path", tiny_bert, "--output_dir", tmp_path, "--num_epochs", 2]
-    _passed_with_ours(
-        *run_script("test_checkpointing", tmp_path / "first", tmp_path, script_args=[*args, "--partial_train_epoch", 1])
-    )
-    assert (tmp_path / "state_0.json").exists() and (tmp_path / "epoch_0" / "model.safetensors").exists()
+    what the first run recorded, as Accelerate's own CI runs it: plain, with FSDP2 and with ZeRO-2
+    set up by ``accelerate launch``'s variables (ZeRO-2 from a config naming its own optimizer and
+    schedule, which the script reaches through Accelerate's DummyOptim and DummyScheduler)."""
+    launch_env = dict(LAUNCHES[launch])
+    if launch == "zero2":
+        pytest.importorskip("deepspeed", reason="the deepspeed extra is not installed")
+        config = tmp_path / "ds_config.json"
+        config.write_text(json.dumps(DEEPSPEED_CONFIG))
+        launch_env["ACCELERATE_DEEPSPEED_CONFIG_FILE"] = str(config)
+
+    def run(out, *extra):
+        args = ["--model_name_or_path", tiny_bert, "--output_dir", tmp_path, "--num_epochs", 2, *extra]
+        return run_script("test_checkpointing", tmp_path / out, tmp_path, script_args=args, launch_env=launch_env)
+
+    _passed_with_ours(*run("first", "--partial_train_epoch", 1))
+    saved = {"ddp": "model.safetensors", "fsdp2": "pytorch_model_fsdp_0", "zero2": "pytorch_model"}[launch]
+    assert (tmp_path / "state_0.json").exists() and (tmp_path / "epoch_0" / saved).exists()
     assert not (tmp_path / "epoch_1").exists()
-    resume = ["--resume_from_checkpoint", tmp_path / "epoch_0"]
-    _passed_with_ours(*run_script("test_checkpointing", tmp_path / "resumed", tmp_path, script_args=[*args, *resume]))
+    _passed_with_ours(*run("resumed", "--resume_from_checkpoint", tmp_path / "epoch_0"))
 
 
 def test_accelerates_performance_script_runs_on_trainer_core(tiny_bert, tmp_path):

@@ -287,6 +287,20 @@ def test_a_killed_sharded_run_restarts_from_its_checkpoint_to_the_same_weights(t
     assert "model.safetensors" not in files
 
 
+def test_fsdp_set_up_by_accelerate_launch_is_taken_and_its_fsdp1_default_refused(monkeypatch):
+    """``accelerate launch --use_fsdp`` sets variables that Accelerator() reads when given no plugin
+    (tests/test_accelerate_compat.py runs a whole script that way); its FSDP1 default is refused by name."""
+    monkeypatch.setenv("ACCELERATE_USE_FSDP", "true")
+    monkeypatch.delenv("FSDP_VERSION", raising=False)
+    with pytest.raises(ValueError, match="fsdp_version=1 is not supported"):
+        Accelerator(cpu=True)
+    monkeypatch.setenv("FSDP_VERSION", "2")
+    monkeypatch.setenv("FSDP_STATE_DICT_TYPE", "FULL_STATE_DICT")
+    with pytest.warns(UserWarning, match="no effect in one process"):
+        accelerator = Accelerator(cpu=True)
+    assert accelerator.fsdp_plugin.state_dict_type == "FULL_STATE_DICT"
+
+
 def test_the_same_sharded_training_runs_under_spawn():
     """Spawned ranks (what a kernel that initialised CUDA gets) train to the forked ranks' weights."""
     options = {"auto_wrap_policy": "transformer_based_wrap"}

@@ -43,6 +43,7 @@ from .deepspeed_plugin import deepspeed_plugin_from
 from .fsdp_plugin import fsdp_plugin_from
 from .handlers import Handlers
 from .interop import share_state_with_accelerate
+from .launch_environment import launch_plugins
 from .memory import held_bytes
 from .metrics import MetricLog
 from .parallelism import MeshMethods, parallelism_config_from
@@ -84,6 +85,8 @@ class Accelerator(PrepareMethods, TrackerMethods, CheckpointMethods, MeshMethods
         deepspeed_plugin: train through DeepSpeed ZeRO (``DeepSpeedPlugin``, a DeepSpeed config dict
             or JSON path, or Accelerate's plugin): ``prepare`` hands the model and its optimizer to
             ``deepspeed.initialize`` and ``backward`` steps the engine. Needs the ``deepspeed`` extra.
+            With neither plugin, the sharding ``accelerate launch`` set up (its environment
+            variables, ``launch_environment``) is used, as Accelerate's Accelerator does.
         parallelism_config: the ranks as a mesh (``ParallelismConfig(dp_shard_size=2, tp_size=2)``;
             Accelerate's is accepted), with ``fsdp_plugin``: FSDP2 shards over "dp_shard", the
             user's tensor-parallel layers span "tp" (``torch_device_mesh``), loaders shard by "dp_shard".
@@ -153,10 +156,7 @@ class Accelerator(PrepareMethods, TrackerMethods, CheckpointMethods, MeshMethods
         )
         self.device_placement = device_placement
         chosen = mixed_precision or os.environ.get("ACCELERATE_MIXED_PRECISION") or "no"
-        self.fsdp_plugin = fsdp_plugin_from(fsdp_plugin)
-        self.deepspeed_plugin = deepspeed_plugin_from(one_deepspeed_plugin(deepspeed_plugin, deepspeed_plugins))
-        if self.fsdp_plugin is not None and self.deepspeed_plugin is not None:
-            raise ValueError("pass fsdp_plugin or deepspeed_plugin, not both")
+        self.fsdp_plugin, self.deepspeed_plugin = _sharding_plugins(fsdp_plugin, deepspeed_plugin, deepspeed_plugins)
         if self.deepspeed_plugin is not None:
             gradient_accumulation_steps = self.deepspeed_plugin.accumulation_steps(gradient_accumulation_steps)
         self.parallelism_config = parallelism_config_from(parallelism_config)
@@ -363,3 +363,15 @@ class Accelerator(PrepareMethods, TrackerMethods, CheckpointMethods, MeshMethods
         gc.collect()
         self.state.backend.empty_cache()
         return [None] * len(objects)
+
+
+def _sharding_plugins(fsdp_plugin: Any, deepspeed_plugin: Any, deepspeed_plugins: Any) -> tuple[Any, Any]:
+    """trainer_core's (FSDP plugin, DeepSpeed plugin) from those given, else from what ``accelerate
+    launch`` set up (its variables), else (None, None)."""
+    if fsdp_plugin is None and deepspeed_plugin is None and deepspeed_plugins is None:
+        fsdp_plugin, deepspeed_plugin = launch_plugins()
+    fsdp = fsdp_plugin_from(fsdp_plugin)
+    deepspeed = deepspeed_plugin_from(one_deepspeed_plugin(deepspeed_plugin, deepspeed_plugins))
+    if fsdp is not None and deepspeed is not None:
+        raise ValueError("pass fsdp_plugin or deepspeed_plugin, not both")
+    return fsdp, deepspeed
