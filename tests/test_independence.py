@@ -100,3 +100,14 @@ def test_different_client_libraries_launch_after_launch_in_one_kernel(kernel):
         assert kernel.eval("job.wait(timeout=60)", timeout=90) == 3.0, name
         assert kernel.eval("{k: v for k, v in os.environ.items() if kernel_env.get(k) != v}") == {}
         assert kernel.children() == []
+
+
+def test_an_accelerator_built_in_the_kernel_does_not_leak_into_the_ranks(kernel):
+    """Hugging Face Accelerate's singletons, filled by an Accelerator built in the kernel (one
+    process), start empty in forked ranks as in spawned ones: Accelerate in the ranks sees 2 processes."""
+    kernel.ok(LIBRARIES, timeout=180)
+    kernel.ok("from accelerate import Accelerator as KernelAccelerator\nin_kernel = KernelAccelerator(cpu=True)")
+    assert kernel.eval("in_kernel.num_processes") == 1
+    for name in ("hf_accelerate", "trainer_core_gather"):
+        kernel.ok(f"job = launch({name}, num_processes=2, display='none')")
+        assert kernel.eval("job.wait(timeout=60)", timeout=90) == 3.0, name

@@ -24,6 +24,7 @@ import signal
 import sys
 import threading
 from dataclasses import dataclass
+from typing import Any
 
 from ..interrupt_routing import take_own_interrupts
 from ..wire import (
@@ -94,6 +95,7 @@ def prepare_process(spec, pipes, channel_lock=None):
     capture = Capture.install(pipes, launchers=frozenset({spec.parent_pid, spec.launcher_pid}))
     os.environ.update(spec.env)
     _cap_threads(spec.threads)
+    _forget_accelerate_state()
     channel = ChannelWriter(pipes.events, rank=spec.rank, lock=channel_lock)
     set_rank_channel(channel)
     set_tensor_prefix(spec.tensor_prefix)
@@ -189,6 +191,21 @@ def die_with_parent(parent_pid):
         PRCTL(_PR_SET_PDEATHSIG, _SIGKILL)
     if os.getppid() != parent_pid:
         os._exit(1)
+
+
+def _forget_accelerate_state():
+    """Start Hugging Face Accelerate's singletons empty, as in a spawned rank or under torchrun.
+
+    A forked rank inherits the kernel's: after any Accelerator was built in the kernel (one
+    process), Accelerate's state in the rank would say one process and no process group.
+    """
+    state = sys.modules.get("accelerate.state")
+    if state is None:
+        return
+    for name in ("PartialState", "AcceleratorState", "GradientState"):
+        shared: Any = getattr(getattr(state, name, None), "_shared_state", None)
+        if hasattr(shared, "clear"):
+            shared.clear()
 
 
 def _cap_threads(threads):
