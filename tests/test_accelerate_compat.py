@@ -100,60 +100,88 @@ def tiny_bert(tmp_path_factory):
     return make_tiny_bert(str(tmp_path_factory.mktemp("tiny-bert")))
 
 
-DEEPSPEED_CONFIG = {  # as Accelerate's own DeepSpeed tests write theirs: optimizer and schedule in the config
-    "optimizer": {"type": "AdamW", "params": {"lr": "auto", "weight_decay": "auto", "torch_adam": True}},
-    "scheduler": {
-        "type": "WarmupDecayLR",
-        "params": {
-            "warmup_min_lr": "auto",
-            "warmup_max_lr": "auto",
-            "warmup_num_steps": "auto",
-            "total_num_steps": "auto",
+def deepspeed_config(stage):
+    """A DeepSpeed config as Accelerate's own DeepSpeed tests write theirs: the optimizer and schedule
+    named in it (the scripts reach them through Accelerate's DummyOptim and DummyScheduler)."""
+    return {
+        "optimizer": {"type": "AdamW", "params": {"lr": "auto", "weight_decay": "auto", "torch_adam": True}},
+        "scheduler": {
+            "type": "WarmupDecayLR",
+            "params": {
+                "warmup_min_lr": "auto",
+                "warmup_max_lr": "auto",
+                "warmup_num_steps": "auto",
+                "total_num_steps": "auto",
+            },
         },
-    },
-    "zero_optimization": {"stage": 2},
-    "gradient_accumulation_steps": 1,
-    "gradient_clipping": "auto",
-    "train_batch_size": "auto",
-    "train_micro_batch_size_per_gpu": "auto",
-}
-LAUNCHES = {  # the variables `accelerate launch` sets for each kind of run
+        "zero_optimization": {"stage": stage},
+        "gradient_accumulation_steps": 1,
+        "gradient_clipping": "auto",
+        "train_batch_size": "auto",
+        "train_micro_batch_size_per_gpu": "auto",
+    }
+
+
+FSDP2 = {"ACCELERATE_USE_FSDP": "true", "FSDP_VERSION": "2"}
+LAUNCHES = {  # the variables `accelerate launch` sets for each kind of run, as Accelerate's CI runs them
     "ddp": {},
-    "fsdp2": {"ACCELERATE_USE_FSDP": "true", "FSDP_VERSION": "2", "FSDP_STATE_DICT_TYPE": "SHARDED_STATE_DICT"},
+    "fsdp2": {**FSDP2, "FSDP_STATE_DICT_TYPE": "SHARDED_STATE_DICT"},
+    "fsdp2-full": {**FSDP2, "FSDP_STATE_DICT_TYPE": "FULL_STATE_DICT"},
+    "fsdp2-bert-layers": {
+        **FSDP2,
+        "FSDP_AUTO_WRAP_POLICY": "TRANSFORMER_BASED_WRAP",
+        "FSDP_TRANSFORMER_CLS_TO_WRAP": "BertLayer",
+        "FSDP_RESHARD_AFTER_FORWARD": "true",
+    },
+    "fsdp2-size": {
+        **FSDP2,
+        "FSDP_AUTO_WRAP_POLICY": "SIZE_BASED_WRAP",
+        "FSDP_MIN_NUM_PARAMS": "2000",
+        "FSDP_RESHARD_AFTER_FORWARD": "false",
+    },
     "zero2": {"ACCELERATE_USE_DEEPSPEED": "true"},
+    "zero3": {"ACCELERATE_USE_DEEPSPEED": "true"},
 }
 
 
-@pytest.mark.parametrize("launch", sorted(LAUNCHES))
+def launch_env(launch, folder):
+    """What `accelerate launch` would set for ``launch``; a DeepSpeed launch's config is written into ``folder``."""
+    env = dict(LAUNCHES[launch])
+    if launch.startswith("zero"):
+        pytest.importorskip("deepspeed", reason="the deepspeed extra is not installed")
+        config = folder / "ds_config.json"
+        config.write_text(json.dumps(deepspeed_config(int(launch[-1]))))
+        env["ACCELERATE_DEEPSPEED_CONFIG_FILE"] = str(config)
+    return env
+
+
+@pytest.mark.parametrize("launch", ["ddp", "fsdp2", "fsdp2-full", "zero2", "zero3"])
 def test_accelerates_checkpointing_script_resumes_on_trainer_core(tiny_bert, tmp_path, launch):
     """external_deps/test_checkpointing.py (a Transformers BERT, AdamW, a linear schedule, MRPC-shaped
     data offline): trained one epoch of two and saved; then resumed from that checkpoint, where the
     script itself asserts the accuracy, the scheduler's and the optimizer's rates and the epoch match
-    what the first run recorded, as Accelerate's own CI runs it: plain, with FSDP2 and with ZeRO-2
-    set up by ``accelerate launch``'s variables (ZeRO-2 from a config naming its own optimizer and
-    schedule, which the script reaches through Accelerate's DummyOptim and DummyScheduler)."""
-    launch_env = dict(LAUNCHES[launch])
-    if launch == "zero2":
-        pytest.importorskip("deepspeed", reason="the deepspeed extra is not installed")
-        config = tmp_path / "ds_config.json"
-        config.write_text(json.dumps(DEEPSPEED_CONFIG))
-        launch_env["ACCELERATE_DEEPSPEED_CONFIG_FILE"] = str(config)
+    what the first run recorded, as Accelerate's own CI runs it: plain, with FSDP2 (sharded and full
+    state dicts) and with ZeRO-2 and ZeRO-3 set up by ``accelerate launch``'s variables."""
+    env = launch_env(launch, tmp_path)
 
     def run(out, *extra):
         args = ["--model_name_or_path", tiny_bert, "--output_dir", tmp_path, "--num_epochs", 2, *extra]
-        return run_script("test_checkpointing", tmp_path / out, tmp_path, script_args=args, launch_env=launch_env)
+        return run_script("test_checkpointing", tmp_path / out, tmp_path, script_args=args, launch_env=env)
 
     _passed_with_ours(*run("first", "--partial_train_epoch", 1))
-    saved = {"ddp": "model.safetensors", "fsdp2": "pytorch_model_fsdp_0", "zero2": "pytorch_model"}[launch]
-    assert (tmp_path / "state_0.json").exists() and (tmp_path / "epoch_0" / saved).exists()
+    saved = {"ddp": "model.safetensors", "fsdp2": "pytorch_model_fsdp_0", "fsdp2-full": "pytorch_model_fsdp.bin"}
+    assert (tmp_path / "state_0.json").exists() and (tmp_path / "epoch_0" / saved.get(launch, "pytorch_model")).exists()
     assert not (tmp_path / "epoch_1").exists()
     _passed_with_ours(*run("resumed", "--resume_from_checkpoint", tmp_path / "epoch_0"))
 
 
-def test_accelerates_performance_script_runs_on_trainer_core(tiny_bert, tmp_path):
+@pytest.mark.parametrize("launch", ["ddp", "fsdp2-bert-layers", "fsdp2-size", "zero3"])
+def test_accelerates_performance_script_runs_on_trainer_core(tiny_bert, tmp_path, launch):
     """external_deps/test_performance.py: two epochs under ``accumulate``; the script asserts the
     rate after the first step and 0 at the end of its linear schedule, and that save_model wrote
-    model.safetensors."""
+    the model, as Accelerate's CI runs it: plain, FSDP2 wrapping each BertLayer (resharded after the
+    forward) or by size (kept), and ZeRO-3 with the config's own optimizer and schedule."""
     args = ["--model_name_or_path", tiny_bert, "--output_dir", tmp_path, "--num_epochs", 2]
-    _passed_with_ours(*run_script("test_performance", tmp_path / "run", tmp_path, script_args=args))
+    env = launch_env(launch, tmp_path)
+    _passed_with_ours(*run_script("test_performance", tmp_path / "run", tmp_path, script_args=args, launch_env=env))
     assert set(json.loads((tmp_path / "all_results.json").read_text())) == {"epoch-0", "epoch-1"}

@@ -224,6 +224,27 @@ def test_models_fsdp_cannot_shard_are_refused_clearly(case, words):
     assert words in on_ranks(refuses, case)[0]
 
 
+def test_size_based_wrapping_never_picks_a_bare_list_of_blocks():
+    """A ``ModuleList`` holding the blocks passes the size threshold but has no forward for
+    ``fully_shard`` to hook (torch refuses it): the blocks become the units (found running
+    Accelerate's test_performance.py on a BERT with size-based wrapping)."""
+    from trainer_core.strategies.fsdp import wrapped_units
+
+    class Listed(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.blocks = nn.ModuleList([Block(16) for _ in range(3)])
+
+        def forward(self, x):
+            for block in self.blocks:
+                x = block(x)
+            return x
+
+    plugin = FullyShardedDataParallelPlugin(auto_wrap_policy="size_based_wrap", min_num_params=200)
+    names = [type(unit).__name__ for unit in wrapped_units(Listed(), plugin)]
+    assert "ModuleList" not in names and names.count("Block") == 3
+
+
 def test_plugin_options_it_does_not_support_are_refused_by_name():
     with pytest.raises(ValueError, match="fsdp_version=1 is not supported"):
         FullyShardedDataParallelPlugin(fsdp_version=1)

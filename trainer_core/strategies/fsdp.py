@@ -144,6 +144,10 @@ def _paired(models: list, optimizers: list) -> list[tuple[torch.nn.Module, torch
 def wrapped_units(model: torch.nn.Module, plugin: FullyShardedDataParallelPlugin) -> list[torch.nn.Module]:
     """The submodules that become FSDP units of their own (inner ones first), as the plugin's policy says.
 
+    A container without a forward of its own (``ModuleList``, ``ModuleDict``) is never a unit, whatever
+    the policy: ``fully_shard`` cannot run one (the size-based policy would pick a list of blocks);
+    its children are picked on their own.
+
     Examples:
         >>> from trainer_core.fsdp_plugin import FullyShardedDataParallelPlugin
         >>> model = torch.nn.Sequential(torch.nn.Linear(2, 2), torch.nn.ReLU(), torch.nn.Linear(2, 2))
@@ -152,8 +156,14 @@ def wrapped_units(model: torch.nn.Module, plugin: FullyShardedDataParallelPlugin
         ['Linear', 'Linear']
     """
     picks = _policy(model, plugin)
-    units = [module for name, module in model.named_modules() if name and picks(module)]
+    units = [module for name, module in model.named_modules() if name and picks(module) and _runs(module)]
     return list(reversed(units))  # children before their parents: fully_shard wants the inner ones first
+
+
+def _runs(module: torch.nn.Module) -> bool:
+    """Whether ``module`` has a forward ``fully_shard`` can hook (a bare list or dict of modules has not)."""
+    containers = (torch.nn.ModuleList, torch.nn.ModuleDict)
+    return not (isinstance(module, containers) and type(module).forward is torch.nn.Module.forward)
 
 
 def _policy(model: torch.nn.Module, plugin: FullyShardedDataParallelPlugin) -> Callable[[torch.nn.Module], bool]:
