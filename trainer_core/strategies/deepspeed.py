@@ -89,7 +89,10 @@ class DeepSpeedStrategy(SingleProcessStrategy):
             client_optimizer=optimizer is not None and not placeholder,
             placeholders=placeholder_values(optimizer, scheduler, self.state.num_processes, settings.split_batches),
         )
+        groups = list(getattr(optimizer, "param_groups", []))
         engine = self._initialize(model, optimizer, scheduler, config)
+        if isinstance(scheduler, LRScheduler):
+            _drop_removed_groups(scheduler, groups)
         if optimizer is not None or "optimizer" in config:
             self._trained = engine  # what backward steps; a model prepared for evaluation has no optimizer
         replaced: dict[int, Any] = {id(model): engine}
@@ -230,6 +233,30 @@ class EngineOptimizer(_EngineHeld):
 
     def zero_grad(self, set_to_none: bool = True) -> None:
         return None
+
+
+def _drop_removed_groups(scheduler: LRScheduler, groups: list[dict]) -> None:
+    """DeepSpeed removes a torch optimizer's empty param groups (a no-decay group that matched no
+    name, say); a schedule built on it keeps one entry per original group in its lists (base rates,
+    last rates, lambdas), and torch's step then fails on the mismatch. Drop the removed groups'
+    entries too.
+
+    Examples:
+        >>> used, unused = torch.zeros(1, requires_grad=True), []
+        >>> optimizer = torch.optim.SGD([{"params": [used]}, {"params": unused}], lr=1.0)
+        >>> schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, [lambda s: 1.0, lambda s: 0.5])
+        >>> before = list(optimizer.param_groups)
+        >>> optimizer.param_groups[:] = optimizer.param_groups[:1]  # what deepspeed.initialize does
+        >>> _drop_removed_groups(schedule, before)
+        >>> schedule.step(); schedule.get_last_lr()
+        [1.0]
+    """
+    kept = [index for index, group in enumerate(groups) if any(group is g for g in scheduler.optimizer.param_groups)]
+    if len(kept) == len(groups):
+        return
+    for name, value in vars(scheduler).items():
+        if isinstance(value, list) and len(value) == len(groups):
+            setattr(scheduler, name, [value[index] for index in kept])
 
 
 class EngineScheduler(_EngineHeld):
