@@ -4,8 +4,9 @@ Each run of the table is one of Accelerate's ``examples/`` scripts with the argu
 own ``tests/test_examples.py`` gives it, launched by torchrun on 2 CPU ranks (as ``accelerate launch
 --cpu``) twice: once as written, once with ``Accelerator`` imported from trainer_core
 (``tests/accelerate_examples.py``; MRPC-shaped data, its metric and a tiny local BERT stand in for
-the downloads). Columns: whether each run finished, and the largest difference between the two
-runs' final weights (same seed; ``0`` is bit-identical). A run that resumes another's checkpoint
+the downloads). Columns: whether each run finished, the largest difference between the two
+runs' final weights (same seed; ``0`` is bit-identical), and how far trainer_core's run moved the
+weights from those it prepared (the scale against which the difference reads). A run that resumes another's checkpoint
 also shows, per library, how far its weights end from the uninterrupted run's. Target (issue 24):
 every run Accelerate finishes also finishes with trainer_core, weights within 1e-6 — or, for a
 resumed run, trainer_core's equal to its uninterrupted run's (trainer_core resumes an epoch's exact
@@ -182,8 +183,18 @@ def _first_error(output: str) -> str:
 
 
 def difference(first: Path, second: Path) -> float:
-    """The largest absolute difference between two saved state dicts (inf when their keys differ)."""
-    a, b = torch.load(first), torch.load(second)
+    """The largest absolute difference between two runs' final weights (inf when their keys differ)."""
+    return _largest_difference(torch.load(first)["final"], torch.load(second)["final"])
+
+
+def moved(weights: Path) -> float:
+    """How far a run's training moved its weights: the largest change from those handed to prepare."""
+    saved = torch.load(weights)
+    common = saved["final"].keys() & saved["initial"].keys()
+    return _largest_difference({k: saved["final"][k] for k in common}, {k: saved["initial"][k] for k in common})
+
+
+def _largest_difference(a: dict, b: dict) -> float:
     if a.keys() != b.keys():
         return float("inf")
     return max(((a[k] - b[k]).abs().max().item() for k in a if a[k].numel()), default=0.0)
@@ -207,7 +218,7 @@ def main() -> None:
 
     given = stand_ins()
     folders: dict = {}
-    columns = f"{'run':48} {'Accelerate':>12} {'trainer_core':>13} {'max |dw|':>10}  {'result':16}"
+    columns = f"{'run':48} {'Accelerate':>12} {'trainer_core':>13} {'max |dw|':>10} {'moved':>9}  {'result':16}"
     print(f"{columns} resumed vs uninterrupted")
     tally: dict[str, int] = {}
     for name in chosen:
@@ -226,7 +237,8 @@ def main() -> None:
         tally[result] = tally.get(result, 0) + 1
         state = lambda o: f"{'ok' if o.finished else 'FAILED'} {o.seconds:4.0f}s"
         resumed = "  ".join(f"{lib} {value:.1e}" for lib, value in drift.items())
-        print(f"{name:48} {state(theirs):>12} {state(ours):>13} {delta:10.1e}  {result:16} {resumed}")
+        travel = moved(ours.weights) if ours.finished else float("nan")
+        print(f"{name:48} {state(theirs):>12} {state(ours):>13} {delta:10.1e} {travel:9.1e}  {result:16} {resumed}")
         for label, outcome in (("accelerate", theirs), ("trainer_core", ours)):
             if options.verbose and not outcome.finished:
                 print(f"--- {label} ---\n{outcome.tail}")

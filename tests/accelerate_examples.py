@@ -15,7 +15,9 @@ script runs as a user would run it, changed only on its syntax tree:
 The model the script prepared last is the one it trained: its full state dict
 (``accelerator.get_state_dict``, a collective for sharded models) is taken on every rank when the
 script calls ``end_training`` (Accelerate's destroys the process group) or, if it never does, when
-its ``main`` returns, and rank 0 writes it to WEIGHTS with ``torch.save``.
+its ``main`` returns, and rank 0 writes it to WEIGHTS with ``torch.save``, as ``{"final": ...,
+"initial": ...}``: the initial weights are the model's as it was handed to ``prepare`` (so a reader
+can tell how far training moved them).
 """
 
 from __future__ import annotations
@@ -55,6 +57,7 @@ class _Weights:
     def __init__(self, out: str) -> None:
         self.out = out
         self.prepared: tuple[Any, Any] | None = None
+        self.initial: dict[str, Any] = {}
         self.written = False
 
     def watch(self, cls: type) -> None:
@@ -64,7 +67,11 @@ class _Weights:
         prepare, end_training = cls.prepare, cls.end_training
 
         def noting_prepare(accelerator, *args, **kwargs):
+            handed = [arg for arg in args if isinstance(arg, torch.nn.Module)]
+            initial = _cpu_copy(handed[-1].state_dict()) if handed else None
             result = prepare(accelerator, *args, **kwargs)
+            if initial is not None:
+                weights.initial = initial
             for item in result if isinstance(result, tuple) else (result,):
                 if isinstance(item, torch.nn.Module):
                     weights.prepared = (accelerator, item)
@@ -86,7 +93,11 @@ class _Weights:
         accelerator, model = self.prepared
         state = accelerator.get_state_dict(model)
         if int(os.environ.get("RANK", "0")) == 0:
-            torch.save({name: tensor.detach().float().cpu() for name, tensor in state.items()}, self.out)
+            torch.save({"final": _cpu_copy(state), "initial": self.initial}, self.out)
+
+
+def _cpu_copy(state: dict[str, Any]) -> dict[str, Any]:
+    return {name: tensor.detach().float().cpu().clone() for name, tensor in state.items()}
 
 
 def main() -> None:
