@@ -120,6 +120,27 @@ def test_a_scheduler_over_an_empty_param_group_steps_once_deepspeed_drops_the_gr
     _assert_same_weights(ddp["weights"], zero["weights"], atol=1e-5)
 
 
+def test_the_removed_groups_entries_go_from_schedules_inside_a_sequence_too():
+    """A SequentialLR's own schedules lose the removed group's entries; its milestones are no
+    per-group list and stay."""
+    from trainer_core.strategies.deepspeed import _drop_removed_groups
+
+    used = torch.zeros(1, requires_grad=True)
+    optimizer = torch.optim.SGD([{"params": []}, {"params": [used]}], lr=1.0)
+    warm = torch.optim.lr_scheduler.LambdaLR(optimizer, [lambda s: 0.0, lambda s: 0.5])
+    decay = torch.optim.lr_scheduler.LambdaLR(optimizer, [lambda s: 0.0, lambda s: 0.25])
+    schedule = torch.optim.lr_scheduler.SequentialLR(optimizer, [warm, decay], milestones=[2])
+    before = list(optimizer.param_groups)
+    optimizer.param_groups[:] = optimizer.param_groups[1:]  # what deepspeed.initialize does
+    _drop_removed_groups(schedule, before)
+    rates = []
+    for _ in range(3):
+        optimizer.step()
+        schedule.step()
+        rates.append(schedule.get_last_lr())
+    assert rates == [[0.5], [0.25], [0.25]] and schedule._milestones == [2]
+
+
 def test_zero2_accumulation_from_the_plugin_equals_the_larger_batch():
     """gradient_accumulation_steps=2 given to the plugin (not the Accelerator) is what the Accelerator
     uses: 2 ranks x batch 8 x 2 micro-batches = one process x batch 32."""

@@ -235,11 +235,16 @@ class EngineOptimizer(_EngineHeld):
         return None
 
 
+# The lists torch's schedules keep one entry per param group in (LambdaLR/MultiplicativeLR's
+# lambdas, CyclicLR's bounds and momenta, ReduceLROnPlateau's floors, every schedule's rates).
+_PER_GROUP = ("base_lrs", "_last_lr", "lr_lambdas", "max_lrs", "min_lrs", "base_momentums", "max_momentums")
+
+
 def _drop_removed_groups(scheduler: LRScheduler, groups: list[dict]) -> None:
     """DeepSpeed removes a torch optimizer's empty param groups (a no-decay group that matched no
     name, say); a schedule built on it keeps one entry per original group in its lists (base rates,
     last rates, lambdas), and torch's step then fails on the mismatch. Drop the removed groups'
-    entries too.
+    entries too (in the schedules a SequentialLR or ChainedScheduler holds as well).
 
     Examples:
         >>> used, unused = torch.zeros(1, requires_grad=True), []
@@ -252,10 +257,16 @@ def _drop_removed_groups(scheduler: LRScheduler, groups: list[dict]) -> None:
         [1.0]
     """
     kept = [index for index, group in enumerate(groups) if any(group is g for g in scheduler.optimizer.param_groups)]
-    if len(kept) == len(groups):
-        return
-    for name, value in vars(scheduler).items():
-        if isinstance(value, list) and len(value) == len(groups):
+    if len(kept) < len(groups):
+        _keep_entries(scheduler, kept, len(groups))
+
+
+def _keep_entries(scheduler: Any, kept: list[int], count: int) -> None:
+    for inner in getattr(scheduler, "_schedulers", []):
+        _keep_entries(inner, kept, count)
+    for name in _PER_GROUP:
+        value = getattr(scheduler, name, None)
+        if isinstance(value, list) and len(value) == count:
             setattr(scheduler, name, [value[index] for index in kept])
 
 
