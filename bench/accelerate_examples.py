@@ -214,6 +214,9 @@ def main() -> None:
     options = parser.parse_args()
     if options.examples is None or not (options.examples / "nlp_example.py").exists():
         parser.error("give --examples: the examples/ folder of a checkout of Accelerate's repository")
+    unknown = sorted(set(options.only or ()) - set(RUNS))
+    if unknown:
+        parser.error(f"no such run: {', '.join(unknown)} (the runs: {', '.join(RUNS)})")
     chosen = [n for n in RUNS if not options.only or n in options.only or any(RUNS[o].after == n for o in options.only)]
 
     given = stand_ins()
