@@ -42,6 +42,7 @@ from accelerate_offline import make_tiny_bert, make_tiny_causal_lm, text_lines  
 from notebook_launcher.launching.ports import free_port  # noqa: E402
 
 HARNESS = TESTS / "accelerate_examples.py"
+LIBRARIES = ("accelerate", "trainer_core")
 TOLERANCE = 1e-6
 
 
@@ -131,10 +132,17 @@ RUNS = {
 
 
 class Outcome(NamedTuple):
-    finished: bool
+    """One run: how long it took, its folder, what the harness saved (``{"final": ..., "initial":
+    ...}``, None when the run did not finish) and the first error it printed."""
+
     seconds: float
-    weights: Path
+    folder: Path
+    saved: dict | None
     tail: str
+
+    @property
+    def finished(self) -> bool:
+        return self.saved is not None
 
 
 def stand_ins() -> dict[str, str]:
@@ -150,11 +158,10 @@ def stand_ins() -> dict[str, str]:
     return {"data": str(data), "bert": bert, "causal": causal}
 
 
-def run_once(examples: Path, name: str, run: Run, library: str, folders: dict, given: dict) -> Outcome:
-    """One example on 2 ranks under ``library``, in its own folder (kept for the runs after it)."""
+def run_once(examples: Path, run: Run, library: str, previous: Outcome | None, given: dict) -> Outcome:
+    """One example on 2 ranks under ``library``, in a folder of its own (``previous``: the run it resumes)."""
     out = Path(tempfile.mkdtemp(prefix=f"{library}-"))
-    folders[(name, library)] = out
-    places = {**given, "out": out, "previous": folders.get((run.after, library), out)}
+    places = {**given, "out": out, "previous": previous.folder if previous else out}
     args = [a.format(**places) for a in run.args]
     weights = out / "weights.pt"
     env = {**os.environ, "ACCELERATE_USE_CPU": "1", "OMP_NUM_THREADS": "1"}
@@ -167,9 +174,9 @@ def run_once(examples: Path, name: str, run: Run, library: str, folders: dict, g
     started = time.perf_counter()
     done = subprocess.run(command, capture_output=True, text=True, timeout=900, env=env, cwd=out)
     seconds = time.perf_counter() - started
-    finished = done.returncode == 0 and weights.exists()
     (out / "output.txt").write_text(done.stdout + done.stderr)
-    return Outcome(finished, seconds, weights, _first_error(done.stdout + done.stderr))
+    saved = torch.load(weights) if done.returncode == 0 and weights.exists() else None
+    return Outcome(seconds, out, saved, _first_error(done.stdout + done.stderr))
 
 
 def _first_error(output: str) -> str:
@@ -182,28 +189,27 @@ def _first_error(output: str) -> str:
     return "\n".join(lines[max(start, end - 30) : end + 1])
 
 
-def difference(first: Path, second: Path) -> float:
-    """The largest absolute difference between two runs' final weights (inf when their keys differ)."""
-    return _largest_difference(torch.load(first)["final"], torch.load(second)["final"])
+def difference(first: Outcome | None, second: Outcome) -> float:
+    """The largest absolute difference between two runs' final weights (inf when their keys differ;
+    nan when either did not finish)."""
+    if first is None or first.saved is None or second.saved is None:
+        return float("nan")
+    return _largest_difference(first.saved["final"], second.saved["final"])
 
 
-def moved(weights: Path) -> float:
+def moved(outcome: Outcome) -> float:
     """How far a run's training moved its weights: the largest change from those handed to prepare."""
-    saved = torch.load(weights)
-    common = saved["final"].keys() & saved["initial"].keys()
-    return _largest_difference({k: saved["final"][k] for k in common}, {k: saved["initial"][k] for k in common})
+    if outcome.saved is None:
+        return float("nan")
+    final, initial = outcome.saved["final"], outcome.saved["initial"]
+    common = final.keys() & initial.keys()
+    return _largest_difference({k: final[k] for k in common}, {k: initial[k] for k in common})
 
 
 def _largest_difference(a: dict, b: dict) -> float:
     if a.keys() != b.keys():
         return float("inf")
     return max(((a[k] - b[k]).abs().max().item() for k in a if a[k].numel()), default=0.0)
-
-
-def _drift(uninterrupted: Path, outcome: Outcome) -> float:
-    """How far a resumed run's weights end from those of the uninterrupted run (its folder) it resumed."""
-    first = uninterrupted / "weights.pt"
-    return difference(first, outcome.weights) if outcome.finished and first.exists() else float("nan")
 
 
 def main() -> None:
@@ -220,7 +226,7 @@ def main() -> None:
     chosen = [n for n in RUNS if not options.only or n in options.only or any(RUNS[o].after == n for o in options.only)]
 
     given = stand_ins()
-    folders: dict = {}
+    outcomes: dict[tuple[str, str], Outcome] = {}
     columns = f"{'run':48} {'Accelerate':>12} {'trainer_core':>13} {'max |dw|':>10} {'moved':>9}  {'result':16}"
     print(f"{columns} resumed vs uninterrupted")
     tally: dict[str, int] = {}
@@ -229,18 +235,19 @@ def main() -> None:
         if run.needs and importlib.util.find_spec(run.needs) is None:
             print(f"{name:48} {'':>12} {'':>13} {'':>10}  skipped: {run.needs} is not installed")
             continue
-        theirs = run_once(options.examples, name, run, "accelerate", folders, given)
-        ours = run_once(options.examples, name, run, "trainer_core", folders, given)
-        delta = difference(theirs.weights, ours.weights) if theirs.finished and ours.finished else float("nan")
+        for library in LIBRARIES:
+            previous = outcomes.get((run.after, library))  # the run this one resumes, if any
+            outcomes[(name, library)] = run_once(options.examples, run, library, previous, given)
+        theirs, ours = outcomes[(name, "accelerate")], outcomes[(name, "trainer_core")]
+        delta = difference(theirs, ours)
         drift = {}
-        if run.after is not None:
-            pairs = (("accelerate", theirs), ("trainer_core", ours))
-            drift = {lib: _drift(folders[(run.after, lib)], outcome) for lib, outcome in pairs}
+        if run.after:  # a resumed run against the uninterrupted run it resumed, per library
+            drift = {lib: difference(outcomes[(run.after, lib)], outcomes[(name, lib)]) for lib in LIBRARIES}
         result = verdict(theirs.finished, ours.finished, delta, drift.get("trainer_core"))
         tally[result] = tally.get(result, 0) + 1
         state = lambda o: f"{'ok' if o.finished else 'FAILED'} {o.seconds:4.0f}s"
         resumed = "  ".join(f"{lib} {value:.1e}" for lib, value in drift.items())
-        travel = moved(ours.weights) if ours.finished else float("nan")
+        travel = moved(ours)
         print(f"{name:48} {state(theirs):>12} {state(ours):>13} {delta:10.1e} {travel:9.1e}  {result:16} {resumed}")
         for label, outcome in (("accelerate", theirs), ("trainer_core", ours)):
             if options.verbose and not outcome.finished:

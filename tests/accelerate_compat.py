@@ -159,12 +159,23 @@ def _watch_trainer_core(uses: _Uses) -> None:
         uses.watch(cls)
 
 
-def main() -> None:
-    given = sys.argv[1:]
+def harness_arguments(given: list[str]) -> tuple[str, str, str, list[str]]:
+    """``SCRIPT OUT [--library LIBRARY] [-- SCRIPT ARGS...]`` → (script, out, library, script args).
+
+    Examples:
+        >>> harness_arguments(["test_sync", "out", "--library", "accelerate", "--", "--epochs", "2"])
+        ('test_sync', 'out', 'accelerate', ['--epochs', '2'])
+        >>> harness_arguments(["test_sync", "out"])
+        ('test_sync', 'out', 'trainer_core', [])
+    """
     cut = given.index("--") if "--" in given else len(given)
     harness_args, script_args = given[:cut], given[cut + 1 :]
-    name, out = harness_args[0], harness_args[1]
     library = harness_args[3] if len(harness_args) > 3 and harness_args[2] == "--library" else "trainer_core"
+    return harness_args[0], harness_args[1], library, script_args
+
+
+def main() -> None:
+    name, out, library, script_args = harness_arguments(sys.argv[1:])
     rank = int(os.environ.get("RANK", "0"))
     results = open(f"{out}.rank{rank}", "a")  # noqa: SIM115 (open while the script runs, closed at exit)
 

@@ -27,7 +27,7 @@ import os
 import sys
 from typing import Any
 
-from accelerate_compat import _Offline, _SwapAccelerator
+from accelerate_compat import _Offline, _SwapAccelerator, harness_arguments
 
 HUB_MODELS = {"bert-base-cased": "NL_TINY_BERT", "HuggingFaceTB/SmolLM-360M": "NL_TINY_CAUSAL_LM"}
 
@@ -101,11 +101,8 @@ def _cpu_copy(state: dict[str, Any]) -> dict[str, Any]:
 
 
 def main() -> None:
-    given = sys.argv[1:]
-    cut = given.index("--") if "--" in given else len(given)
-    harness_args, script_args = given[:cut], given[cut + 1 :]
-    path, out = os.path.abspath(harness_args[0]), harness_args[1]
-    library = harness_args[3] if len(harness_args) > 3 and harness_args[2] == "--library" else "trainer_core"
+    script, out, library, script_args = harness_arguments(sys.argv[1:])
+    path = os.path.abspath(script)
 
     weights = _Weights(out)
     if library == "trainer_core":

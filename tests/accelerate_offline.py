@@ -70,7 +70,7 @@ def load_dataset(*names: Any, **options: Any) -> Any:
     import datasets
     from datasets import Dataset, DatasetDict
 
-    if names and names[0] in LOCAL_FORMATS:
+    if names and names[0] in LOCAL_FORMATS:  # a local file: ``datasets`` reads it (this module shadows its name)
         return datasets.load_dataset(*names, **options)
     if any("wikitext" in str(name) for name in names):
         return DatasetDict(
