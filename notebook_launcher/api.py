@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextvars
 import sys
 from collections.abc import Callable
 from typing import Any
@@ -15,6 +16,11 @@ from .launching.watchdog import STRAGGLER_TIMEOUT
 from .starters import select_starter
 
 __all__ = ["notebook_launcher", "launch", "plan_launch", "start_launch"]
+
+# Set while ``notebook_launcher`` starts its launch: the cell waits for it, so nothing the cell does
+# can come between the start and the launch's output, which may then appear only once there is
+# something to show (see ``WidgetView``).
+_CALLER_WAITS: contextvars.ContextVar[bool] = contextvars.ContextVar("notebook_launcher_caller_waits", default=False)
 
 
 def launch(
@@ -145,7 +151,8 @@ def launch(
         resources_per_rank=resources_per_rank,
         placement_strategy=placement_strategy,
     )
-    return start_launch(plan, notices, select_view(display, line_prefix=plan.log_line_prefix))
+    view = select_view(display, line_prefix=plan.log_line_prefix, show_at_start=not _CALLER_WAITS.get())
+    return start_launch(plan, notices, view)
 
 
 def plan_launch(function, args, num_processes, *, mixed_precision=None, start_method=None, **options):
@@ -203,7 +210,12 @@ def notebook_launcher(
         0
     """
     __tracebackhide__ = True  # IPython folds this frame: the cell shows the rank's frames
-    return launch(function, args, num_processes, **options).wait()
+    waits = _CALLER_WAITS.set(True)
+    try:
+        job = launch(function, args, num_processes, **options)
+    finally:
+        _CALLER_WAITS.reset(waits)
+    return job.wait()
 
 
 # The README's own import is `from notebook_launcher import notebook_launcher`, after which the name

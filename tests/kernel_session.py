@@ -120,7 +120,7 @@ class KernelSession:
             if kind == "stream":
                 result.outputs.append({"name": content["name"], "text": content["text"], "time": time.monotonic()})
             elif kind in ("display_data", "update_display_data"):
-                result.outputs.append({"display": content["data"], "time": time.monotonic()})
+                result.outputs.append({"display": content["data"], "kind": kind, "time": time.monotonic()})
             elif kind == "execute_result":
                 result.value = content["data"].get("text/plain")
             elif kind == "error":

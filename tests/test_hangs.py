@@ -3,7 +3,10 @@ the stacks taken at a stop; and the defects that used to hang a launch."""
 
 from __future__ import annotations
 
+import datetime
+import multiprocessing.connection
 import re
+import socket
 from textwrap import dedent
 
 PEER_RETURNED = dedent("""
@@ -188,6 +191,30 @@ def test_the_rendezvous_store_listens_on_master_addr_only(kernel, tmp_path):
     kernel.ok(
         "from notebook_launcher.launching.ports import check_port_free\ncheck_port_free('127.0.0.1', job.master_port)"
     )
+
+
+def test_one_nodes_store_starts_when_the_first_rank_connects():
+    """The port is bound before the ranks start (their address is fixed), but the store is started
+    only when a rank connects: a launch whose ranks never use it starts none; one that connects
+    early waits in the socket's backlog and is then served."""
+    import torch.distributed as dist
+
+    from notebook_launcher.launching.rendezvous import Rendezvous
+
+    meeting = Rendezvous("127.0.0.1", None, node_rank=0, num_nodes=1, timeout=30)
+    port = meeting.open(lambda: False, lambda text: None)
+    try:
+        (bound,) = meeting.waitables()
+        assert meeting.store is None and multiprocessing.connection.wait([bound], 0) == []
+        with socket.create_connection(("127.0.0.1", port)):  # a rank arrives, before any store runs
+            assert multiprocessing.connection.wait([bound], 5) == [bound]
+        meeting.serve()
+        assert meeting.waitables() == [] and meeting.store is not None
+        client = dist.TCPStore("127.0.0.1", port, is_master=False, timeout=datetime.timedelta(seconds=10))
+        client.set("k", "v")
+        assert meeting.store.get("k") == b"v"
+    finally:
+        meeting.close()
 
 
 def test_lightning_fabric_finds_the_torchelastic_environment(kernel):

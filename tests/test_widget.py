@@ -54,6 +54,34 @@ def test_a_quick_launch_shows_its_static_form_and_never_builds_a_widget(kernel):
     assert kernel.eval("job.view.built") is False
 
 
+def test_a_cell_that_waits_gets_its_output_once_there_is_something_to_show(kernel, tmp_path):
+    """``notebook_launcher`` blocks the cell, so its output can wait: a quick launch sends one display
+    (its final form) instead of a display and an update; a longer one appears with its widget, while
+    it runs. ``launch()`` returns at once and the cell goes on, so its output is displayed at once."""
+    kernel.ok(TRAIN)
+    kernel.ok(gate_code(tmp_path))
+    kernel.ok("from notebook_launcher.frontend.views import widget as widget_module\nwidget_module.BUILD_AFTER = 3600")
+    try:
+        call = "(chatty_training, args=(False,), num_processes=2, display='widget')"
+        quick = kernel.ok(f"notebook_launcher{call}")
+        started = kernel.ok(f"job = launch{call}; job.wait()")
+    finally:
+        kernel.ok("widget_module.BUILD_AFTER = 0.25")
+    (only,) = [out for out in quick.outputs if "display" in out]
+    assert only["kind"] == "display_data" and "succeeded in" in only["display"]["text/plain"].splitlines()[0]
+    kinds = [out["kind"] for out in started.outputs if "display" in out]
+    assert kinds[0] == "display_data" and kinds[-1] == "update_display_data"
+
+    msg_id = kernel.submit("notebook_launcher(chatty_training, args=(True,), num_processes=2, display='widget')")
+    running = kernel.collect(msg_id, until=lambda result: any(WIDGET_MIME in b for b in _bundles(result)))
+    first = next(out for out in running.outputs if "display" in out)
+    assert first["kind"] == "display_data" and WIDGET_MIME in first["display"]  # shown as it is built
+    open_gates(tmp_path, [0, 1])
+    rest = kernel.collect(msg_id)
+    assert "succeeded in" in _bundles(rest)[-1]["text/plain"]
+    assert all(out["kind"] == "update_display_data" for out in rest.outputs if "display" in out)
+
+
 def test_a_running_launch_shows_the_live_widget_beside_its_static_form(kernel, tmp_path):
     kernel.ok(gate_code(tmp_path))
     kernel.ok(TRAIN)

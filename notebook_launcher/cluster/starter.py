@@ -82,6 +82,9 @@ class RayMeeting:
         self._port = ray.get(pool.actors[0].host_store.remote(plan.world_size, plan.rendezvous.timeout))
         return self._port
 
+    def waitables(self) -> list:
+        return []  # rank 0's actor hosts the store, started in ``open``
+
     def serve(self) -> None:
         pass
 

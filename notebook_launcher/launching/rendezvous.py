@@ -35,7 +35,9 @@ Examples:
     >>> port = meeting.open(stop_requested=lambda: False, waiting=print)
     >>> 1024 <= port <= 65535
     True
-    >>> meeting.serve()   # once the ranks are started
+    >>> meeting.waitables()   # readable once a rank connects: then serve()
+    [<socket.socket ...>]
+    >>> meeting.serve()
     >>> meeting.close()
 """
 
@@ -141,9 +143,19 @@ class Rendezvous:
         assert self.port is not None
         return self.port
 
+    def waitables(self) -> list:
+        """What the supervisor waits on for this meeting: with one node, the store's bound socket
+        until it is served (it becomes readable when the first rank connects: then call ``serve``);
+        else nothing.
+
+        A launch whose ranks never connect (most quick ones) never starts a store; one whose ranks
+        do pays the start-up while the later ranks are still being started.
+        """
+        return [self._listener] if self._listener is not None else []
+
     def serve(self) -> None:
-        """Start serving the bound store (one node). Ranks that connect before are held in the
-        socket's backlog, so the store's start-up is off the ranks' start path."""
+        """Start serving the bound store (one node; a no-op once served). Ranks that connected
+        before are held in the socket's backlog."""
         listener, self._listener = self._listener, None
         if listener is not None:
             self.store = self._host(self.master_addr, None, self.num_nodes, listener)

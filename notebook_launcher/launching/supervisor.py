@@ -6,9 +6,10 @@ It goes through five phases:
   the starter's ``Meeting``: on a cluster, rank 0's node hosts it);
 * STARTING — the starter's ``RankGroup`` starts the ranks (local processes: ``starters.local``);
 * RUNNING — one loop waits on the group's waitables (and a wake-up pipe for ``stop()`` and
-  ``stacks()``); the group reads what is ready into this object (a ``RankSink``), which checks each
-  event, hands data to the record and the listener (the launch's views), and tells the
-  ``Controller`` what happened; the controller's commands (terminate, kill, ask for stacks, tell
+  ``stacks()``, and the meeting's: one node's store starts when the first rank connects); the
+  group reads what is ready into this object (a ``RankSink``), which checks each event, hands
+  data to the record and the listener (the launch's views), and tells the ``Controller`` what
+  happened; the controller's commands (terminate, kill, ask for stacks, tell
   the other nodes) are carried out on the group;
 * ENDING — the controller decided the attempt ends (a failure, a stall, a timeout, a stop): the
   group ends the ranks, SIGTERM then SIGKILL after the grace period;
@@ -164,7 +165,6 @@ class Supervisor:
         try:
             self._meet()
             self._start_ranks()
-            self._meeting.serve()
             self._loop()
             self._carry_out(self._control.settle())
         except BaseException as exc:  # a refused start, or a launcher fault: the ranks must still end
@@ -214,10 +214,13 @@ class Supervisor:
         while group.live_ranks:
             deadlines = [d for d in (self._control.deadline(), refresh) if d is not None]
             timeout = min(_LONGEST_WAIT, max(0.0, min(deadlines) - time.monotonic())) if deadlines else None
-            ready = wait([self._wake_r, *group.waitables()], timeout)
+            meeting = self._meeting.waitables()
+            ready = wait([self._wake_r, *meeting, *group.waitables()], timeout)
             if self._wake_r in ready:
                 self._on_wake()
-            group.read([item for item in ready if item != self._wake_r], self)
+            if any(item in ready for item in meeting):
+                self._meeting.serve()
+            group.read([item for item in ready if item != self._wake_r and item not in meeting], self)
             self._carry_out(self._control.tick())
             delay = self._notify(self._listener.flush)
             refresh = None if delay is None else time.monotonic() + delay

@@ -102,8 +102,11 @@ class Meeting(Protocol):
     def open(self, stop_requested: Callable[[], bool], waiting: Callable[[str], None]) -> int:
         """Host or join the ranks' store before they start; its port."""
 
+    def waitables(self) -> list:
+        """What the supervisor's loop also waits on: when one is ready, it calls ``serve``."""
+
     def serve(self) -> None:
-        """The ranks are started: serve the store."""
+        """A rank wants the store (one of ``waitables`` is ready): serve it."""
 
     def failure_elsewhere(self) -> str | None:
         """Another node's reported failure, if any."""

@@ -21,8 +21,10 @@ from .text import TextView
 __all__ = ["LaunchView", "TextView", "select_view"]
 
 
-def select_view(display="auto", line_prefix=None):
-    """The view for ``display``; ``line_prefix`` is the template of the text view's line prefix.
+def select_view(display="auto", line_prefix=None, show_at_start=True):
+    """The view for ``display``; ``line_prefix`` is the template of the text view's line prefix;
+    ``show_at_start=False``: the widget's output may wait until there is something to show (the
+    caller blocks on the launch, so no other output of the cell can come first).
 
     "widget" is the live widget, "text" prints ``[rank N]`` lines, "none" shows nothing. "auto" is
     the widget inside a Jupyter kernel with ipywidgets, text elsewhere; the environment variable
@@ -38,7 +40,7 @@ def select_view(display="auto", line_prefix=None):
             raise ValueError("display='widget' needs a Jupyter kernel with ipywidgets installed; use 'text'")
         from .widget import WidgetView
 
-        return WidgetView()
+        return WidgetView(show_at_start=show_at_start)
     return TextView(line_prefix=line_prefix)
 
 

@@ -1,7 +1,9 @@
 """The live launch widget, and the static form that a saved notebook keeps.
 
 The launch has one output (a display with an id). It starts as the static form (``static.py``),
-which costs nothing to make, so a launch that ends quickly never builds a widget. When the launch
+which costs nothing to make, so a launch that ends quickly never builds a widget; when the cell
+blocks on the launch (``notebook_launcher``), the output appears only with the widget or the final
+form, whichever comes first: one message instead of two for a quick launch. When the launch
 is still running after ``build_after`` seconds, the widget is built from core ipywidgets (so it
 renders in JupyterLab, Notebook 7, Colab, Kaggle and VS Code, with ipywidgets 7 and 8) and the
 output becomes the widget view *plus* the static form: front ends that draw widgets show the
@@ -56,8 +58,11 @@ _CLICKS_TIP = (
 
 
 class WidgetView(LaunchView):
-    def __init__(self, max_lines: int = 2000, interval: float = 0.1, build_after: float | None = None) -> None:
+    def __init__(
+        self, max_lines: int = 2000, interval: float = 0.1, build_after: float | None = None, show_at_start: bool = True
+    ) -> None:
         self.interval = interval
+        self.show_at_start = show_at_start
         self.build_after = BUILD_AFTER if build_after is None else build_after
         self._max_lines = max_lines
         self._launch: LaunchState | None = None
@@ -87,15 +92,25 @@ class WidgetView(LaunchView):
         return self._launch
 
     def on_start(self, launch: LaunchState) -> None:
-        from IPython.display import display
-
         self._launch = launch
         self._started = time.monotonic()
         self._seen = {rank: 0 for rank in launch.ranks}
         self._live = {}
         self._snapshots = snapshots_for(launch.id)
-        self.static = self.shown = static_bundle(launch)
-        self._handle = display(self.static, raw=True, display_id=True, metadata=self._snapshots.metadata)
+        self._handle = None
+        if self.show_at_start:
+            self.static = static_bundle(launch)
+            self._show(self.static)
+
+    def _show(self, bundle: dict) -> None:
+        """Make ``bundle`` the launch's output: displayed the first time, updated after."""
+        from IPython.display import display
+
+        self.shown = bundle
+        if self._handle is None:
+            self._handle = display(bundle, raw=True, display_id=True, metadata=self._snapshots.metadata)
+        else:
+            self._handle.update(bundle, raw=True, metadata=self._snapshots.metadata)
 
     def on_status(self, rank: int, status: str) -> None:
         self._changed()
@@ -150,10 +165,10 @@ class WidgetView(LaunchView):
         return max(0.0, min(1.0, self._next_static - now, settle - now, wait if self._dirty else 1.0))
 
     def on_finish(self, launch: LaunchState) -> None:
-        self.static = self.shown = static_bundle(launch)
+        self.static = static_bundle(launch)
         if self.built:
             self.render()
-        self._handle.update(self.static, raw=True, metadata=self._snapshots.metadata)
+        self._show(self.static)
         self._snapshots.end(self.static)
         if self.built:
             self.close()
@@ -200,8 +215,7 @@ class WidgetView(LaunchView):
         self._dirty.update({"header", "lines", "metrics"})
         self.render()
         self.static = static_bundle(launch)
-        self.shown = widget_output(self.static, self.root.model_id)
-        self._handle.update(self.shown, raw=True, metadata=self._snapshots.metadata)
+        self._show(widget_output(self.static, self.root.model_id))
 
     def _title_tabs(self) -> None:
         """Name each rank's tab, with its node once a cluster has placed it ("rank 2 · node 1")."""
