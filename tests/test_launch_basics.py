@@ -150,6 +150,29 @@ def test_single_process_runs_in_its_own_worker_with_capture(kernel):
     assert result.stdout.strip().endswith("True")
 
 
+def test_forked_ranks_write_through_streams_the_kernel_made_and_a_launch_in_a_rank_makes_its_own(kernel):
+    """A forked rank takes the two streams the kernel made once, before forking (each object a rank
+    builds costs it copied pages); a launch from inside that rank, which has written through them,
+    makes its own for its ranks. Every line arrives either way."""
+    result = kernel.ok(
+        dedent("""
+        from notebook_launcher.rank import capture
+        def inner():
+            print("inner line")
+            return id(sys.stdout)
+        def outer():
+            print("outer line")
+            inner_id = notebook_launcher(inner, num_processes=1, display="text")
+            return id(sys.stdout), inner_id
+        ids = notebook_launcher(outer, num_processes=1, display="text")
+    """)
+    )
+    outer_id, inner_id = kernel.eval("ids")
+    made_stdout = kernel.eval("id(capture._made_streams[0])")
+    assert outer_id == made_stdout and inner_id != made_stdout
+    assert "[rank 0] outer line" in result.stdout and "inner line" in result.stdout
+
+
 def test_launch_returns_at_once_and_the_handle_reports_progress(kernel, tmp_path):
     kernel.ok(gate_code(tmp_path))
     kernel.ok(

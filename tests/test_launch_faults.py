@@ -162,16 +162,22 @@ def test_a_sigterm_no_process_sent_says_where_it_came_from_instead_of_a_pid(capf
 def _children_ending_under_a_sigchld_handler(count):
     """Start ``count`` short subprocesses with a SIGCHLD handler installed, the interpreter busy in
     between; the output thread's blocked signals (a bit mask), and how many children ran."""
+    import os
     import signal
     import subprocess
-    import threading
+
+    from notebook_launcher.rank.capture import OUTPUT_THREAD
+
+    def name(task):
+        with open(f"/proc/self/task/{task}/comm") as comm:
+            return comm.read().strip()
 
     signal.signal(signal.SIGCHLD, lambda *_: None)
     for _ in range(count):
         subprocess.run(["true"], check=True)
         sum(i * i for i in range(20000))
-    flusher = next(thread for thread in threading.enumerate() if thread.name == "rank-output")
-    with open(f"/proc/self/task/{flusher.native_id}/status") as status:
+    flusher = next(task for task in os.listdir("/proc/self/task") if name(task) == OUTPUT_THREAD)
+    with open(f"/proc/self/task/{flusher}/status") as status:
         blocked = next(line for line in status if line.startswith("SigBlk:")).split()[1]
     return int(blocked, 16), count
 

@@ -42,7 +42,17 @@ def become_subreaper() -> None:
 
 
 def has_descendants() -> bool:
-    """Whether this process has any child, read from /proc without walking the process table."""
+    """Whether this process has any child, live or not yet reaped. One ``waitid`` call (it reaps
+    nothing): a subreaper's descendants are all its children or below a live child of it."""
+    if hasattr(os, "waitid"):
+        try:
+            os.waitid(os.P_ALL, 0, os.WEXITED | os.WNOHANG | os.WNOWAIT)
+        except ChildProcessError:
+            return False
+        except OSError:  # not answerable here: look in /proc
+            pass
+        else:
+            return True
     try:
         tasks = os.listdir("/proc/self/task")
     except OSError:  # no /proc: ask psutil

@@ -16,7 +16,7 @@ from multiprocessing import popen_fork
 
 from ..interrupt_routing import interrupts_blocked
 from ..rank.bootstrap import run_rank_process
-from ..rank.capture import WATCHED_SIGNALS, note_stream_handlers
+from ..rank.capture import WATCHED_SIGNALS, before_forking_ranks
 from ..rank.global_state import GlobalState
 from .base import ProcessStarter, StartedProcess
 from .warmup import TORCH_MODULES, wait_for_warmup
@@ -28,7 +28,7 @@ class ForkStarter(ProcessStarter):
     def prepare(self, plan):
         # Python reseeds ``random`` in every forked child: the ranks get the kernel's state back
         self._global_state = GlobalState.lost_in_a_fork()
-        note_stream_handlers()
+        before_forking_ranks()
         self._flushed = False
         wait_for_warmup(waiter="notebook-launcher: the launch")
         if "torch" in sys.modules:
@@ -49,7 +49,7 @@ class ForkStarter(ProcessStarter):
 
 def fork_rank_process(target, args, name):
     """Fork a process that runs ``target(*args)`` and sets itself up as a rank (``rank.bootstrap``);
-    the started ``ForkedProcess``. Call ``note_stream_handlers`` and ``flush_kernel_streams`` once
+    the started ``ForkedProcess``. Call ``before_forking_ranks`` and ``flush_kernel_streams`` once
     per launch first.
 
     The process holds an interrupt meant for the kernel until it leads its own group, and is born

@@ -9,7 +9,7 @@ from __future__ import annotations
 import importlib
 
 from ..errors import LaunchError
-from ..rank.capture import note_stream_handlers
+from ..rank.capture import before_forking_ranks
 from ..rank.xla_host import host_main
 from .base import ProcessStarter
 from .fork import flush_kernel_streams, fork_rank_process
@@ -28,7 +28,7 @@ class XlaStarter(ProcessStarter):
                 f"device 'xla' needs torch_xla in this kernel ({err}); on Colab or Kaggle TPUs it is"
                 f" preinstalled, elsewhere: pip install torch_xla (matching your torch)"
             ) from err
-        note_stream_handlers()
+        before_forking_ranks()
 
     def groups(self, plan):
         """Every local rank in one host process: torch_xla starts them."""

@@ -56,16 +56,34 @@ def _dumps(base: type, value: Any, sharer: TensorSharer | None) -> bytes:
 
         return dumps(value, protocol=pickle.HIGHEST_PROTOCOL)
 
-    share = sharer.reduce
-
-    class SharingPickler(base):
-        def reducer_override(self, obj: Any) -> Any:
-            reduced = share(obj)
-            if reduced is not NotImplemented:
-                return reduced
-            parent = getattr(super(), "reducer_override", None)
-            return parent(obj) if parent is not None else NotImplemented
-
     buffer = io.BytesIO()
-    SharingPickler(buffer, protocol=pickle.HIGHEST_PROTOCOL).dump(value)
+    pickler = _sharing(base)(buffer, protocol=pickle.HIGHEST_PROTOCOL)
+    pickler.share = sharer.reduce
+    pickler.dump(value)
     return buffer.getvalue()
+
+
+def _sharing(base: type) -> type:
+    """``base`` with large tensors reduced by a ``TensorSharer`` (set as ``share`` on each pickler).
+
+    Made once per base, the standard pickler's in the kernel at import: a class made in a forked
+    rank costs it more than pickling a small value (each object it touches is a copied page)."""
+    cls = _SHARING.get(base)
+    if cls is None:
+
+        class SharingPickler(base):
+            share: Any = None
+
+            def reducer_override(self, obj: Any) -> Any:
+                reduced = self.share(obj)
+                if reduced is not NotImplemented:
+                    return reduced
+                parent = getattr(super(), "reducer_override", None)
+                return parent(obj) if parent is not None else NotImplemented
+
+        _SHARING[base] = cls = SharingPickler
+    return cls
+
+
+_SHARING: dict[type, type] = {}
+_sharing(pickle.Pickler)
