@@ -82,6 +82,26 @@ def test_a_cell_that_waits_gets_its_output_once_there_is_something_to_show(kerne
     assert all(out["kind"] == "update_display_data" for out in rest.outputs if "display" in out)
 
 
+def test_the_launch_output_skips_only_flushes_of_streams_with_nothing_to_send(kernel):
+    """IPython flushes stdout and stderr before each display, a wait on the kernel's IO thread per
+    stream; the launch's displays skip a stream with nothing pending, and only that: what the cell
+    printed just before (held up to 0.2 s by ipykernel) still comes before the launch's output."""
+    kernel.ok("def quick(): return 1")
+    result = kernel.ok(
+        dedent("""
+        print("printed first")
+        notebook_launcher(quick, num_processes=1, display="widget")
+        print("printed after", file=sys.stderr)
+        display({"text/plain": "a display of the cell's own"}, raw=True)
+    """)
+    )
+    order = [out.get("text") or out["display"]["text/plain"].splitlines()[0] for out in result.outputs]
+    assert order[0] == "printed first\n" and "succeeded in" in order[1], order
+    assert order[2:] == ["printed after\n", "a display of the cell's own"], order
+    assert kernel.eval("get_ipython().display_pub._flush_streams.__name__") == "flush_kernel_streams"
+    assert kernel.eval("sys.stdout._flush_pending") is False  # nothing pending: a display skips it
+
+
 def test_a_running_launch_shows_the_live_widget_beside_its_static_form(kernel, tmp_path):
     kernel.ok(gate_code(tmp_path))
     kernel.ok(TRAIN)

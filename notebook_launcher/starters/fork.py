@@ -15,6 +15,7 @@ from multiprocessing import context as mp_context
 from multiprocessing import popen_fork
 
 from ..interrupt_routing import interrupts_blocked
+from ..kernel_streams import flush_kernel_streams
 from ..rank.bootstrap import run_rank_process
 from ..rank.capture import WATCHED_SIGNALS, before_forking_ranks
 from ..rank.global_state import GlobalState
@@ -61,19 +62,6 @@ def fork_rank_process(target, args, name):
     with interrupts_blocked(also=WATCHED_SIGNALS):
         process.start()
     return ForkedProcess(process)
-
-
-def flush_kernel_streams():
-    """What multiprocessing does before each fork, once per launch: a rank must not inherit output
-    the kernel has not sent yet. An ipykernel stream with nothing written since its last flush (the
-    launch's display has just flushed it) is left alone: each flush waits on its IO thread."""
-    for stream in (sys.stdout, sys.stderr):
-        if getattr(stream, "_flush_pending", True) is False:
-            continue
-        try:
-            stream.flush()
-        except (AttributeError, ValueError):
-            pass
 
 
 class _RankProcess(mp_context.ForkProcess):

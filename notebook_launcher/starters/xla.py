@@ -9,10 +9,11 @@ from __future__ import annotations
 import importlib
 
 from ..errors import LaunchError
+from ..kernel_streams import flush_kernel_streams
 from ..rank.capture import before_forking_ranks
 from ..rank.xla_host import host_main
 from .base import ProcessStarter
-from .fork import flush_kernel_streams, fork_rank_process
+from .fork import fork_rank_process
 
 
 class XlaStarter(ProcessStarter):

@@ -31,6 +31,7 @@ import time
 from typing import Any
 
 from ...interrupt_routing import kernel_thread
+from ...kernel_streams import skip_idle_display_flushes
 from ...launching.listener import LaunchState
 from ..subshells import handle_where_sent
 from .base import LaunchView
@@ -104,8 +105,10 @@ class WidgetView(LaunchView):
 
     def _show(self, bundle: dict) -> None:
         """Make ``bundle`` the launch's output: displayed the first time, updated after."""
+        from IPython import get_ipython
         from IPython.display import display
 
+        skip_idle_display_flushes(get_ipython())
         self.shown = bundle
         if self._handle is None:
             self._handle = display(bundle, raw=True, display_id=True, metadata=self._snapshots.metadata)
