@@ -24,6 +24,7 @@ import argparse
 import importlib.util
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -145,9 +146,11 @@ class Outcome(NamedTuple):
         return self.saved is not None
 
 
-def stand_ins() -> dict[str, str]:
-    """A folder with text files and DeepSpeed configs, and the tiny models: the placeholders' values."""
-    data = Path(tempfile.mkdtemp(prefix="stand-ins-"))
+def stand_ins(root: Path) -> dict[str, str]:
+    """A folder in ``root`` with text files and DeepSpeed configs, and the tiny models: the
+    placeholders' values."""
+    data = root / "stand-ins"
+    data.mkdir()
     for seed, name in enumerate(("train", "validation")):
         (data / f"{name}.txt").write_text("\n".join(text_lines(seed, 256 if name == "train" else 64)))
     for stage in (2, 3):
@@ -158,13 +161,14 @@ def stand_ins() -> dict[str, str]:
     return {"data": str(data), "bert": bert, "causal": causal}
 
 
-def run_once(examples: Path, run: Run, library: str, previous: Outcome | None, given: dict) -> Outcome:
-    """One example on 2 ranks under ``library``, in a folder of its own (``previous``: the run it resumes)."""
-    out = Path(tempfile.mkdtemp(prefix=f"{library}-"))
+def run_once(examples: Path, run: Run, library: str, previous: Outcome | None, given: dict, root: Path) -> Outcome:
+    """One example on 2 ranks under ``library``, in a folder of its own in ``root`` (``previous``:
+    the run it resumes). Its temporary files (torchrun's logs, the libraries') go there too."""
+    out = Path(tempfile.mkdtemp(prefix=f"{library}-", dir=root))
     places = {**given, "out": out, "previous": previous.folder if previous else out}
     args = [a.format(**places) for a in run.args]
     weights = out / "weights.pt"
-    env = {**os.environ, "ACCELERATE_USE_CPU": "1", "OMP_NUM_THREADS": "1"}
+    env = {**os.environ, "ACCELERATE_USE_CPU": "1", "OMP_NUM_THREADS": "1", "TMPDIR": str(root)}
     env |= {"NL_TINY_BERT": given["bert"], "NL_TINY_CAUSAL_LM": given["causal"]}
     env.update({key: value.format(**places) for key, value in run.launch_env.items()})
     env["PYTHONPATH"] = os.pathsep.join([str(TESTS), str(TESTS.parent), env.get("PYTHONPATH", "")])
@@ -217,6 +221,7 @@ def main() -> None:
     parser.add_argument("--examples", default=os.environ.get("NL_ACCELERATE_EXAMPLES"), type=Path)
     parser.add_argument("--only", action="append", help="run only these rows (and the runs they resume)")
     parser.add_argument("--verbose", action="store_true", help="print the output's end of a run that failed")
+    parser.add_argument("--keep", action="store_true", help="keep every run's folder (checkpoints, output)")
     options = parser.parse_args()
     if options.examples is None or not (options.examples / "nlp_example.py").exists():
         parser.error("give --examples: the examples/ folder of a checkout of Accelerate's repository")
@@ -225,7 +230,19 @@ def main() -> None:
         parser.error(f"no such run: {', '.join(unknown)} (the runs: {', '.join(RUNS)})")
     chosen = [n for n in RUNS if not options.only or n in options.only or any(RUNS[o].after == n for o in options.only)]
 
-    given = stand_ins()
+    root = Path(tempfile.mkdtemp(prefix="accelerate-examples-"))
+    try:
+        compare(options, chosen, root)
+    finally:
+        if options.keep:
+            print(f"every run's folder is in {root}")
+        else:
+            shutil.rmtree(root, ignore_errors=True)
+
+
+def compare(options: argparse.Namespace, chosen: list[str], root: Path) -> None:
+    """Run the ``chosen`` rows under both libraries, in folders in ``root``, and print the table."""
+    given = stand_ins(root)
     outcomes: dict[tuple[str, str], Outcome] = {}
     columns = f"{'run':48} {'Accelerate':>12} {'trainer_core':>13} {'max |dw|':>10} {'moved':>9}  {'result':16}"
     print(f"{columns} resumed vs uninterrupted")
@@ -237,7 +254,7 @@ def main() -> None:
             continue
         for library in LIBRARIES:
             previous = outcomes.get((run.after, library))  # the run this one resumes, if any
-            outcomes[(name, library)] = run_once(options.examples, run, library, previous, given)
+            outcomes[(name, library)] = run_once(options.examples, run, library, previous, given, root)
         theirs, ours = outcomes[(name, "accelerate")], outcomes[(name, "trainer_core")]
         delta = difference(theirs, ours)
         drift = {}

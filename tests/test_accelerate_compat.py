@@ -58,6 +58,7 @@ def run_script(script, out, cwd, library="trainer_core", script_args=(), launch_
     """Run ``script`` through the harness on 2 CPU ranks (``launch_env``: what ``accelerate launch``
     would set besides); each rank's recorded test calls, and the run."""
     env = {**os.environ, "ACCELERATE_USE_CPU": "1", "OMP_NUM_THREADS": "1", **(launch_env or {})}
+    env["TMPDIR"] = str(cwd)  # torchrun's log folders and the scripts' temporary files go with the test's
     port = str(free_port("127.0.0.1"))
     command = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_port", port]
     command += [str(HARNESS), script, str(out), "--library", library, "--", *map(str, script_args)]
