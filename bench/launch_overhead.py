@@ -23,7 +23,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from statistics import median
+from statistics import median, quantiles
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
@@ -131,15 +131,24 @@ def report(data, rounds, how):
         f" -> {'met' if fork <= accelerate / 5 else 'NOT met'}"
     )
     widget = medians["notebook_launcher fork, widget"][0]
+    low, middle, high = _quartiles(times["notebook_launcher fork, widget"], times["torch.multiprocessing fork"])
     print(
         f"target fork with the widget ≤ 1.2 × raw fork: {widget * 1000:.1f}ms vs {raw * 1.2 * 1000:.1f}ms"
         f" -> {'met' if widget <= raw * 1.2 else 'NOT met'}"
+        f" (the rounds' own ratios: median {middle:.2f}x, middle half {low:.2f}-{high:.2f}x)"
     )
     bound = 2 * fork + start
     print(
         f"target spawn ≤ 2×fork + interpreter start: {spawn * 1000:.1f}ms vs {bound * 1000:.1f}ms"
         f" -> {'met' if spawn <= bound else 'NOT met'}"
     )
+
+
+def _quartiles(runs: list, floor: list) -> tuple[float, float, float]:
+    """Quartiles of each round's call→return ratio of ``runs`` to ``floor`` (measured in the same
+    round): how far one round's figure can be from another's on this machine."""
+    first, middle, third = quantiles([run[0] / base[0] for run, base in zip(runs, floor, strict=True)], n=4)
+    return first, middle, third
 
 
 if __name__ == "__main__":
