@@ -173,6 +173,31 @@ def test_forked_ranks_write_through_streams_the_kernel_made_and_a_launch_in_a_ra
     assert "[rank 0] outer line" in result.stdout and "inner line" in result.stdout
 
 
+@pytest.mark.parametrize("method", ["fork", "spawn"])
+def test_a_ranks_full_collection_does_not_copy_the_kernels_objects(kernel, method):
+    """A full garbage collection examines (writes to) every object it tracks: in a rank forked from
+    the kernel (or from the spawn path's start server) it would copy every page of the parent's
+    objects into the rank. They are frozen when the rank is forked, so the rank's collection is
+    quick and copies almost nothing; the kernel unfreezes its own right after the fork."""
+    result = kernel.ok(
+        dedent(f"""
+        import gc, psutil
+        kept = [{{"n": i, "s": str(i)}} for i in range(300_000)]   # a kernel holding many objects
+        def full_collection():
+            process = psutil.Process()
+            before = process.memory_full_info().uss
+            gc.collect()
+            return (process.memory_full_info().uss - before) / 2**20
+        copied_mib = notebook_launcher(full_collection, num_processes=1, start_method={method!r})
+        print(round(copied_mib, 1), gc.get_freeze_count())
+    """),
+        timeout=180,
+    )
+    copied_mib, frozen_in_kernel = result.stdout.split()[-2:]
+    assert float(copied_mib) < 8, result.stdout  # unfrozen: 60-80 MiB (the server; the kernel)
+    assert frozen_in_kernel == "0"
+
+
 def test_launch_returns_at_once_and_the_handle_reports_progress(kernel, tmp_path):
     kernel.ok(gate_code(tmp_path))
     kernel.ok(

@@ -21,6 +21,7 @@ group, and the kernel stops ranks itself.
 from __future__ import annotations
 
 import dataclasses
+import gc
 import os
 import pickle
 import selectors
@@ -42,6 +43,7 @@ def main(control_fd: int, kernel_pid: int) -> None:
     die_with_parent(kernel_pid)
     control = socket.socket(fileno=control_fd)
     info = _preload()
+    gc.freeze()  # what it imported is never examined by a rank's collections (``starters.frozen_gc``)
     control.send(pickle.dumps({"ready": info}))
     Server(control).serve()
 

@@ -20,6 +20,7 @@ from ..rank.bootstrap import run_rank_process
 from ..rank.capture import WATCHED_SIGNALS, before_forking_ranks
 from ..rank.global_state import GlobalState
 from .base import ProcessStarter, StartedProcess
+from .frozen_gc import frozen_for_fork
 from .warmup import TORCH_MODULES, wait_for_warmup
 
 
@@ -53,13 +54,15 @@ def fork_rank_process(target, args, name):
     the started ``ForkedProcess``. Call ``before_forking_ranks`` and ``flush_kernel_streams`` once
     per launch first.
 
-    The process holds an interrupt meant for the kernel until it leads its own group, and is born
+    The kernel's objects are frozen for the garbage collector while it forks (``frozen_gc``: a
+    rank's collections never examine, and so never copy, them). The process holds an interrupt
+    meant for the kernel until it leads its own group, and is born
     with the signals its output thread takes blocked: a thread that a library's fork handler starts
     in it (libtorch's, once the kernel ran parallel ops) would otherwise take the kernel's SIGTERM
     (ending it unflushed) and its requests for stacks (never answered).
     """
     process = _RankProcess(target=target, args=args, name=name)
-    with interrupts_blocked(also=WATCHED_SIGNALS):
+    with interrupts_blocked(also=WATCHED_SIGNALS), frozen_for_fork():
         process.start()
     return ForkedProcess(process)
 
