@@ -23,46 +23,24 @@ Example (what ``fork_rank_process`` does)::
 from __future__ import annotations
 
 import gc
-import os
-import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 
 __all__ = ["frozen_for_fork"]
 
-_lock = threading.Lock()
-_forking = 0  # forks in progress (launches may start ranks from several supervisor threads)
-_ours = False  # whether the freeze in place is this module's
-
 
 @contextmanager
 def frozen_for_fork() -> Iterator[None]:
-    """Freeze the garbage collector's objects for the fork made inside; unfreeze them after."""
-    global _forking, _ours
-    with _lock:
-        if _forking == 0:
-            _ours = gc.get_freeze_count() == 0
-            if _ours:
-                gc.freeze()
-        _forking += 1
+    """Freeze the garbage collector's objects for the fork made inside; unfreeze them after.
+
+    Forks are made one at a time (``starters.local``'s start lock), so a freeze in place when this
+    starts is someone else's (the kernel's own, or, in a rank, the one it inherited): left alone.
+    """
+    ours = gc.get_freeze_count() == 0
+    if ours:
+        gc.freeze()
     try:
         yield
     finally:
-        with _lock:
-            _forking -= 1
-            if _forking == 0 and _ours:
-                gc.unfreeze()
-                _ours = False
-
-
-def _reset_in_child() -> None:
-    """A forked process keeps the freeze (that is the point) but not the kernel's bookkeeping: a
-    launch from inside a rank sees a freeze that is not its own and leaves it."""
-    global _lock, _forking, _ours
-    _lock = threading.Lock()
-    _forking = 0
-    _ours = False
-
-
-if hasattr(os, "register_at_fork"):
-    os.register_at_fork(after_in_child=_reset_in_child)
+        if ours:
+            gc.unfreeze()

@@ -8,6 +8,7 @@ Examples:
 
 from __future__ import annotations
 
+import functools
 import io
 import pickle
 from typing import Any
@@ -63,27 +64,24 @@ def _dumps(base: type, value: Any, sharer: TensorSharer | None) -> bytes:
     return buffer.getvalue()
 
 
+@functools.cache
 def _sharing(base: type) -> type:
     """``base`` with large tensors reduced by a ``TensorSharer`` (set as ``share`` on each pickler).
 
     Made once per base, the standard pickler's in the kernel at import: a class made in a forked
     rank costs it more than pickling a small value (each object it touches is a copied page)."""
-    cls = _SHARING.get(base)
-    if cls is None:
 
-        class SharingPickler(base):
-            share: Any = None
+    class SharingPickler(base):
+        share: Any = None
 
-            def reducer_override(self, obj: Any) -> Any:
-                reduced = self.share(obj)
-                if reduced is not NotImplemented:
-                    return reduced
-                parent = getattr(super(), "reducer_override", None)
-                return parent(obj) if parent is not None else NotImplemented
+        def reducer_override(self, obj: Any) -> Any:
+            reduced = self.share(obj)
+            if reduced is not NotImplemented:
+                return reduced
+            parent = getattr(super(), "reducer_override", None)
+            return parent(obj) if parent is not None else NotImplemented
 
-        _SHARING[base] = cls = SharingPickler
-    return cls
+    return SharingPickler
 
 
-_SHARING: dict[type, type] = {}
 _sharing(pickle.Pickler)

@@ -98,7 +98,6 @@ class WidgetView(LaunchView):
         self._seen = {rank: 0 for rank in launch.ranks}
         self._live = {}
         self._snapshots = snapshots_for(launch.id)
-        self._handle = None
         if self.show_at_start:
             self.static = static_bundle(launch)
             self._show(self.static)
