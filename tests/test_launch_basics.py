@@ -198,6 +198,34 @@ def test_a_ranks_full_collection_does_not_copy_the_kernels_objects(kernel, metho
     assert frozen_in_kernel == "0"
 
 
+def test_a_forked_rank_frees_none_of_the_launching_threads_local_values(kernel, tmp_path):
+    """Ranks are forked from a supervisor thread, and a forked process deletes every other
+    thread's state: the cell's thread-local values would be freed in each rank (each free a
+    copy-on-write page fault). The launching thread's state is held, so none is freed there: a
+    finalizer on such a value never runs in a rank (without the hold it runs in every one)."""
+    freed = tmp_path / "freed"
+    result = kernel.ok(
+        dedent(f"""
+        import threading, weakref
+        class Value:
+            pass
+        cell_local = threading.local()
+        cell_local.value = Value()
+        def note_freed(path={str(freed)!r}):
+            with open(path, "a") as file:
+                file.write(f"{{os.getpid()}}\\n")
+        weakref.finalize(cell_local.value, note_freed)
+        job = launch(lambda: os.getpid(), num_processes=2, start_method="fork", display="none")
+        job.wait()
+        print(*job.results, type(cell_local.value).__name__)
+    """)
+    )
+    *rank_pids, kept = result.stdout.split()
+    assert kept == "Value" and len(rank_pids) == 2
+    freed_in = freed.read_text().split() if freed.exists() else []
+    assert freed_in == [], f"freed in ranks {freed_in} (the ranks: {rank_pids})"
+
+
 def test_launch_returns_at_once_and_the_handle_reports_progress(kernel, tmp_path):
     kernel.ok(gate_code(tmp_path))
     kernel.ok(

@@ -22,8 +22,9 @@ signal (set in each rank) fires when the *thread* that started the rank ends, an
 threads never end (they are reused, see ``threads``). It is also the only safe place to fork from:
 a kernel whose main thread ran parallel torch code holds an OpenMP thread team there, and a child
 forked from that thread hangs in its first parallel region (measured: forking from the main thread
-saved ~3 ms per launch and hung the next launch after a cell had multiplied two large tensors). The
-loop runs in a copy of the caller's context so that output reaches the launching cell. The
+saved ~3 ms per launch and hung the next launch after a cell had multiplied two large tensors; the
+milliseconds were the cell thread's locals, freed in each rank, which ``starters.caller_state`` now
+keeps). The loop runs in a copy of the caller's context so that output reaches the launching cell. The
 supervisor knows nothing of the ``Launch`` handle or of views: it reports to a ``LaunchListener``
 (``listener.py``) and calls ``on_done`` once everything is cleaned up.
 """

@@ -20,6 +20,7 @@ from ..rank.bootstrap import run_rank_process
 from ..rank.capture import WATCHED_SIGNALS, before_forking_ranks
 from ..rank.global_state import GlobalState
 from .base import ProcessStarter, StartedProcess
+from .caller_state import keep_caller_state
 from .frozen_gc import frozen_for_fork
 from .warmup import TORCH_MODULES, wait_for_warmup
 
@@ -31,6 +32,7 @@ class ForkStarter(ProcessStarter):
         # Python reseeds ``random`` in every forked child: the ranks get the kernel's state back
         self._global_state = GlobalState.lost_in_a_fork()
         before_forking_ranks()
+        keep_caller_state()
         self._flushed = False
         wait_for_warmup(waiter="notebook-launcher: the launch")
         if "torch" in sys.modules:

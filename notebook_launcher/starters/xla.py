@@ -13,6 +13,7 @@ from ..kernel_streams import flush_kernel_streams
 from ..rank.capture import before_forking_ranks
 from ..rank.xla_host import host_main
 from .base import ProcessStarter
+from .caller_state import keep_caller_state
 from .fork import fork_rank_process
 
 
@@ -30,6 +31,7 @@ class XlaStarter(ProcessStarter):
                 f" preinstalled, elsewhere: pip install torch_xla (matching your torch)"
             ) from err
         before_forking_ranks()
+        keep_caller_state()
 
     def groups(self, plan):
         """Every local rank in one host process: torch_xla starts them."""
