@@ -70,7 +70,6 @@ _ALL_SIGNALS = frozenset(int(number) for number in signal.valid_signals())
 
 class Capture:
     def __init__(self, launchers: frozenset[int] = frozenset()) -> None:
-        self._stopped = threading.Event()
         self.launchers = launchers  # the processes whose SIGTERM is the launcher's own
         self.on_stacks_request: Any = None  # set by the bootstrap once the channel exists
         self.thread_ident: int | None = None  # the output thread's (left out of the stacks)
@@ -119,7 +118,8 @@ class Capture:
                 pass
 
     def _flush_every_interval(self) -> None:
-        while not self._stopped.wait(self.interval):
+        while True:
+            time.sleep(self.interval)
             flush_output()
 
     def _flush_and_watch_signals(self) -> None:

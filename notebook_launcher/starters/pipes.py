@@ -31,7 +31,7 @@ class RankProcess:
         self.process = process
         self.pipes = {"events": pipes.events, "stdout": pipes.stdout, "stderr": pipes.stderr}
         self._frames = FrameReader()
-        self._lines = {"stdout": LineReader(), "stderr": LineReader()}
+        self._lines: dict[str, LineReader] = {}  # made at a stream's first output (a quick rank may print nothing)
         self.exitcode: int | None = None
         self.signalled = False  # the launcher ended it (a sibling failed, or a stop)
 
@@ -73,24 +73,31 @@ class RankProcess:
                     self._drain_output(sink)  # the rank flushed its output before replying
                 sink.on_event(self.ranks, event)
             return
-        self._deliver(kind, self._lines[kind].feed(chunk), sink)
+        self._deliver(kind, self._reader(kind).feed(chunk), sink)
+
+    def _reader(self, stream: str) -> LineReader:
+        reader = self._lines.get(stream)
+        if reader is None:
+            reader = self._lines[stream] = LineReader()
+        return reader
 
     def _deliver(self, stream: str, text: str, sink: RankSink) -> None:
         """Lines made final (if any), then what the stream still shows live."""
         if text:
             sink.on_text(self.first_rank, stream, text)
-        sink.on_live(self.first_rank, stream, self._lines[stream].live)
+        sink.on_live(self.first_rank, stream, self._reader(stream).live)
 
     def _drain_output(self, sink: RankSink) -> None:
         for stream in ("stdout", "stderr"):
             self.read(stream, drain=True, sink=sink)
-            self._deliver(stream, self._lines[stream].settle(), sink)  # the call ended: its bars are final
+            self._deliver(stream, self._reader(stream).settle(), sink)  # the call ended: its bars are final
 
     def close_pipe(self, kind: str, sink: RankSink) -> None:
         """Close one pipe; a line left without a newline is delivered as the last line."""
         os.close(self.pipes.pop(kind))
         if kind != "events":
-            rest = self._lines[kind].finish()
+            reader = self._lines.get(kind)
+            rest = reader.finish() if reader is not None else ""
             if rest:
                 sink.on_text(self.first_rank, kind, rest)
 
