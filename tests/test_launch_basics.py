@@ -226,6 +226,37 @@ def test_a_forked_rank_frees_none_of_the_launching_threads_local_values(kernel, 
     assert freed_in == [], f"freed in ranks {freed_in} (the ranks: {rank_pids})"
 
 
+def test_a_forked_rank_is_its_own_main_process_as_under_torchrun(kernel, tmp_path):
+    """A forked rank is set up as multiprocessing sets up its children (the kernel's queues work in
+    it, stdin reads /dev/null, threads that are not daemons are waited for) but is its own main
+    process, as a rank is under torchrun."""
+    kernel.ok(gate_code(tmp_path))
+    result = kernel.ok(
+        dedent(f"""
+        import multiprocessing, sys, threading
+        kernel_queue = multiprocessing.get_context("fork").Queue()   # made in the kernel, used by the ranks
+        def rank_view():
+            kernel_queue.put(int(os.environ["RANK"]))
+            def after_the_function():
+                wait_at_gate()
+                with open(os.path.join({str(tmp_path)!r}, "thread" + os.environ["RANK"]), "w"):
+                    pass
+            threading.Thread(target=after_the_function).start()   # not a daemon: the rank waits for it
+            process = multiprocessing.current_process()
+            return process.name, multiprocessing.parent_process(), sys.stdin.read()
+        job = launch(rank_view, num_processes=2, start_method="fork", display="none")
+        print(sorted(kernel_queue.get(timeout=60) for _ in range(2)))
+    """)
+    )
+    assert result.stdout.strip() == "[0, 1]"
+    kernel.ok("while job.rank_status(0) == 'running' or job.rank_status(1) == 'running': job.join(0.02)")
+    assert kernel.eval("job.done") is False  # both returned; their threads still wait at the gates
+    open_gates(tmp_path, [0, 1])
+    assert kernel.eval("job.wait(timeout=60)") == ("MainProcess", None, "")
+    assert (tmp_path / "thread0").exists() and (tmp_path / "thread1").exists()
+    assert kernel.children() == []
+
+
 def test_launch_returns_at_once_and_the_handle_reports_progress(kernel, tmp_path):
     kernel.ok(gate_code(tmp_path))
     kernel.ok(

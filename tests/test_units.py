@@ -484,3 +484,40 @@ def test_a_display_with_nothing_the_launch_shows_is_not_sent():
     assert sent == []
     send_display(channel, {"application/json": {}, "text/plain": "shown"}, "d1", True)
     assert sent == [("display", {"data": {"text/plain": "shown"}, "display_id": "d1", "update": True})]
+
+
+def test_a_forked_process_reports_how_it_ended_and_can_be_waited_on_with_a_timeout():
+    """``fork_process``: the code its target returns or exits with, -N for a signal, None while it runs."""
+    import signal
+
+    from notebook_launcher.starters.forked_process import fork_process
+
+    def returns(code):
+        return code
+
+    def exits(code):
+        raise SystemExit(code)
+
+    def raises():
+        raise ValueError("in the child")
+
+    def blocks(fd):
+        os.read(fd, 1)
+        return 0
+
+    ended = [
+        fork_process(target, args) for target, args in ((returns, (3,)), (exits, (None,)), (exits, (4,)), (raises, ()))
+    ]
+    assert [process.wait(timeout=30) for process in ended] == [3, 0, 4, 1]
+    read_end, write_end = os.pipe()
+    running = fork_process(blocks, (read_end,))
+    try:
+        assert running.wait(timeout=0) is None and running.wait(timeout=0.05) is None
+        os.kill(running.pid, signal.SIGKILL)
+        assert running.wait(timeout=30) == -signal.SIGKILL
+    finally:
+        os.close(read_end)
+        os.close(write_end)
+    for process in [*ended, running]:
+        process.release()
+        assert process.exitcode is not None

@@ -43,7 +43,7 @@ from .descendants import PRCTL, become_subreaper, end_descendants
 from .notebook import make_safe
 from .stacks import collect_stacks
 
-__all__ = ["RankSpec", "RankPipes", "run_rank_process", "prepare_process", "run_rank"]
+__all__ = ["RankSpec", "RankPipes", "run_rank_process", "prepare_process", "run_rank", "become_the_main_thread"]
 
 _PR_SET_PDEATHSIG = 1
 DESCENDANTS_GRACE = 1.0  # seconds the rank's own processes get to end after SIGTERM once it is done
@@ -89,7 +89,7 @@ def prepare_process(spec, pipes, channel_lock=None):
     # The kernel's interrupt reaches the kernel's process group, which the rank has left; a SIGINT
     # sent to the rank itself is a KeyboardInterrupt, as in a script (and the default of its children).
     take_own_interrupts()
-    threading.current_thread().name = "MainThread"  # forked from a supervisor thread, it is this rank's main
+    become_the_main_thread()
     die_with_parent(spec.parent_pid)
     become_subreaper()
     capture = Capture.install(pipes, launchers=frozenset({spec.parent_pid, spec.launcher_pid}))
@@ -183,6 +183,17 @@ def lead_own_group():
         os.setpgid(0, 0)
     except OSError:  # already a group or session leader: the group is its own anyway
         pass
+
+
+def become_the_main_thread():
+    """The thread a rank was forked from (a daemon supervisor thread of the kernel) is the rank's
+    main thread: named so, and no daemon. Threads inherit the daemon flag of the thread that makes
+    them, so a thread the function starts is no daemon either, and the rank waits for it before it
+    exits, as a script does (at most ``controller.EXIT_AFTER_RESULT`` seconds once every rank returned)."""
+    main = threading.current_thread()
+    main.name = "MainThread"
+    if hasattr(main, "_daemonic"):  # CPython's flag behind ``daemon``, which a started thread refuses to change
+        main._daemonic = False
 
 
 def die_with_parent(parent_pid):

@@ -11,16 +11,15 @@ from __future__ import annotations
 
 import importlib
 import sys
-from multiprocessing import context as mp_context
-from multiprocessing import popen_fork
 
 from ..interrupt_routing import interrupts_blocked
 from ..kernel_streams import flush_kernel_streams
 from ..rank.bootstrap import run_rank_process
 from ..rank.capture import WATCHED_SIGNALS, before_forking_ranks
 from ..rank.global_state import GlobalState
-from .base import ProcessStarter, StartedProcess
+from .base import ProcessStarter
 from .caller_state import keep_caller_state
+from .forked_process import fork_process
 from .frozen_gc import frozen_for_fork
 from .warmup import TORCH_MODULES, wait_for_warmup
 
@@ -44,17 +43,13 @@ class ForkStarter(ProcessStarter):
         if not self._flushed:  # here, after the launch's own display (which flushes them too)
             flush_kernel_streams()
             self._flushed = True
-        return fork_rank_process(
-            _fork_main,
-            (spec, pipes, plan.function, plan.args, self._global_state),
-            f"notebook-launcher-rank-{spec.rank}",
-        )
+        return fork_rank_process(_fork_main, (spec, pipes, plan.function, plan.args, self._global_state))
 
 
-def fork_rank_process(target, args, name):
+def fork_rank_process(target, args):
     """Fork a process that runs ``target(*args)`` and sets itself up as a rank (``rank.bootstrap``);
-    the started ``ForkedProcess``. Call ``before_forking_ranks`` and ``flush_kernel_streams`` once
-    per launch first.
+    the started ``ForkedProcess`` (``forked_process``). Call ``before_forking_ranks`` and
+    ``flush_kernel_streams`` once per launch first.
 
     The kernel's objects are frozen for the garbage collector while it forks (``frozen_gc``: a
     rank's collections never examine, and so never copy, them). The process holds an interrupt
@@ -63,45 +58,10 @@ def fork_rank_process(target, args, name):
     in it (libtorch's, once the kernel ran parallel ops) would otherwise take the kernel's SIGTERM
     (ending it unflushed) and its requests for stacks (never answered).
     """
-    process = _RankProcess(target=target, args=args, name=name)
     with interrupts_blocked(also=WATCHED_SIGNALS), frozen_for_fork():
-        process.start()
-    return ForkedProcess(process)
-
-
-class _RankProcess(mp_context.ForkProcess):
-    @staticmethod
-    def _Popen(process_obj):
-        return _Popen(process_obj)
-
-
-class _Popen(popen_fork.Popen):
-    """multiprocessing's fork without its flush of ``sys.stdout``/``sys.stderr`` at each fork: in a
-    kernel each flush waits on ipykernel's IO thread (~0.7 ms; four per 2-rank launch, a fifth of
-    its cost). ``flush_kernel_streams`` runs once per launch instead, and a rank replaces both
-    streams before it writes (``rank.capture``)."""
-
-    def __init__(self, process_obj):
-        self.returncode = None
-        self.finalizer = None
-        self._launch(process_obj)  # type: ignore[attr-defined]  # (not in typeshed's stub)
+        return fork_process(target, args)
 
 
 def _fork_main(spec, pipes, function, args, global_state):
     global_state.restore()
-    sys.exit(run_rank_process(spec, pipes, lambda: (function, args)))
-
-
-class ForkedProcess(StartedProcess):
-    def __init__(self, process):
-        self._process = process
-        super().__init__(process.pid, process.sentinel)
-
-    def wait(self, timeout=None):
-        self._process.join(timeout)
-        return self._process.exitcode
-
-    def release(self):
-        self._process.join()
-        self._process.close()
-        super().release()
+    return run_rank_process(spec, pipes, lambda: (function, args))

@@ -40,6 +40,4 @@ class XlaStarter(ProcessStarter):
     def start(self, plan, specs, pipes):
         nprocs = 1 if plan.num_processes == 1 else None
         flush_kernel_streams()
-        return fork_rank_process(
-            host_main, (specs, pipes, plan.function, plan.args, nprocs), "notebook-launcher-xla-host"
-        )
+        return fork_rank_process(host_main, (specs, pipes, plan.function, plan.args, nprocs))

@@ -17,6 +17,9 @@ from .shared_tensors import TensorSharer
 
 __all__ = ["dumps_for_kernel", "set_tensor_prefix"]
 
+# values that hold no tensor and no class of the kernel's: the standard pickler alone, made at once
+_PLAIN = frozenset({type(None), bool, int, float, complex, str, bytes})
+
 _prefix: str | None = None  # where this rank writes shared tensors (set by the rank bootstrap)
 
 
@@ -40,6 +43,8 @@ def dumps_for_kernel(value: Any, share_tensors: bool = True) -> bytes:
         >>> pickle.loads(dumps_for_kernel({"loss": 0.5}))
         {'loss': 0.5}
     """
+    if type(value) in _PLAIN:  # most functions return None: no sharer or pickler of ours to make
+        return pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL)
     sharer = TensorSharer(_prefix) if share_tensors and _prefix is not None else None
     try:
         return _dumps(pickle.Pickler, value, sharer)
