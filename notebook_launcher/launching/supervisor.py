@@ -38,7 +38,6 @@ import threading
 import time
 import traceback
 from collections.abc import Callable, Sequence
-from multiprocessing.connection import wait
 from typing import Any, TypeVar
 
 from ..interrupt_routing import history_thread_born_deaf
@@ -50,6 +49,7 @@ from ..wire.shared_tensors import new_prefix, remove_leftovers, sweep_dead_kerne
 from .controller import STACKS_WAIT, AskStacks, Command, Controller, Kill, Phase, ShowStatus, TellOtherNodes, Terminate
 from .listener import LaunchListener
 from .plan import LaunchPlan
+from .readiness import wait_readable
 from .record import LaunchRecord
 from .threads import run_in_thread
 
@@ -188,10 +188,12 @@ class Supervisor:
         node_rank = self._meeting.node_rank
         self._group = group = self._starter.rank_group(plan)
         history_thread_born_deaf()  # a fork stops it; restarted by the next cell, it must not take an interrupt
-        for local_ranks in self._starter.groups(plan):
+        # every rank's spec is made before the first fork: made after it, each object is a copied page
+        specs = [[self._spec(local, node_rank) for local in local_ranks] for local_ranks in self._starter.groups(plan)]
+        for carried in specs:
             if self._stop_requested:
                 break
-            group.start([self._spec(local, node_rank) for local in local_ranks])
+            group.start(carried)
         if self._stop_requested:
             self._control.stop()  # takes effect once started
         self._carry_out(self._control.started())
@@ -216,7 +218,7 @@ class Supervisor:
             deadlines = [d for d in (self._control.deadline(), refresh) if d is not None]
             timeout = min(_LONGEST_WAIT, max(0.0, min(deadlines) - time.monotonic())) if deadlines else None
             meeting = self._meeting.waitables()
-            ready = wait([self._wake_r, *meeting, *group.waitables()], timeout)
+            ready = wait_readable([self._wake_r, *meeting, *group.waitables()], timeout)
             if self._wake_r in ready:
                 self._on_wake()
             if any(item in ready for item in meeting):

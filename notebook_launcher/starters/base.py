@@ -45,7 +45,7 @@ class RankGroup(Protocol):
         """Start one carrier (a process, an actor) for the ranks ``specs`` describe."""
 
     def waitables(self) -> list[Any]:
-        """What to wait on (``multiprocessing.connection.wait``) for news from the live ranks."""
+        """What to wait on (``launching.readiness.wait_readable``) for news from the live ranks."""
 
     def read(self, ready: list[Any], sink: RankSink) -> None:
         """Read what the ``ready`` waitables hold and deliver it to ``sink``."""
