@@ -7,6 +7,7 @@ builds a selector with a key object per descriptor each time (measured: ~100 pag
 2-rank launch); this builds a dict and a poll object.
 
 Examples:
+    >>> import os
     >>> read_end, write_end = os.pipe()
     >>> wait_readable([read_end], timeout=0)
     []
@@ -18,7 +19,6 @@ Examples:
 from __future__ import annotations
 
 import math
-import os  # noqa: F401  (the examples use it)
 import select
 from collections.abc import Sequence
 from typing import Any

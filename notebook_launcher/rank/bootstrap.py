@@ -43,7 +43,7 @@ from .descendants import PRCTL, become_subreaper, end_descendants
 from .notebook import make_safe
 from .stacks import collect_stacks
 
-__all__ = ["RankSpec", "RankPipes", "run_rank_process", "prepare_process", "run_rank", "become_the_main_thread"]
+__all__ = ["RankSpec", "RankPipes", "run_rank_process", "prepare_process", "run_rank"]
 
 _PR_SET_PDEATHSIG = 1
 DESCENDANTS_GRACE = 1.0  # seconds the rank's own processes get to end after SIGTERM once it is done

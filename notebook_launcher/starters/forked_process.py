@@ -21,6 +21,7 @@ Example (what ``fork_rank_process`` does)::
 
 from __future__ import annotations
 
+import functools
 import itertools
 import math
 import multiprocessing.process as mp_process
@@ -33,7 +34,7 @@ import traceback
 from collections.abc import Callable
 from typing import Any
 
-from .base import StartedProcess
+from .base import StartedProcess, _open_pidfd
 
 __all__ = ["fork_process", "ForkedProcess"]
 
@@ -140,16 +141,11 @@ def _exit_code(code: Any) -> int:
     return 1
 
 
-_pidfd_support: bool | None = None
-
-
+@functools.cache
 def _pidfds_work() -> bool:
     """Whether this system has pidfds (Linux 5.3 and later); asked once."""
-    global _pidfd_support
-    if _pidfd_support is None:
-        try:
-            os.close(os.pidfd_open(os.getpid()))
-            _pidfd_support = True
-        except (AttributeError, OSError):
-            _pidfd_support = False
-    return _pidfd_support
+    pidfd = _open_pidfd(os.getpid())
+    if pidfd is None:
+        return False
+    os.close(pidfd)
+    return True
