@@ -82,14 +82,20 @@ def check_endpoint(endpoint):
     return endpoint
 
 
-def check_flush_interval():
-    """``NOTEBOOK_LAUNCHER_FLUSH_INTERVAL`` (seconds between a rank's output flushes), read in the kernel
-    so a bad value is one clear error here rather than a failure of every rank."""
+def check_flush_interval(default):
+    """``NOTEBOOK_LAUNCHER_FLUSH_INTERVAL`` (seconds between a rank's output flushes), or ``default``
+    when it is unset. Read in the kernel, so a bad value is one clear error here rather than a failure
+    of every rank, and each rank is told the value instead of reading its environment.
+
+    Examples:
+        >>> check_flush_interval(0.05)  # unset
+        0.05
+    """
     import os
 
     value = os.environ.get("NOTEBOOK_LAUNCHER_FLUSH_INTERVAL")
     if value is None:
-        return
+        return default
     try:
         seconds = float(value)
     except ValueError:
@@ -97,8 +103,9 @@ def check_flush_interval():
     if not (0 < seconds <= 86400):
         raise ValueError(
             f"NOTEBOOK_LAUNCHER_FLUSH_INTERVAL must be a number of seconds in (0, 86400], got {value!r};"
-            " unset it for the default (0.05)"
+            f" unset it for the default ({default})"
         )
+    return seconds
 
 
 def is_int(value):

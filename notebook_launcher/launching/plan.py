@@ -19,6 +19,7 @@ from ..choices import MIXED_PRECISIONS, START_METHODS, check_choice
 from ..cluster.options import ClusterPlan, check_cluster, cluster_ranks
 from ..devices import Device, select_device
 from ..devices.probe import usable_cpus
+from ..rank.capture import FLUSH_INTERVAL
 from .checks import (
     check_address,
     check_count,
@@ -84,6 +85,7 @@ class LaunchPlan:
     log_line_prefix: str | None = None  # e.g. "[{rank}]: " (torchrun's log_line_prefix_template)
     run_id: str = ""
     cluster: ClusterPlan | None = None  # the ranks run on a Ray cluster (``cluster``), not here
+    flush_interval: float = FLUSH_INTERVAL  # seconds between a rank's output flushes
 
     @property
     def grace_period(self) -> float:
@@ -170,7 +172,7 @@ def make_plan(
     check_choice("rdzv_backend", rdzv_backend, RDZV_BACKENDS)
     use_port = check_port_number(use_port)
     check_address("master_addr", master_addr)
-    check_flush_interval()
+    flush_interval = check_flush_interval(FLUSH_INTERVAL)
     check_nodes(num_nodes, node_rank, use_port, rdzv_backend, rdzv_endpoint)
     faults = FaultPolicy(
         grace_period=check_seconds("grace_period", grace_period, zero_ok=True),
@@ -225,6 +227,7 @@ def make_plan(
         log_line_prefix_template,
         run_id,
         on_cluster,
+        flush_interval,
     )
     return plan, notices
 

@@ -208,6 +208,7 @@ class Supervisor:
             plan.threads,
             self._tensor_prefix,
             launcher_pid=os.getpid(),
+            flush_interval=plan.flush_interval,
         )
 
     def _loop(self) -> None:

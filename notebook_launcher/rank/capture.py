@@ -4,8 +4,9 @@ write to them in batches.
 A captured ``print`` must cost what printing to a file costs, so ``sys.stdout``/``sys.stderr`` are
 block-buffered: a line is one ``memcpy``, not one system call. Nothing is lost for it:
 
-* a flusher thread writes what the buffers hold every ``FLUSH_INTERVAL`` seconds, so the cell
-  shows output while the rank runs;
+* a flusher thread writes what the buffers hold every ``FLUSH_INTERVAL`` seconds (the kernel's
+  ``NOTEBOOK_LAUNCHER_FLUSH_INTERVAL``, read and checked there), so the cell shows output while the
+  rank runs;
 * the bootstrap flushes before it reports a result or an exception, and at exit;
 * ``os._exit`` flushes first (``multiprocessing`` and users call it);
 * SIGTERM — how the launcher ends ranks — is blocked in every thread and taken by the flusher
@@ -69,19 +70,20 @@ _ALL_SIGNALS = frozenset(int(number) for number in signal.valid_signals())
 
 
 class Capture:
-    def __init__(self, launchers: frozenset[int] = frozenset()) -> None:
+    def __init__(self, launchers: frozenset[int] = frozenset(), interval: float = FLUSH_INTERVAL) -> None:
         self.launchers = launchers  # the processes whose SIGTERM is the launcher's own
         self.on_stacks_request: Any = None  # set by the bootstrap once the channel exists
         self.thread_ident: int | None = None  # the output thread's (left out of the stacks)
-        self.interval = float(os.environ.get("NOTEBOOK_LAUNCHER_FLUSH_INTERVAL", FLUSH_INTERVAL))
+        self.interval = interval
 
     @classmethod
-    def install(cls, pipes: Any, launchers: frozenset[int] = frozenset()) -> Capture:
+    def install(cls, pipes: Any, launchers: frozenset[int] = frozenset(), interval: float = FLUSH_INTERVAL) -> Capture:
         """Point descriptors 1/2 and ``sys.stdout``/``sys.stderr`` at the rank's pipes, batched.
 
-        ``launchers``: the pids whose SIGTERM ends the rank without comment (the kernel, a start server).
+        ``launchers``: the pids whose SIGTERM ends the rank without comment (the kernel, a start server);
+        ``interval``: seconds between flushes.
         """
-        capture = cls(launchers)
+        capture = cls(launchers, interval)
         old = (sys.stdout, sys.stderr)
         for source, target in ((pipes.stdout, 1), (pipes.stderr, 2)):
             if source != target:

@@ -21,6 +21,7 @@ Example (what ``ForkStarter.prepare`` does)::
 from __future__ import annotations
 
 import ctypes
+import functools
 from typing import Any
 
 __all__ = ["keep_caller_state"]
@@ -37,9 +38,17 @@ def keep_caller_state() -> None:
 def _thread_state_dict() -> dict | None:
     """A new reference to the calling thread's state dictionary (``PyThreadState_GetDict``), or None
     where the interpreter does not offer one."""
-    try:
-        get_dict = ctypes.PYFUNCTYPE(ctypes.c_void_p)(("PyThreadState_GetDict", ctypes.pythonapi))
-    except (AttributeError, OSError):
+    get_dict = _get_dict_function()
+    if get_dict is None:
         return None
     address = get_dict()  # a borrowed pointer; reading it as an object below takes a reference
     return ctypes.cast(address, ctypes.py_object).value if address else None
+
+
+@functools.cache
+def _get_dict_function() -> Any:
+    """``PyThreadState_GetDict`` as a ctypes function (made once: each prototype is a new class), or None."""
+    try:
+        return ctypes.PYFUNCTYPE(ctypes.c_void_p)(("PyThreadState_GetDict", ctypes.pythonapi))
+    except (AttributeError, OSError):
+        return None
