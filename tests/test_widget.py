@@ -342,6 +342,45 @@ def test_rich_displays_inside_a_rank_render_and_updates_replace_them(kernel, met
     assert kernel.ok("print('kernel still fine')").stdout == "kernel still fine\n"
 
 
+def test_a_forked_rank_can_neither_change_a_kernel_widget_nor_wait_for_input(kernel):
+    """A forked rank holds copies of the kernel's widgets and of its IOPub and stdin sockets: a
+    widget it changed would send on the kernel's socket (the notebook's slider moved, the kernel's
+    did not), and ``input()`` would ask the notebook for an answer that never reaches the rank.
+    Both are refused with what to do instead; nothing reaches the notebook; the kernel goes on."""
+    kernel.ok(
+        dedent("""
+        import ipywidgets
+        slider = ipywidgets.IntSlider(value=1)
+        def moves_the_slider():
+            slider.value = 10 + int(os.environ["RANK"])
+        def asks():
+            answers = []
+            for ask in (lambda: input("name? "), lambda: __import__("getpass").getpass()):
+                try:
+                    ask()
+                except EOFError as err:
+                    answers.append(str(err))
+            return answers
+    """)
+    )
+    comm_id = kernel.eval("slider.comm.comm_id")
+    moved = kernel.run("notebook_launcher(moves_the_slider, num_processes=2)")
+    refused = "a widget made in the kernel cannot be changed or closed from inside a launched rank"
+    assert moved.error["ename"] == "RuntimeError" and refused in moved.error["evalue"]
+    assert kernel.eval("slider.value") == 1
+    sent = [msg for msg in kernel._comm_stash if msg["content"].get("comm_id") == comm_id]
+    assert [msg["msg_type"] for msg in sent] == ["comm_open"]  # the kernel's own; nothing from a rank
+
+    answers = kernel.eval("notebook_launcher(asks, num_processes=2)")
+    assert len(answers) == 2 and all("there is nothing to read inside a launched rank" in text for text in answers)
+    kernel.ok("slider.value = 3")  # the kernel's widget still talks to the notebook
+    assert any(
+        msg["msg_type"] == "comm_msg" and msg["content"]["data"].get("state") == {"value": 3}
+        for msg in kernel._comm_stash
+        if msg["content"].get("comm_id") == comm_id
+    )
+
+
 @pytest.mark.parametrize("method", ["fork", "spawn"])
 def test_a_ranks_matplotlib_figure_shows_as_a_png_though_the_kernel_never_imported_pyplot(kernel, method):
     """The kernel's inline backend (ipykernel's MPLBACKEND) reaches the rank; it configures the

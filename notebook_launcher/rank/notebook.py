@@ -18,11 +18,16 @@ machinery; used from the rank they would corrupt the kernel's connection. So:
 
 * ``display()`` (and matplotlib's inline figures, which go through it) sends the mime bundle to the
   kernel as a "display" event, with its display id: the rank's tab shows it, an update replaces it;
-* opening a widget comm is refused with a message that says what to do instead;
+* opening a widget comm is refused with a message that says what to do instead, and so is
+  changing or closing a widget the kernel made (its message would go out on the kernel's copied
+  IOPub socket, and the notebook's widget would no longer match the kernel's);
+* ``input()`` and ``getpass.getpass()`` (ipykernel's, which ask the notebook on the kernel's copied
+  stdin socket) raise ``EOFError``, as in a script whose stdin is empty, saying what to do instead;
 * tqdm's notebook bars the kernel already imported become text bars (one live line per rank).
 
-A spawned rank is a fresh interpreter with no shell: only the first part applies there, and its
-``display()`` is IPython's replaced by one that sends display events (``displays.py``).
+A spawned rank is a fresh interpreter with no shell: only the first part and the refusal of
+``input()`` apply there, and its ``display()`` is IPython's replaced by one that sends display
+events (``displays.py``).
 """
 
 from __future__ import annotations
@@ -35,7 +40,16 @@ from typing import Any
 from ..import_hooks import after_import
 from .displays import DISPLAYED_MIME_TYPES, WIDGETS_REFUSED, route_displays_without_a_shell, send_display
 
-__all__ = ["make_safe", "WIDGETS_REFUSED", "DISPLAYED_MIME_TYPES"]
+__all__ = ["make_safe", "WIDGETS_REFUSED", "WIDGET_CHANGE_REFUSED", "INPUT_REFUSED", "DISPLAYED_MIME_TYPES"]
+
+WIDGET_CHANGE_REFUSED = (
+    "a widget made in the kernel cannot be changed or closed from inside a launched rank (the rank"
+    " has no connection to the notebook); return what it should show and set the widget after the launch"
+)
+INPUT_REFUSED = (
+    "there is nothing to read inside a launched rank: it has no connection to the notebook and its"
+    " stdin is empty, as under torchrun without a terminal; pass what it needs as an argument"
+)
 
 # The modules of Lightning that compute, or import, its "interactive session" flag at import time. Looked
 # up by name: iterating sys.modules in a forked rank would touch (and so copy) thousands of pages.
@@ -56,15 +70,28 @@ _SHELL_FAMILY = ("IPython", "ipykernel", "matplotlib_inline")
 
 
 def make_safe(channel: Any) -> None:
-    look_like_a_script()
-    _route_display(channel)
-    route_displays_without_a_shell(channel)
+    shell = _kernel_shell()
+    look_like_a_script(shell)
+    if shell is not None:
+        _route_display(shell, channel)
+    else:
+        route_displays_without_a_shell(channel)
     _refuse_comms()
+    _refuse_input()
     _text_progress_bars()
 
 
-def look_like_a_script() -> None:
-    """Remove the markers by which libraries tell an interactive session from a script."""
+def _kernel_shell() -> Any:
+    """The IPython shell this process inherited from the kernel, or None (a spawned rank)."""
+    interactive: Any = sys.modules.get("IPython.core.interactiveshell")
+    if interactive is None or not interactive.InteractiveShell.initialized():
+        return None
+    return interactive.InteractiveShell.instance()
+
+
+def look_like_a_script(shell: Any) -> None:
+    """Remove the markers by which libraries tell an interactive session from a script (``shell``:
+    the kernel's IPython shell, or None)."""
     for marker in ("ps1", "ps2"):
         if hasattr(sys, marker):
             delattr(sys, marker)
@@ -72,10 +99,8 @@ def look_like_a_script() -> None:
         module = sys.modules.get(name)
         if module is not None and hasattr(module, "_IS_INTERACTIVE"):
             module._IS_INTERACTIVE = False  # type: ignore[attr-defined]
-    interactive: Any = sys.modules.get("IPython.core.interactiveshell")
-    if interactive is None or not interactive.InteractiveShell.initialized():
+    if shell is None:
         return
-    shell = interactive.InteractiveShell.instance()
     script_like = _ScriptLikeShell(shell)
 
     def get_ipython() -> Any:
@@ -109,12 +134,7 @@ class _ScriptLikeShell:
         return getattr(self._shell, name)
 
 
-def _route_display(channel: Any) -> None:
-    interactive: Any = sys.modules.get("IPython.core.interactiveshell")
-    if interactive is None or not interactive.InteractiveShell.initialized():
-        return
-    shell = interactive.InteractiveShell.instance()
-
+def _route_display(shell: Any, channel: Any) -> None:
     def publish(data, metadata=None, source=None, *, transient=None, update=False, **kwargs):
         send_display(channel, data, (transient or {}).get("display_id"), update)
 
@@ -126,6 +146,10 @@ def _refuse(*args: Any, **kwargs: Any) -> None:
     raise RuntimeError(WIDGETS_REFUSED)
 
 
+def _refuse_change(*args: Any, **kwargs: Any) -> None:
+    raise RuntimeError(WIDGET_CHANGE_REFUSED)
+
+
 def _refuse_comms() -> None:
     comm: Any = sys.modules.get("comm")
     if comm is not None and hasattr(comm, "create_comm"):
@@ -133,6 +157,31 @@ def _refuse_comms() -> None:
     kernel_comm: Any = sys.modules.get("ipykernel.comm")
     if kernel_comm is not None and hasattr(kernel_comm, "Comm"):
         kernel_comm.Comm.__init__ = _refuse
+    # every message of an open comm goes out through the method that sends on the kernel's IOPub
+    # socket: ipykernel's BaseComm.publish_msg (what comm.create_comm makes), Comm._publish_msg in 6.17
+    comms: Any = sys.modules.get("ipykernel.comm.comm")
+    for cls in (getattr(comms, "BaseComm", None), getattr(comms, "Comm", None)):
+        for name in ("publish_msg", "_publish_msg"):
+            if cls is not None and name in vars(cls):
+                setattr(cls, name, _refuse_change)
+
+
+def _no_input(prompt: Any = "") -> str:
+    raise EOFError(INPUT_REFUSED)
+
+
+def _no_password(prompt: Any = "Password: ", stream: Any = None) -> str:
+    raise EOFError(INPUT_REFUSED)
+
+
+def _refuse_input() -> None:
+    """``input()`` and ``getpass.getpass()`` raise ``EOFError`` (a script with an empty stdin gets
+    one too) with what to do instead: in a forked rank they are ipykernel's, which would ask the
+    notebook through the kernel's copied stdin socket and wait for an answer that never comes."""
+    builtins.input = _no_input
+    getpass: Any = sys.modules.get("getpass")
+    if getpass is not None:
+        getpass.getpass = _no_password
 
 
 def _text_progress_bars() -> None:
