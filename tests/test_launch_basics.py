@@ -21,6 +21,10 @@ def test_every_rank_gets_the_torchrun_and_torchelastic_environment(kernel):
             env = {key: os.environ.get(key) for key in keys}
             env["launched by torchelastic"] = dist.is_torchelastic_launched()
             env["run id"] = os.environ["TORCHELASTIC_RUN_ID"]
+            # what C code and the rank's own processes see, and the bytes view of it
+            import subprocess
+            env["a child sees"] = subprocess.check_output(["sh", "-c", "echo $RANK $WORLD_SIZE"], text=True)
+            env["environb"] = os.environb[b"LOCAL_RANK"].decode()
             return env
         job = launch(env_of_rank, num_processes=2, mixed_precision="bf16")
         job.wait()
@@ -47,6 +51,8 @@ def test_every_rank_gets_the_torchrun_and_torchelastic_environment(kernel):
             "TORCHELASTIC_MAX_RESTARTS": "0",
             "TORCHELASTIC_USE_AGENT_STORE": "True",
             "launched by torchelastic": True,
+            "a child sees": f"{rank} 2\n",
+            "environb": str(rank),
         }
 
 
