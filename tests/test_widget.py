@@ -342,11 +342,12 @@ def test_rich_displays_inside_a_rank_render_and_updates_replace_them(kernel, met
     assert kernel.ok("print('kernel still fine')").stdout == "kernel still fine\n"
 
 
-def test_a_forked_rank_can_neither_change_a_kernel_widget_nor_wait_for_input(kernel):
-    """A forked rank holds copies of the kernel's widgets and of its IOPub and stdin sockets: a
-    widget it changed would send on the kernel's socket (the notebook's slider moved, the kernel's
-    did not), and ``input()`` would ask the notebook for an answer that never reaches the rank.
-    Both are refused with what to do instead; nothing reaches the notebook; the kernel goes on."""
+def test_nothing_a_forked_rank_does_goes_out_through_the_kernels_connection(kernel):
+    """A forked rank holds copies of the kernel's widgets, streams and connection, and ipykernel
+    forwards what a forked process sends: a widget it changed moved the notebook's slider (not the
+    kernel's), a print to a kept kernel stream reached the cell, and ``input()`` asked the notebook
+    for an answer that never reaches the rank. The first is refused with what to do instead, the
+    print lands in the rank's log, ``input()`` raises ``EOFError``; the kernel goes on."""
     kernel.ok(
         dedent("""
         import ipywidgets
@@ -370,6 +371,18 @@ def test_a_forked_rank_can_neither_change_a_kernel_widget_nor_wait_for_input(ker
     assert kernel.eval("slider.value") == 1
     sent = [msg for msg in kernel._comm_stash if msg["content"].get("comm_id") == comm_id]
     assert [msg["msg_type"] for msg in sent] == ["comm_open"]  # the kernel's own; nothing from a rank
+
+    kernel.ok("kept_stdout = sys.stdout")  # the kernel's own stream, kept from a cell
+    printed = kernel.ok(
+        dedent("""
+        def prints_to_the_kernels_stream():
+            print("through the kept stream", file=kept_stdout, flush=True)
+        job = launch(prints_to_the_kernels_stream, num_processes=2, display="none")
+        job.wait()
+    """)
+    )
+    assert "through the kept stream" not in printed.stdout  # not sent to the notebook from the rank
+    assert kernel.eval("[line.text for line in job.lines(1)]") == ["through the kept stream\n"]
 
     answers = kernel.eval("notebook_launcher(asks, num_processes=2)")
     assert len(answers) == 2 and all("there is nothing to read inside a launched rank" in text for text in answers)

@@ -18,9 +18,10 @@ machinery; used from the rank they would corrupt the kernel's connection. So:
 
 * ``display()`` (and matplotlib's inline figures, which go through it) sends the mime bundle to the
   kernel as a "display" event, with its display id: the rank's tab shows it, an update replaces it;
-* opening a widget comm is refused with a message that says what to do instead, and so is
-  changing or closing a widget the kernel made (its message would go out on the kernel's copied
-  IOPub socket, and the notebook's widget would no longer match the kernel's);
+* nothing goes out through the kernel's connection (ipykernel forwards what a process forked from
+  a kernel sends): opening a widget comm is refused with a message that says what to do instead,
+  and so is changing or closing a widget the kernel made (the notebook's widget would no longer
+  match the kernel's); text written to a stream of the kernel's kept from a cell goes to the rank's log;
 * ``input()`` and ``getpass.getpass()`` (ipykernel's, which ask the notebook on the kernel's copied
   stdin socket) raise ``EOFError``, as in a script whose stdin is empty, saying what to do instead;
 * tqdm's notebook bars the kernel already imported become text bars (one live line per rank).
@@ -34,18 +35,28 @@ from __future__ import annotations
 
 import builtins
 import functools
+import os
 import sys
 from typing import Any
 
 from ..import_hooks import after_import
+from .capture import flush_output
 from .displays import DISPLAYED_MIME_TYPES, WIDGETS_REFUSED, route_displays_without_a_shell, send_display
 
-__all__ = ["make_safe", "WIDGETS_REFUSED", "WIDGET_CHANGE_REFUSED", "INPUT_REFUSED", "DISPLAYED_MIME_TYPES"]
+__all__ = [
+    "make_safe",
+    "WIDGETS_REFUSED",
+    "WIDGET_CHANGE_REFUSED",
+    "CONNECTION_REFUSED",
+    "INPUT_REFUSED",
+    "DISPLAYED_MIME_TYPES",
+]
 
 WIDGET_CHANGE_REFUSED = (
     "a widget made in the kernel cannot be changed or closed from inside a launched rank (the rank"
     " has no connection to the notebook); return what it should show and set the widget after the launch"
 )
+CONNECTION_REFUSED = "a launched rank cannot send to the notebook through the kernel's connection"
 INPUT_REFUSED = (
     "there is nothing to read inside a launched rank: it has no connection to the notebook and its"
     " stdin is empty, as under torchrun without a terminal; pass what it needs as an argument"
@@ -77,6 +88,7 @@ def make_safe(channel: Any) -> None:
     else:
         route_displays_without_a_shell(channel)
     _refuse_comms()
+    _refuse_sending(shell)
     _refuse_input()
     _text_progress_bars()
 
@@ -146,24 +158,46 @@ def _refuse(*args: Any, **kwargs: Any) -> None:
     raise RuntimeError(WIDGETS_REFUSED)
 
 
-def _refuse_change(*args: Any, **kwargs: Any) -> None:
-    raise RuntimeError(WIDGET_CHANGE_REFUSED)
-
-
 def _refuse_comms() -> None:
+    """Opening a comm (a widget) is refused where it starts, ``comm.create_comm``; ipywidgets 7
+    makes ipykernel's ``Comm`` itself, which the kernel's refused session stops (``_refuse_sending``)."""
     comm: Any = sys.modules.get("comm")
     if comm is not None and hasattr(comm, "create_comm"):
         comm.create_comm = _refuse
-    kernel_comm: Any = sys.modules.get("ipykernel.comm")
-    if kernel_comm is not None and hasattr(kernel_comm, "Comm"):
-        kernel_comm.Comm.__init__ = _refuse
-    # every message of an open comm goes out through the method that sends on the kernel's IOPub
-    # socket: ipykernel's BaseComm.publish_msg (what comm.create_comm makes), Comm._publish_msg in 6.17
-    comms: Any = sys.modules.get("ipykernel.comm.comm")
-    for cls in (getattr(comms, "BaseComm", None), getattr(comms, "Comm", None)):
-        for name in ("publish_msg", "_publish_msg"):
-            if cls is not None and name in vars(cls):
-                setattr(cls, name, _refuse_change)
+
+
+def _refuse_sending(shell: Any) -> None:
+    """Whatever would go out through the kernel's connection is stopped at its one way out, the
+    kernel's ``Session.send`` (one attribute of one object: a class attribute set in a forked rank
+    costs it ~40 copied pages). Comms (a widget opened, changed or closed, whichever ipykernel and
+    ipywidgets) raise a ``RuntimeError`` saying what to do instead; text written to one of the
+    kernel's own streams (a ``sys.stdout`` kept from a cell) goes to the rank's log; anything else
+    raises. Without this, ipykernel sends it from the rank, as from any process forked from a
+    kernel (its IOPub thread forwards what forked processes send to the notebook)."""
+    kernel_class = getattr(sys.modules.get("ipykernel.kernelbase"), "Kernel", None)
+    if shell is None or kernel_class is None or not kernel_class.initialized():
+        return
+    session = getattr(kernel_class.instance(), "session", None)
+    if session is not None:
+        session.send = _send_nothing
+
+
+_REFUSED_MESSAGES = {
+    "comm_open": WIDGETS_REFUSED,
+    "comm_msg": WIDGET_CHANGE_REFUSED,
+    "comm_close": WIDGET_CHANGE_REFUSED,
+}
+
+
+def _send_nothing(stream: Any, msg_or_type: Any, content: Any = None, *args: Any, **kwargs: Any) -> None:
+    message = msg_or_type if isinstance(msg_or_type, dict) else {"msg_type": msg_or_type, "content": content}
+    kind = message.get("msg_type") or message.get("header", {}).get("msg_type")
+    if kind == "stream":
+        body = message.get("content") or {}
+        flush_output()  # what the rank printed before comes first
+        os.write(2 if body.get("name") == "stderr" else 1, str(body.get("text", "")).encode("utf-8", "replace"))
+        return
+    raise RuntimeError(_REFUSED_MESSAGES.get(kind, f"{CONNECTION_REFUSED} (a {kind!r} message)"))
 
 
 def _no_input(prompt: Any = "") -> str:
