@@ -195,7 +195,9 @@ def _send_nothing(stream: Any, msg_or_type: Any, content: Any = None, *args: Any
     if kind == "stream":
         body = message.get("content") or {}
         flush_output()  # what the rank printed before comes first
-        os.write(2 if body.get("name") == "stderr" else 1, str(body.get("text", "")).encode("utf-8", "replace"))
+        data = memoryview(str(body.get("text", "")).encode("utf-8", "replace"))
+        while data:
+            data = data[os.write(2 if body.get("name") == "stderr" else 1, data) :]
         return
     raise RuntimeError(_REFUSED_MESSAGES.get(kind, f"{CONNECTION_REFUSED} (a {kind!r} message)"))
 
