@@ -15,7 +15,9 @@ a kernel shows), within 1.2 × raw ``torch.multiprocessing`` fork of the same no
 spawn ≤ 2 × fork + one interpreter start (an interpreter start is measured here too: bare
 ``python -c pass``).
 
-Run: make bench   (or: .venv/bin/python bench/launch_overhead.py [--rounds 7] [--same-cell])
+Run: make bench   (or: .venv/bin/python bench/launch_overhead.py [--rounds 100] [--same-cell])
+(100 rounds: on a shared 2-core machine one launch in ten takes a third longer than the median,
+and the verdict of a 7-round run swings by a tenth)
 """
 
 from __future__ import annotations
@@ -101,7 +103,7 @@ _RUNNERS = 5  # the entries of RUNNERS
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--rounds", type=int, default=7)
+    parser.add_argument("--rounds", type=int, default=100)
     parser.add_argument("--same-cell", action="store_true", help="launches after the first of their cell")
     args = parser.parse_args()
     if args.same_cell:
