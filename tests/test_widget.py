@@ -383,6 +383,19 @@ def test_nothing_a_forked_rank_does_goes_out_through_the_kernels_connection(kern
     )
     assert "through the kept stream" not in printed.stdout  # not sent to the notebook from the rank
     assert kernel.eval("[line.text for line in job.lines(1)]") == ["through the kept stream\n"]
+    ran = kernel.ok(
+        dedent("""
+        def runs_cells():
+            shell = get_ipython()
+            return type(shell.run_cell("6 * 7").error_in_exec), type(shell.run_cell("1 / 0").error_in_exec)
+        job = launch(runs_cells, num_processes=1, display="none")
+        errors = job.wait()
+    """)
+    )
+    assert "42" not in ran.stdout and "ZeroDivisionError" not in ran.stdout + ran.stderr
+    assert kernel.eval("errors[0] is type(None) and errors[1] is ZeroDivisionError")
+    log = kernel.eval("job.logs(0)")
+    assert log.startswith("42\n") and "ZeroDivisionError" in log  # as a script would print them
 
     answers = kernel.eval("notebook_launcher(asks, num_processes=2)")
     assert len(answers) == 2 and all("there is nothing to read inside a launched rank" in text for text in answers)

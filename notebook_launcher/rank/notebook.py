@@ -171,7 +171,8 @@ def _refuse_sending(shell: Any) -> None:
     kernel's ``Session.send`` (one attribute of one object: a class attribute set in a forked rank
     costs it ~40 copied pages). Comms (a widget opened, changed or closed, whichever ipykernel and
     ipywidgets) raise a ``RuntimeError`` saying what to do instead; text written to one of the
-    kernel's own streams (a ``sys.stdout`` kept from a cell) goes to the rank's log; anything else
+    kernel's own streams (a ``sys.stdout`` kept from a cell), and the result or traceback of a
+    ``get_ipython().run_cell``, goes to the rank's log, as a script would print it; anything else
     raises. Without this, ipykernel sends it from the rank, as from any process forked from a
     kernel (its IOPub thread forwards what forked processes send to the notebook)."""
     kernel_class = getattr(sys.modules.get("ipykernel.kernelbase"), "Kernel", None)
@@ -192,14 +193,27 @@ _REFUSED_MESSAGES = {
 def _send_nothing(stream: Any, msg_or_type: Any, content: Any = None, *args: Any, **kwargs: Any) -> None:
     message = msg_or_type if isinstance(msg_or_type, dict) else {"msg_type": msg_or_type, "content": content}
     kind = message.get("msg_type") or message.get("header", {}).get("msg_type")
+    printed = _as_printed(kind, message.get("content") or {})
+    if printed is None:
+        raise RuntimeError(_REFUSED_MESSAGES.get(kind, f"{CONNECTION_REFUSED} (a {kind!r} message)"))
+    fd, text = printed
+    flush_output()  # what the rank printed before comes first
+    data = memoryview(text.encode("utf-8", "replace"))
+    while data:
+        data = data[os.write(fd, data) :]
+
+
+def _as_printed(kind: Any, body: dict) -> tuple[int, str] | None:
+    """(descriptor, text) a script would print for a message that carries text (a kernel stream's
+    output; a result or a traceback of ``get_ipython().run_cell``); None for the others."""
     if kind == "stream":
-        body = message.get("content") or {}
-        flush_output()  # what the rank printed before comes first
-        data = memoryview(str(body.get("text", "")).encode("utf-8", "replace"))
-        while data:
-            data = data[os.write(2 if body.get("name") == "stderr" else 1, data) :]
-        return
-    raise RuntimeError(_REFUSED_MESSAGES.get(kind, f"{CONNECTION_REFUSED} (a {kind!r} message)"))
+        return (2 if body.get("name") == "stderr" else 1), str(body.get("text", ""))
+    if kind == "execute_result":
+        return 1, f"{(body.get('data') or {}).get('text/plain', '')}\n"
+    if kind == "error":
+        lines = body.get("traceback") or [f"{body.get('ename')}: {body.get('evalue')}"]
+        return 2, "\n".join(str(line) for line in lines) + "\n"
+    return None
 
 
 def _no_input(prompt: Any = "") -> str:
