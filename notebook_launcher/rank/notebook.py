@@ -88,7 +88,7 @@ def make_safe(channel: Any) -> None:
     else:
         route_displays_without_a_shell(channel)
     _refuse_comms()
-    _refuse_sending(shell)
+    _refuse_sending()
     _refuse_input()
     _text_progress_bars()
 
@@ -166,7 +166,7 @@ def _refuse_comms() -> None:
         comm.create_comm = _refuse
 
 
-def _refuse_sending(shell: Any) -> None:
+def _refuse_sending() -> None:
     """Whatever would go out through the kernel's connection is stopped at its one way out, the
     kernel's ``Session.send`` (one attribute of one object: a class attribute set in a forked rank
     costs it ~40 copied pages). Comms (a widget opened, changed or closed, whichever ipykernel and
@@ -176,7 +176,7 @@ def _refuse_sending(shell: Any) -> None:
     raises. Without this, ipykernel sends it from the rank, as from any process forked from a
     kernel (its IOPub thread forwards what forked processes send to the notebook)."""
     kernel_class = getattr(sys.modules.get("ipykernel.kernelbase"), "Kernel", None)
-    if shell is None or kernel_class is None or not kernel_class.initialized():
+    if kernel_class is None or not kernel_class.initialized():  # no kernel was copied (a spawned rank)
         return
     session = getattr(kernel_class.instance(), "session", None)
     if session is not None:

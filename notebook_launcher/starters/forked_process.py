@@ -23,17 +23,16 @@ from __future__ import annotations
 
 import functools
 import itertools
-import math
 import multiprocessing.process as mp_process
 import multiprocessing.util as mp_util
 import os
-import select
 import sys
 import threading
 import traceback
 from collections.abc import Callable
 from typing import Any
 
+from ..launching.readiness import wait_readable
 from .base import StartedProcess, _open_pidfd
 
 __all__ = ["fork_process", "ForkedProcess"]
@@ -64,11 +63,8 @@ class ForkedProcess(StartedProcess):
     def wait(self, timeout: float | None = None) -> int | None:
         if self.exitcode is not None:
             return self.exitcode
-        if timeout is not None:
-            poller = select.poll()  # not select(): a kernel with many files open has descriptors past 1024
-            poller.register(self.sentinel, select.POLLIN)
-            if not poller.poll(max(0, math.ceil(timeout * 1000))):
-                return None
+        if timeout is not None and not wait_readable([self.sentinel], timeout):
+            return None
         try:
             pid, status = os.waitpid(self.pid, os.WNOHANG if timeout is not None else 0)
         except ChildProcessError:  # reaped by someone else (a waitpid(-1) in the kernel): unknown
