@@ -2,6 +2,7 @@
 the static form beside it and alone at the end (what a saved notebook keeps), and notebook
 machinery (tqdm, display, widgets) used from inside a rank."""
 
+import os
 from textwrap import dedent
 
 import pytest
@@ -80,6 +81,56 @@ def test_a_cell_that_waits_gets_its_output_once_there_is_something_to_show(kerne
     rest = kernel.collect(msg_id)
     assert "succeeded in" in _bundles(rest)[-1]["text/plain"]
     assert all(out["kind"] == "update_display_data" for out in rest.outputs if "display" in out)
+
+
+def test_the_cell_that_waits_sends_a_quick_launchs_one_output_itself(kernel, tmp_path):
+    """A cell blocked in ``notebook_launcher`` sends a quick launch's one output (its final form)
+    from its own thread just before the call returns (``cell_handoff``: the call returns sooner),
+    also when an interrupt ends the launch; ``launch()``'s output, shown at its start, is updated by
+    the supervisor's thread."""
+    kernel.ok(gate_code(tmp_path))
+    kernel.ok(
+        dedent("""
+        from notebook_launcher.frontend.views import widget as widget_module
+        widget_module.BUILD_AFTER = 3600
+        SHOWN_BY = []  # (shown by the cell's thread, the form's first line)
+        _show = widget_module.WidgetView._show
+        def _recording_show(self, bundle):
+            SHOWN_BY.append((threading.current_thread() is threading.main_thread(), bundle["text/plain"]))
+            _show(self, bundle)
+        widget_module.WidgetView._show = _recording_show
+        def quick():
+            return 1
+        def blocks():
+            wait_at_gate()
+            threading.Event().wait()
+    """)
+    )
+    try:
+        quick = kernel.ok("notebook_launcher(quick, num_processes=2, display='widget')")
+        (only,) = [out for out in quick.outputs if "display" in out]
+        assert only["kind"] == "display_data" and "succeeded in" in only["display"]["text/plain"].splitlines()[0]
+        assert kernel.eval("SHOWN_BY") == [(True, only["display"]["text/plain"])]
+
+        kernel.ok("SHOWN_BY.clear()")
+        msg_id = kernel.submit("notebook_launcher(blocks, num_processes=2, display='widget')")
+        held = [os.open(tmp_path / f"gate{rank}", os.O_WRONLY) for rank in (0, 1)]  # both ranks are running
+        try:
+            kernel.interrupt()
+            stopped = kernel.collect(msg_id, timeout=60)
+        finally:
+            for fd in held:
+                os.close(fd)
+        assert stopped.error["ename"] == "KeyboardInterrupt"
+        (only,) = [out for out in stopped.outputs if "display" in out]
+        assert "stopped after" in only["display"]["text/plain"]
+        assert kernel.eval("SHOWN_BY") == [(True, only["display"]["text/plain"])]
+
+        kernel.ok("SHOWN_BY.clear()")
+        kernel.ok("job = launch(quick, num_processes=2, display='widget'); job.wait()")
+        assert [by_cell for by_cell, _ in kernel.eval("SHOWN_BY")] == [True, False]
+    finally:
+        kernel.ok("widget_module.BUILD_AFTER = 0.25\nwidget_module.WidgetView._show = _show")
 
 
 def test_the_launch_output_skips_only_flushes_of_streams_with_nothing_to_send(kernel):

@@ -63,6 +63,7 @@ class Launch:
         self.cell = _execution_count()
         self._view = view
         self._waiters = 0
+        self._made_on = threading.get_ident()  # a wait on this thread is the cell's (``cell_waits``)
         self._observed = Observed()
         self._record = LaunchRecord(plan.num_processes, plan.global_rank(0))
         self._listener = CompositeListener(view, self._observed)
@@ -273,7 +274,10 @@ class Launch:
             TimeoutError: ``timeout`` passed (the launch keeps running).
         """
         __tracebackhide__ = True  # IPython folds this frame: the cell shows the rank's frames
+        in_cell = threading.get_ident() == self._made_on  # the cell that made it (notebook_launcher)
         self._waiting(+1)
+        if in_cell:
+            self._listener.cell_waits(True)
         try:
             finished = wait_event(self._done, timeout)
         except KeyboardInterrupt:
@@ -283,6 +287,8 @@ class Launch:
             interrupted = False
         finally:
             self._waiting(-1)
+            if in_cell:
+                self._listener.cell_waits(False)  # shows what a view left for this cell
         if interrupted:
             message = f"launch {self.id} stopped: every rank has ended{where_they_were(self.last_stacks)}"
             raise shown_as(KeyboardInterrupt(message), line=f"KeyboardInterrupt: {message}") from None

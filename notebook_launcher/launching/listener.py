@@ -113,6 +113,10 @@ class LaunchListener(Protocol):
     def on_finish(self, launch: LaunchState) -> None:
         """The launch has ended and everything is cleaned up (the supervisor's thread)."""
 
+    def cell_waits(self, waiting: bool) -> None:
+        """The thread of the cell that made the launch starts (True) or stops (False) waiting for it;
+        a view may leave its last form for that thread to show (``frontend.views.cell_handoff``)."""
+
 
 class QuietListener:
     """A ``LaunchListener`` that does nothing: subclasses override what they handle."""
@@ -148,6 +152,9 @@ class QuietListener:
         """A persistent worker answered a call (``workers``); views of launches ignore it."""
 
     def on_finish(self, launch: LaunchState) -> None:
+        pass
+
+    def cell_waits(self, waiting: bool) -> None:
         pass
 
 
@@ -192,3 +199,7 @@ class CompositeListener(QuietListener):
     def on_finish(self, launch: LaunchState) -> None:
         for view in self.views:
             view.on_finish(launch)
+
+    def cell_waits(self, waiting: bool) -> None:
+        for view in self.views:
+            view.cell_waits(waiting)

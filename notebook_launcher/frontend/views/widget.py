@@ -35,6 +35,7 @@ from ...kernel_streams import skip_idle_display_flushes
 from ...launching.listener import LaunchState
 from ..subshells import handle_where_sent
 from .base import LaunchView
+from .cell_handoff import CellHandoff
 from .logbox import LogBox
 from .render import CSS, metrics_html, series_by_key, status_chips
 from .snapshots import snapshots_for, widget_output
@@ -83,6 +84,7 @@ class WidgetView(LaunchView):
         self._stacks_pending = False  # stacks were taken: the widget shows them at the next render
         self._last_change = 0.0  # when the last event came (monotonic)
         self._unsaved_change = False  # an event came since the last snapshot
+        self._handoff = CellHandoff(self._show)  # the last form, shown by a cell waiting for it
 
     # -- events (the cell's thread for on_start; the supervisor thread for the rest) ------------------
 
@@ -170,10 +172,14 @@ class WidgetView(LaunchView):
         self.static = static_bundle(launch)
         if self.built:
             self.render()
-        self._show(self.static)
+        # a first output (a quick launch) may wait for the cell; a widget's is replaced before it closes
+        self._handoff.show(self.static, leave_for_cell=self._handle is None and not self.built)
         self._snapshots.end(self.static)
         if self.built:
             self.close()
+
+    def cell_waits(self, waiting: bool) -> None:
+        self._handoff.cell_waits(waiting)
 
     # -- the widget ---------------------------------------------------------------------------------
 
