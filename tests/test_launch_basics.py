@@ -56,6 +56,34 @@ def test_every_rank_gets_the_torchrun_and_torchelastic_environment(kernel):
         }
 
 
+def test_a_forked_ranks_c_environment_is_the_kernels_with_the_ranks_variables(kernel):
+    """A forked rank's C environment (what C code and the rank's processes see) is the kernel's
+    with the rank's variables: every variable of the kernel's, also one set by C code that
+    ``os.environ`` never saw; the rank's replacing the kernel's of the same name, once; setting and
+    removing variables inside the rank keep working; the kernel's own is left as it was."""
+    kernel.ok(
+        dedent("""
+        import ctypes, subprocess
+        ctypes.CDLL(None).setenv(b"ONLY_IN_C", b"set by C code", 1)
+        os.environ["ROLE_NAME"] = "the kernel's"   # a variable every rank sets for itself
+        WATCHED = ("ONLY_IN_C", "ROLE_NAME", "SET_IN_RANK", "LOCAL_WORLD_SIZE", "WORLD_SIZE")
+        def c_environment():
+            os.environ["SET_IN_RANK"] = "yes"
+            del os.environ["LOCAL_WORLD_SIZE"]
+            lines = subprocess.check_output(["env"], text=True).splitlines()
+            return sorted(line for line in lines if line.partition("=")[0] in WATCHED)
+        kernel_env = subprocess.check_output(["env"], text=True)
+    """)
+    )
+    try:
+        kernel.ok("job = launch(c_environment, num_processes=2, start_method='fork', display='none'); job.wait()")
+        expected = ["ONLY_IN_C=set by C code", "ROLE_NAME=default", "SET_IN_RANK=yes", "WORLD_SIZE=2"]
+        assert kernel.eval("job.results") == [expected, expected]
+        assert kernel.eval("subprocess.check_output(['env'], text=True) == kernel_env") is True
+    finally:
+        kernel.ok("del os.environ['ROLE_NAME']\nctypes.CDLL(None).unsetenv(b'ONLY_IN_C')")
+
+
 def test_plain_init_process_group_all_reduce_returns_rank_0_value(kernel):
     kernel.ok(
         dedent("""
