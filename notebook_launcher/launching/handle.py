@@ -15,9 +15,9 @@ Examples:
 from __future__ import annotations
 
 import concurrent.futures
+import os
 import threading
 import time
-import uuid
 
 from ..errors import LaunchError
 from ..interrupt_routing import wait_event
@@ -57,7 +57,7 @@ class Launch:
     kind = "launch"  # "workers" for persistent workers (the sidebar shows it)
 
     def __init__(self, plan, starter, view, make_starter=None):
-        self.id = uuid.uuid4().hex[:8]
+        self.id = os.urandom(4).hex()  # not uuid4: its object costs a launch ~0.1 ms of copied pages
         self.plan = plan
         self._raised: tuple[BaseException, BaseException] | None = None  # a failure, and the exception raised for it
         self.cell = _execution_count()

@@ -11,7 +11,7 @@ Examples:
 
 from __future__ import annotations
 
-import uuid
+import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -211,7 +211,7 @@ def make_plan(
         notices = [text for text in (chosen.oversubscription(count), notice) if text]
     run_id = str(rdzv_id)
     if rdzv_id in (None, "none") and num_nodes == 1:
-        run_id = uuid.uuid4().hex[:12]  # nodes share torchrun's default "none"; one node gets an id of its own
+        run_id = os.urandom(6).hex()  # nodes share torchrun's default "none"; one node gets an id of its own
     plan = LaunchPlan(
         function,
         tuple(args),

@@ -38,7 +38,6 @@ import glob
 import os
 import sys
 import tempfile
-import uuid
 from typing import Any
 
 from ..scratch import pid_alive
@@ -63,7 +62,7 @@ def scratch_dir() -> str | None:
 def new_prefix() -> str | None:
     """A fresh path prefix for the files of one launch attempt of this kernel (None: sharing is off)."""
     where = scratch_dir()
-    return None if where is None else os.path.join(where, f"{_NAME}{os.getpid()}-{uuid.uuid4().hex[:10]}-")
+    return None if where is None else os.path.join(where, f"{_NAME}{os.getpid()}-{os.urandom(5).hex()}-")
 
 
 def remove_leftovers(prefix: str | None) -> int:
