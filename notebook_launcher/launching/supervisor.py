@@ -190,13 +190,10 @@ class Supervisor:
         history_thread_born_deaf()  # a fork stops it; restarted by the next cell, it must not take an interrupt
         # every rank's spec is made before the first fork: made after it, each object is a copied page
         specs = [[self._spec(local, node_rank) for local in local_ranks] for local_ranks in self._starter.groups(plan)]
-        try:
-            for carried in specs:
-                if self._stop_requested:
-                    break
-                group.start(carried)
-        finally:
-            group.started()  # forked ranks wait until then (``starters.start_gate``)
+        for carried in specs:
+            if self._stop_requested:
+                break
+            group.start(carried)
         if self._stop_requested:
             self._control.stop()  # takes effect once started
         self._carry_out(self._control.started())

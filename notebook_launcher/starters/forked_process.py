@@ -38,16 +38,15 @@ from .base import StartedProcess, _open_pidfd
 __all__ = ["fork_process", "ForkedProcess"]
 
 
-def fork_process(target: Callable[..., int], args: tuple, hold: Callable[[], None] | None = None) -> ForkedProcess:
+def fork_process(target: Callable[..., int], args: tuple) -> ForkedProcess:
     """Fork a process that runs ``target(*args)`` and exits with the code it returns (or with the
-    code of the ``SystemExit`` it raises; 1 for any other exception, printed on its stderr).
-    ``hold()``, if given, runs in the child first (a ``StartGate``'s wait)."""
+    code of the ``SystemExit`` it raises; 1 for any other exception, printed on its stderr)."""
     sentinel = None if _pidfds_work() else os.pipe()  # without pidfds: readable once the child exits
     pid = os.fork()
     if pid == 0:
         if sentinel is not None:
             os.close(sentinel[0])
-        _run_child(target, args, hold)  # never returns
+        _run_child(target, args)  # never returns
     if sentinel is not None:
         os.close(sentinel[1])
     return ForkedProcess(pid, sentinel[0] if sentinel is not None else -1)
@@ -84,11 +83,9 @@ class ForkedProcess(StartedProcess):
         super().release()
 
 
-def _run_child(target: Callable[..., int], args: tuple, hold: Callable[[], None] | None) -> None:
+def _run_child(target: Callable[..., int], args: tuple) -> None:
     code = 1
     try:
-        if hold is not None:
-            hold()
         _start_as_a_child()
         code = target(*args)
     except SystemExit as exit_:
