@@ -93,7 +93,7 @@ def test_the_cell_that_waits_sends_a_quick_launchs_one_output_itself(kernel, tmp
         dedent("""
         from notebook_launcher.frontend.views import widget as widget_module
         widget_module.BUILD_AFTER = 3600
-        SHOWN_BY = []  # (shown by the cell's thread, the form's first line)
+        SHOWN_BY = []  # (shown by the cell's thread, the form's text)
         _show = widget_module.WidgetView._show
         def _recording_show(self, bundle):
             SHOWN_BY.append((threading.current_thread() is threading.main_thread(), bundle["text/plain"]))

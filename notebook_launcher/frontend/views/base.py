@@ -4,7 +4,8 @@
 A view receives ``on_start(launch)`` from the cell's thread, the rank events (``on_status``,
 ``on_output``, ``on_live``, ``on_display``, ``on_metric``, ``flush``) from the supervisor's thread,
 and ``on_finish(launch)`` once the launch has ended and been cleaned up; ``launch`` is a
-``LaunchState``.
+``LaunchState``. ``cell_waits(True/False)`` comes from the cell's thread as it starts and stops
+waiting on the launch (a view may leave its last form for that thread: ``cell_handoff``).
 """
 
 from __future__ import annotations
