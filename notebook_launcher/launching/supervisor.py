@@ -186,17 +186,14 @@ class Supervisor:
     def _start_ranks(self) -> None:
         plan = self._plan
         node_rank = self._meeting.node_rank
+        self._group = group = self._starter.rank_group(plan)
         history_thread_born_deaf()  # a fork stops it; restarted by the next cell, it must not take an interrupt
         # every rank's spec is made before the first fork: made after it, each object is a copied page
         specs = [[self._spec(local, node_rank) for local in local_ranks] for local_ranks in self._starter.groups(plan)]
-        self._group = group = self._starter.rank_group(plan)
-        try:
-            for carried in specs:
-                if self._stop_requested:
-                    break
-                group.start(carried)
-        finally:
-            group.started()  # a forked rank done early waits to exit until then (``starters.exit_gate``)
+        for carried in specs:
+            if self._stop_requested:
+                break
+            group.start(carried)
         if self._stop_requested:
             self._control.stop()  # takes effect once started
         self._carry_out(self._control.started())

@@ -44,9 +44,6 @@ class RankGroup(Protocol):
     def start(self, specs: list[RankSpec]) -> None:
         """Start one carrier (a process, an actor) for the ranks ``specs`` describe."""
 
-    def started(self) -> None:
-        """Starting is over (every carrier started, or it stopped early); called once, whatever happened."""
-
     def waitables(self) -> list[Any]:
         """What to wait on (``launching.readiness.wait_readable``) for news from the live ranks."""
 

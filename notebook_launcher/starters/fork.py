@@ -19,7 +19,6 @@ from ..rank.capture import WATCHED_SIGNALS, before_forking_ranks
 from ..rank.global_state import GlobalState
 from .base import ProcessStarter
 from .caller_state import keep_caller_state
-from .exit_gate import ExitGate
 from .forked_process import fork_process
 from .frozen_gc import frozen_for_fork
 from .warmup import TORCH_MODULES, wait_for_warmup
@@ -34,7 +33,6 @@ class ForkStarter(ProcessStarter):
         before_forking_ranks()
         keep_caller_state()
         self._flushed = False
-        self._gate: ExitGate | None = None  # made with each attempt's rank group
         wait_for_warmup(waiter="notebook-launcher: the launch")
         if "torch" in sys.modules:
             for module in TORCH_MODULES:
@@ -45,17 +43,10 @@ class ForkStarter(ProcessStarter):
         if not self._flushed:  # here, after the launch's own display (which flushes them too)
             flush_kernel_streams()
             self._flushed = True
-        return fork_rank_process(_fork_main, (spec, pipes, plan.function, plan.args, self._global_state), self._gate)
-
-    def rank_group(self, plan):
-        """The attempt's ranks; those done before the last fork wait to exit until it (``exit_gate``)."""
-        from .local import LocalRankGroup
-
-        self._gate = gate = ExitGate()
-        return LocalRankGroup(lambda specs, pipes: self.start(plan, specs, pipes), plan.grace_period, gate.open)
+        return fork_rank_process(_fork_main, (spec, pipes, plan.function, plan.args, self._global_state))
 
 
-def fork_rank_process(target, args, exit_gate=None):
+def fork_rank_process(target, args):
     """Fork a process that runs ``target(*args)`` and sets itself up as a rank (``rank.bootstrap``);
     the started ``ForkedProcess`` (``forked_process``). Call ``before_forking_ranks`` and
     ``flush_kernel_streams`` once per launch first.
@@ -65,11 +56,10 @@ def fork_rank_process(target, args, exit_gate=None):
     meant for the kernel until it leads its own group, and is born
     with the signals its output thread takes blocked: a thread that a library's fork handler starts
     in it (libtorch's, once the kernel ran parallel ops) would otherwise take the kernel's SIGTERM
-    (ending it unflushed) and its requests for stacks (never answered). With an ``exit_gate``
-    (``ExitGate``), the process waits at it just before it exits.
+    (ending it unflushed) and its requests for stacks (never answered).
     """
     with interrupts_blocked(also=WATCHED_SIGNALS), frozen_for_fork():
-        return fork_process(target, args, exit_gate)
+        return fork_process(target, args)
 
 
 def _fork_main(spec, pipes, function, args, global_state):

@@ -34,21 +34,19 @@ from typing import Any
 
 from ..launching.readiness import wait_readable
 from .base import StartedProcess, _open_pidfd
-from .exit_gate import ExitGate
 
 __all__ = ["fork_process", "ForkedProcess"]
 
 
-def fork_process(target: Callable[..., int], args: tuple, exit_gate: ExitGate | None = None) -> ForkedProcess:
+def fork_process(target: Callable[..., int], args: tuple) -> ForkedProcess:
     """Fork a process that runs ``target(*args)`` and exits with the code it returns (or with the
-    code of the ``SystemExit`` it raises; 1 for any other exception, printed on its stderr).
-    With an ``exit_gate`` (``exit_gate.ExitGate``), the process waits at it just before it exits."""
+    code of the ``SystemExit`` it raises; 1 for any other exception, printed on its stderr)."""
     sentinel = None if _pidfds_work() else os.pipe()  # without pidfds: readable once the child exits
     pid = os.fork()
     if pid == 0:
         if sentinel is not None:
             os.close(sentinel[0])
-        _run_child(target, args, exit_gate)  # never returns
+        _run_child(target, args)  # never returns
     if sentinel is not None:
         os.close(sentinel[1])
     return ForkedProcess(pid, sentinel[0] if sentinel is not None else -1)
@@ -85,11 +83,9 @@ class ForkedProcess(StartedProcess):
         super().release()
 
 
-def _run_child(target: Callable[..., int], args: tuple, exit_gate: ExitGate | None) -> None:
+def _run_child(target: Callable[..., int], args: tuple) -> None:
     code = 1
     try:
-        if exit_gate is not None:
-            exit_gate.forked()
         _start_as_a_child()
         code = target(*args)
     except SystemExit as exit_:
@@ -100,8 +96,6 @@ def _run_child(target: Callable[..., int], args: tuple, exit_gate: ExitGate | No
         try:
             _end_as_a_child()
         finally:
-            if exit_gate is not None:
-                exit_gate.wait()  # never raises
             os._exit(code)
 
 

@@ -49,18 +49,10 @@ if hasattr(os, "register_at_fork"):
 class LocalRankGroup(PipedRankGroup):
     """Local rank processes started by ``start(specs, pipes)`` (one of the process starters)."""
 
-    def __init__(
-        self,
-        start: Callable[[list[RankSpec], RankPipes], StartedProcess],
-        grace_period: float,
-        on_started: Callable[[int], None] | None = None,
-    ) -> None:
-        """``on_started(count)``: called once starting is over (and again, harmlessly, at ``close``)
-        with the number of processes started (the fork starter's ``ExitGate.open``)."""
+    def __init__(self, start: Callable[[list[RankSpec], RankPipes], StartedProcess], grace_period: float) -> None:
         super().__init__()
         self._start = start
         self._reaper = Reaper(grace_period)
-        self._on_started = on_started
 
     def start(self, specs: list[RankSpec]) -> None:
         with _START_LOCK:
@@ -74,10 +66,6 @@ class LocalRankGroup(PipedRankGroup):
                 close_pipes(theirs)
         watch_group(process.pid)
         self._processes.append(RankProcess([spec.rank for spec in specs], process, ours))
-
-    def started(self) -> None:
-        if self._on_started is not None:
-            self._on_started(len(self._processes))
 
     def ask_stacks(self, ranks: Sequence[int]) -> None:
         for process in self._live():
@@ -105,7 +93,6 @@ class LocalRankGroup(PipedRankGroup):
             process.exitcode = code
 
     def close(self, sink: RankSink) -> None:
-        self.started()  # whatever ended the attempt, nothing may stay held
         self._reaper.end_stragglers()
         for process in self._processes:
             end_group(process.process.pid)

@@ -27,9 +27,6 @@ class PipedRankGroup:
         self._processes: list[RankProcess] = []
         self._watch: dict[Any, tuple[RankProcess, str]] = {}
 
-    def started(self) -> None:
-        """Nothing to do: the carriers went on as they started."""
-
     @property
     def live_ranks(self) -> list[int]:
         return [rank for process in self._live() for rank in process.ranks]
