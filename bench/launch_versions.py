@@ -5,7 +5,9 @@ minutes apart do not compare two versions. Here each version runs in a kernel of
 checkout first on ``PYTHONPATH``), both kernels alive together, their launches interleaved round
 by round, and each version is measured against raw ``torch.multiprocessing`` fork in its own
 kernel: a no-op on 2 CPU ranks, one launch per cell, with ``display="none"`` and the default
-display (the widget). Medians, and the median of each round's ratio to raw fork.
+display (the widget). Medians, the median of each round's ratio to raw fork, and the difference
+between the versions paired round by round, with its 95% interval: only a difference whose interval
+leaves out 0 is one (a few hundred rounds tell ~0.5 ms apart here).
 
 Run: .venv/bin/python bench/launch_versions.py OLD_CHECKOUT NEW_CHECKOUT [--rounds 30]
      (a checkout: a folder holding notebook_launcher/, e.g. from ``git worktree add``)
@@ -16,6 +18,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import random
 import sys
 from pathlib import Path
 from statistics import median
@@ -106,6 +109,22 @@ def report(times: dict, rounds: int) -> None:
             paired = median(a / b for a, b in zip(runs[name], raw, strict=True))
             cells.append(f"{median(runs[name]) * 1000:6.1f}ms {ratio:6.2f}x {paired:6.2f}x")
         print(f"{label:8} " + " ".join(cells))
+    print()
+    for name, shown in (("none", "display none"), ("auto", "widget")):
+        middle, low, high = _paired_difference(times["old"][name], times["new"][name])
+        interval = f"95% interval {low:+.2f} to {high:+.2f} ms"
+        print(f"{shown:12} new - old, paired round by round: {middle:+.2f} ms ({interval})")
+
+
+def _paired_difference(old: list, new: list, resamples: int = 2000) -> tuple[float, float, float]:
+    """The median of each round's new - old time (ms) and its 95% bootstrap interval. A difference
+    whose interval holds 0 is not one: here one launch in ten takes a third longer than the
+    median, and a 150-round comparison cannot tell 1 ms apart (a change first seen as -1 ms
+    measured +0.2 ms, interval -0.1 to +0.4, over 2000 paired rounds)."""
+    differences = [(after - before) * 1000 for before, after in zip(old, new, strict=True)]
+    draw = random.Random(0)
+    medians = sorted(median(draw.choices(differences, k=len(differences))) for _ in range(resamples))
+    return median(differences), medians[int(resamples * 0.025)], medians[int(resamples * 0.975) - 1]
 
 
 if __name__ == "__main__":
