@@ -3,9 +3,9 @@
 A cell blocked in ``notebook_launcher`` shows a quick launch's output once, in its final form, made
 on the supervisor's thread as the launch ends. Sent from there, the cell's thread was woken only
 after the display message had gone to ipykernel; handed to the waiting cell's thread, it is sent
-there just before the call returns. Measured on a no-op launch of 2 ranks, toggled round by round
-in one kernel (450 rounds, twice): the median fell by 0.7-0.8 ms (2.3-2.5 ms while the machine ran
-half as fast), about 4% of a launch that takes 1.15x as long as raw ``torch.multiprocessing`` fork.
+there just before the call returns. First measured as 0.7-0.8 ms off a no-op 2-rank launch's
+median (150-round medians, twice); 2000 paired rounds put it at -0.14 ms (95% interval -0.43 to
++0.15): no measurable gain, kept because it is correct and tested.
 
 Whatever ends the cell's wait (the launch's end, an interrupt, a timeout), the cell shows what was
 left for it as it stops waiting; a form made after that is shown at once by the thread that made it.
