@@ -24,12 +24,12 @@ from __future__ import annotations
 
 import argparse
 import os
-import random
 import sys
 from statistics import median, quantiles
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
+from intervals import bootstrap_interval
 from kernel import run_rounds
 
 SETUP = r"""
@@ -149,18 +149,12 @@ def report(data, rounds, how):
     )
 
 
-def _ratio_interval(runs: list, floor: list, resamples: int = 2000) -> tuple[float, float]:
-    """A 95% bootstrap interval of the ratio of call→return medians, ``runs`` to ``floor``, rounds
-    resampled whole (each round's two launches together): how far the verdict could move on a
-    rerun. Here a median of 100 launches is only known to ~±1.5% (one launch in ten takes a third
-    longer than the median), so a ratio within ~0.04 of the target can go either way."""
+def _ratio_interval(runs: list, floor: list) -> tuple[float, float]:
+    """A 95% interval of the ratio of call→return medians, ``runs`` to ``floor``, rounds resampled
+    whole (each round's two launches together): here it spans ~±0.07 around a 100-round ratio, so
+    a ratio that close to the target can go either way on a rerun."""
     pairs = [(run[0], base[0]) for run, base in zip(runs, floor, strict=True)]
-    draw = random.Random(0)
-    ratios = sorted(
-        median(run for run, _ in sample) / median(base for _, base in sample)
-        for sample in (draw.choices(pairs, k=len(pairs)) for _ in range(resamples))
-    )
-    return ratios[int(resamples * 0.025)], ratios[int(resamples * 0.975) - 1]
+    return bootstrap_interval(pairs, lambda sample: median(r for r, _ in sample) / median(b for _, b in sample))
 
 
 def _quartiles(runs: list, floor: list) -> tuple[float, float, float]:

@@ -18,13 +18,13 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import random
 import sys
 from pathlib import Path
 from statistics import median
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
+from intervals import bootstrap_interval
 from kernel import BenchKernel
 
 SETUP = r"""
@@ -116,15 +116,13 @@ def report(times: dict, rounds: int) -> None:
         print(f"{shown:12} new - old, paired round by round: {middle:+.2f} ms ({interval})")
 
 
-def _paired_difference(old: list, new: list, resamples: int = 2000) -> tuple[float, float, float]:
-    """The median of each round's new - old time (ms) and its 95% bootstrap interval. A difference
-    whose interval holds 0 is not one: here one launch in ten takes a third longer than the
-    median, and a 150-round comparison cannot tell 1 ms apart (a change first seen as -1 ms
-    measured +0.2 ms, interval -0.1 to +0.4, over 2000 paired rounds)."""
+def _paired_difference(old: list, new: list) -> tuple[float, float, float]:
+    """The median of each round's new - old time (ms) and its 95% interval. A difference whose
+    interval holds 0 is not one: here one launch in ten takes a third longer than the median, and a
+    150-round comparison cannot tell 1 ms apart (a change first seen as -1 ms measured +0.2 ms,
+    interval -0.1 to +0.4, over 2000 paired rounds)."""
     differences = [(after - before) * 1000 for before, after in zip(old, new, strict=True)]
-    draw = random.Random(0)
-    medians = sorted(median(draw.choices(differences, k=len(differences))) for _ in range(resamples))
-    return median(differences), medians[int(resamples * 0.025)], medians[int(resamples * 0.975) - 1]
+    return (median(differences), *bootstrap_interval(differences, median))
 
 
 if __name__ == "__main__":
