@@ -7,6 +7,7 @@ beside it (``launch_overhead``'s ratio to raw fork, ``launch_versions``'s paired
 Example::
 
     low, high = bootstrap_interval(rounds, lambda sample: median(sample))
+    print(verdict((low, high), 1.2))   # "met" only when the whole interval is within 1.2
 """
 
 from __future__ import annotations
@@ -24,3 +25,21 @@ def bootstrap_interval(
     draw = random.Random(0)
     values = sorted(statistic(draw.choices(items, k=len(items))) for _ in range(resamples))
     return values[int(resamples * 0.025)], values[int(resamples * 0.975) - 1]
+
+
+def verdict(interval: tuple[float, float], target: float) -> str:
+    """Whether a figure known only to within ``interval`` is at most ``target``: "met" when the whole
+    interval is, "NOT met" when none of it is, and otherwise that the rounds cannot tell.
+
+    Examples:
+        >>> verdict((1.13, 1.19), 1.2), verdict((1.21, 1.3), 1.2)
+        ('met', 'NOT met')
+        >>> verdict((1.15, 1.24), 1.2)
+        'not decided: the 95% interval holds the target (run more rounds)'
+    """
+    lowest, highest = interval
+    if highest <= target:
+        return "met"
+    if lowest > target:
+        return "NOT met"
+    return "not decided: the 95% interval holds the target (run more rounds)"

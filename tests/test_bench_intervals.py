@@ -12,6 +12,7 @@ assert _SPEC is not None and _SPEC.loader is not None
 _intervals = importlib.util.module_from_spec(_SPEC)
 _SPEC.loader.exec_module(_intervals)
 bootstrap_interval = _intervals.bootstrap_interval
+verdict = _intervals.verdict
 
 
 def test_identical_rounds_leave_no_doubt():
@@ -32,3 +33,10 @@ def test_the_interval_holds_the_figure_and_widens_with_the_noise():
 def test_a_report_is_the_same_on_every_run():
     rounds = [float(index * 7 % 13) for index in range(100)]
     assert bootstrap_interval(rounds, median) == bootstrap_interval(rounds, median)
+
+
+def test_a_target_is_met_only_when_the_whole_interval_is_within_it():
+    assert verdict((1.13, 1.19), 1.2) == "met"
+    assert verdict((1.14, 1.2), 1.2) == "met"
+    assert verdict((1.21, 1.3), 1.2) == "NOT met"
+    assert verdict((1.15, 1.24), 1.2).startswith("not decided")
