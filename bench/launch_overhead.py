@@ -15,10 +15,10 @@ a kernel shows), within 1.2 × raw ``torch.multiprocessing`` fork of the same no
 spawn ≤ 2 × fork + one interpreter start (an interpreter start is measured here too: bare
 ``python -c pass``).
 
-Run: make bench   (or: .venv/bin/python bench/launch_overhead.py [--rounds 400] [--same-cell])
-(400 rounds, about 3 minutes: on a shared 2-core machine one launch in ten takes a third longer than
-the median, so the widget-to-raw-fork ratio of 100 rounds is known to ~±0.07 and of 400 to ~±0.03;
-the verdict says "met" only when the whole 95% interval is within the target)
+Run: make bench   (or: .venv/bin/python bench/launch_overhead.py [--rounds 1000] [--same-cell])
+(1000 rounds, 5-8 minutes: on a shared 2-core machine one launch in ten takes a third longer than
+the median, so the widget-to-raw-fork ratio of 100 rounds is known to ~±0.07, of 400 to ~±0.03 and
+of 1000 to ~±0.02-0.03; the verdict says "met" only when the whole 95% interval is within the target)
 """
 
 from __future__ import annotations
@@ -105,7 +105,7 @@ _RUNNERS = 5  # the entries of RUNNERS
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--rounds", type=int, default=400)
+    parser.add_argument("--rounds", type=int, default=1000)
     parser.add_argument("--same-cell", action="store_true", help="launches after the first of their cell")
     args = parser.parse_args()
     if args.same_cell:
