@@ -152,8 +152,8 @@ def report(data, rounds, how):
 
 def _ratio_interval(runs: list, floor: list) -> tuple[float, float]:
     """A 95% interval of the ratio of call→return medians, ``runs`` to ``floor``, rounds resampled
-    whole (each round's two launches together): here it spans ~±0.07 around a 100-round ratio and
-    ~±0.03 around a 400-round one, so a ratio that close to the target can go either way on a rerun."""
+    whole (each round's two launches together); its width for a number of rounds is in the module
+    docstring."""
     pairs = [(run[0], base[0]) for run, base in zip(runs, floor, strict=True)]
     return bootstrap_interval(pairs, lambda sample: median(r for r, _ in sample) / median(b for _, b in sample))
 
