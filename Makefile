@@ -10,7 +10,7 @@ TORCH_PIN := torch==2.13.0
 # resolve an unpinned torch into the build environment.
 DEEPSPEED_PIN := deepspeed==0.19.8
 
-.PHONY: env test check demo bench clean browser labextension docs
+.PHONY: env test check demo bench clean browser labextension docs gpu-kit gpu-dry-run gpu-pass
 
 env: $(STAMP)
 
@@ -95,6 +95,40 @@ test: check $(STAMP) $(LABEXT) browser $(COLAB_STAMP) $(XLA_STAMP)
 docs: $(STAMP)
 	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict -f docs/mkdocs.yml
 
+# The GPU pass (bench/gpu/pass.sh; README "GPU pass"). `make gpu-kit` downloads here the wheels a
+# lent GPU machine lacks (bench/gpu/kit.txt, for its Python 3.12; DeepSpeed's wheel built from its
+# sdist), which travel with the working tree; `make gpu-pass REPORT=DIR` is what that machine runs.
+# `make gpu-dry-run` runs the same pass here in a venv built as the device is (torch first, then
+# bench/gpu/device_base.txt, then the kit offline): a kit missing a wheel fails here, not there.
+GPU_KIT ?= .gpu-kit
+GPU_KIT_PYTHON ?= 3.12
+GPU_KIT_PLATFORMS := $(foreach p,manylinux_2_28 manylinux_2_27 manylinux_2_26 manylinux_2_17 manylinux2014 manylinux_2_12 manylinux2010 manylinux_2_5 manylinux1 linux,--platform $(p)_x86_64) --platform any
+GPU_DRY_VENV := .venv-gpu-dry
+GPU_DRY_STAMP := $(GPU_DRY_VENV)/.installed
+LOCAL_PYTHON_VERSION = $(shell $(PYTHON) -c 'import sys; print("%d.%d" % sys.version_info[:2])')
+REPORT ?= build/gpu-pass
+
+gpu-kit: $(STAMP)
+	rm -rf $(GPU_KIT) && mkdir -p $(GPU_KIT)
+	$(PY) -m pip download --quiet --no-deps --only-binary=:all: --python-version $(GPU_KIT_PYTHON) \
+		--implementation cp --abi cp$(subst .,,$(GPU_KIT_PYTHON)) $(GPU_KIT_PLATFORMS) -d $(GPU_KIT) -r bench/gpu/kit.txt
+	$(PY) -m pip wheel --quiet --no-deps --no-build-isolation $(DEEPSPEED_PIN) -w $(GPU_KIT)
+	$(PY) bench/gpu/kit_check.py $(GPU_KIT) bench/gpu/kit.txt
+
+$(GPU_DRY_STAMP): bench/gpu/device_base.txt
+	$(PYTHON) -m venv $(GPU_DRY_VENV)
+	$(GPU_DRY_VENV)/bin/pip install --quiet $(TORCH_PIN)
+	$(GPU_DRY_VENV)/bin/pip install --quiet -r bench/gpu/device_base.txt
+	touch $(GPU_DRY_STAMP)
+
+gpu-dry-run: $(GPU_DRY_STAMP)
+	$(MAKE) gpu-kit GPU_KIT=.gpu-kit-dry GPU_KIT_PYTHON=$(LOCAL_PYTHON_VERSION)
+	GPU_PYTHON=$(abspath $(GPU_DRY_VENV))/bin/python GPU_KIT=.gpu-kit-dry GPU_PASS_QUICK=1 \
+		bash bench/gpu/pass.sh $(if $(filter build/gpu-pass,$(REPORT)),build/gpu-dry-run,$(REPORT))
+
+gpu-pass:
+	bash bench/gpu/pass.sh $(REPORT)
+
 demo: $(STAMP)
 	$(PY) notebooks/run_notebook.py notebooks/quickstart.ipynb
 
@@ -112,4 +146,4 @@ bench: $(STAMP)
 	$(PY) bench/sharded_training.py
 
 clean:
-	rm -rf $(VENV) $(COLAB_VENV) $(XLA_VENV) .pytest_cache test-artifacts labextension/node_modules labextension/lib notebook_launcher/labextension
+	rm -rf $(VENV) $(COLAB_VENV) $(XLA_VENV) $(GPU_DRY_VENV) .gpu-kit .gpu-kit-dry .pytest_cache test-artifacts labextension/node_modules labextension/lib notebook_launcher/labextension

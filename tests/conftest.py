@@ -6,11 +6,13 @@ import os
 
 import psutil
 import pytest
-from browser import CHROMIUM, CHROMIUM_ARGS, LabServer
 from kernel_session import KernelSession, is_kernel_helper
 
 
 def _has_cuda():
+    """Counted through NVML, so pytest's own process never initialises CUDA: the tests fork ranks
+    from it, and a CUDA driver started here would break every forked rank's CUDA."""
+    os.environ["PYTORCH_NVML_BASED_CUDA_CHECK"] = "1"
     try:
         import torch
     except ImportError:
@@ -76,6 +78,8 @@ def _alive(process):
 @pytest.fixture(scope="module")
 def lab(tmp_path_factory):
     """A JupyterLab server of its own for the test module (browser tests)."""
+    from browser import LabServer  # Playwright and JupyterLab: only where browser tests run (not the GPU pass)
+
     server = LabServer(tmp_path_factory.mktemp("lab"))
     yield server
     server.stop()
@@ -84,6 +88,7 @@ def lab(tmp_path_factory):
 @pytest.fixture(scope="module")
 def browser():
     """Debian's Chromium, driven by Playwright (which never downloads a browser here)."""
+    from browser import CHROMIUM, CHROMIUM_ARGS
     from playwright.sync_api import sync_playwright
 
     with sync_playwright() as playwright:

@@ -50,10 +50,11 @@ MODEL = dedent("""
 """)
 
 LOAD = dedent("""
-    import json, sys, torch
+    import ast, json, sys, torch
     sys.path.insert(0, sys.argv[1])
     from bigmodel import Model
     checkpoint, offload, out, library = sys.argv[2:6]
+    max_memory = ast.literal_eval(sys.argv[7])
     if library == "trainer_core":
         from trainer_core.big_modeling import init_empty_weights, load_checkpoint_and_dispatch
     else:
@@ -65,13 +66,14 @@ LOAD = dedent("""
     with init_empty_weights():
         model = Model()
     built = peak()
-    model = load_checkpoint_and_dispatch(model, checkpoint, device_map="auto", max_memory={"cpu": "150MB"},
+    model = load_checkpoint_and_dispatch(model, checkpoint, device_map="auto", max_memory=max_memory,
                                          no_split_module_classes=["Block"], offload_folder=offload)
     with torch.no_grad():
         y = model(torch.load(sys.argv[6]))
-    torch.save(y, out)
+    torch.save(y.cpu(), out)
     print(json.dumps({"empty_build": built - before, "peak_above_start": peak() - before,
-                      "device_map": {k: str(v) for k, v in model.hf_device_map.items()}}))
+                      "device_map": {k: str(v) for k, v in model.hf_device_map.items()},
+                      "output_device": str(y.device)}))
 """)
 
 
@@ -94,7 +96,9 @@ def saved(tmp_path_factory):
     return folder, Model, x, expected, files
 
 
-def _load_in_fresh_process(folder, library):
+def _load_in_fresh_process(folder, library, max_memory=None):
+    """Load the checkpoint with ``device_map="auto"`` in a new process (its own memory and CUDA):
+    (its report, the model's output on the CPU)."""
     out, offload = folder / f"y_{library}.pt", folder / f"offload_{library}"
     run = subprocess.run(
         [
@@ -107,6 +111,7 @@ def _load_in_fresh_process(folder, library):
             str(out),
             library,
             str(folder / "x.pt"),
+            repr(max_memory or {"cpu": "150MB"}),
         ],
         capture_output=True,
         text=True,
@@ -226,15 +231,11 @@ def test_tied_weights_are_saved_once_and_stay_tied(tmp_path):
 
 
 @pytest.mark.gpu
-def test_layers_fill_the_gpu_then_the_cpu(saved):
-    """Real GPU placement (skipped without one)."""
-    _, Model, x, expected, _ = saved
-    with init_empty_weights():
-        model = Model()
-    model = load_checkpoint_and_dispatch(
-        model, saved[0] / "checkpoint", max_memory={0: "200MB", "cpu": "1GB"}, no_split_module_classes=["Block"]
-    )
-    assert 0 in model.hf_device_map.values() and "cpu" in model.hf_device_map.values()
-    y = model(x)
-    assert y.device == torch.device("cuda", 0)
-    assert torch.allclose(y.cpu(), expected, atol=1e-3)
+def test_the_automatic_map_fills_the_gpu_then_the_cpu_then_the_disk(saved):
+    """Real GPU placement, in a fresh process (this one forks ranks, so its CUDA stays untouched)."""
+    folder, _, _, expected, _ = saved
+    report, y = _load_in_fresh_process(folder, "trainer_core", max_memory={0: "120MB", "cpu": "120MB"})
+    placed = report["device_map"]
+    assert placed["blocks.0"] == "0" and placed["blocks.11"] == "disk" and set(placed.values()) == {"0", "cpu", "disk"}
+    assert report["output_device"] == "cuda:0"
+    assert torch.allclose(y, expected, atol=1e-3)

@@ -28,7 +28,9 @@ from __future__ import annotations
 import collections
 import contextlib
 import gc
+import math
 import os
+import time
 import warnings
 from typing import Any
 
@@ -56,9 +58,11 @@ from .strategies import select_strategy
 from .tracker_methods import TrackerMethods
 from .trackers import tracker_names
 
-__all__ = ["Accelerator", "MEMORY_METRIC"]
+__all__ = ["Accelerator", "MEMORY_METRIC", "DEVICE_MEMORY_METRIC"]
 
 MEMORY_METRIC = "held MB (params+optimizer)"  # shown once per rank after the first step of a sharded model
+DEVICE_MEMORY_METRIC = "GPU peak MB"  # shown per rank after the first step, then every DEVICE_MEMORY_EVERY s
+DEVICE_MEMORY_EVERY = 5.0
 
 
 class Accelerator(PrepareMethods, TrackerMethods, CheckpointMethods, MeshMethods, SetupNames):
@@ -180,6 +184,7 @@ class Accelerator(PrepareMethods, TrackerMethods, CheckpointMethods, MeshMethods
         self.prepared = PreparedObjects()
         self._metrics = MetricLog()
         self._memory_shown = False
+        self._device_memory_due = 0.0  # time.monotonic() from which the next peak is shown
         self.project_configuration = project_config or ProjectConfiguration(project_dir)
         if project_dir is not None and project_config is not None:
             self.project_configuration.set_directories(project_dir)
@@ -336,12 +341,23 @@ class Accelerator(PrepareMethods, TrackerMethods, CheckpointMethods, MeshMethods
         return self.strategy.sync_next_backward(model)
 
     def _after_optimizer_step(self):
-        """After the first step of a sharded model, show each rank's held memory in the notebook view."""
+        """After the first step of a sharded model, show each rank's held memory in the notebook view;
+        on a GPU, each rank's peak device memory too (after the first step, then now and then)."""
+        self._show_device_memory()
         if self._memory_shown or not self.strategy.shards_state:
             return
         self._memory_shown = True
         held = self.held_memory()
         self._metrics.show({MEMORY_METRIC: (held["parameters"] + held["optimizer"]) / 2**20}, self.step)
+
+    def _show_device_memory(self):
+        now = time.monotonic()
+        if now < self._device_memory_due:
+            return
+        peak = self.state.backend.peak_memory()
+        self._device_memory_due = now + DEVICE_MEMORY_EVERY if peak is not None else math.inf
+        if peak is not None:
+            self._metrics.show({DEVICE_MEMORY_METRIC: peak / 2**20}, self.step)
 
     def held_memory(self):
         """Bytes this rank holds of the prepared models' parameters, gradients and optimizer state

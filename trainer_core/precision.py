@@ -65,10 +65,15 @@ class FullPrecision:
 
 
 class Bf16Precision(FullPrecision):
+    """bf16 autocast; refused on a device without bf16 arithmetic (a GPU older than Ampere)."""
+
     name = "bf16"
 
     def __init__(self, backend: Any) -> None:
         super().__init__(backend)
+        refusal = backend.bf16_refusal()
+        if refusal:
+            raise ValueError(refusal)
         self._device = backend.autocast_device
 
     def autocast(self, **options: Any) -> Any:

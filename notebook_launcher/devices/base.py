@@ -38,6 +38,15 @@ class Device(Protocol):
         """None when ``num_processes`` ranks can run here, else why not (raised as ValueError)."""
         ...
 
+    def check_precision(self, mixed_precision: str) -> str | None:
+        """None when ``mixed_precision`` runs on these devices, else why not (raised as ValueError)."""
+        ...
+
+    def stall_hint(self, num_processes: int) -> str | None:
+        """What most often stalls ``num_processes`` ranks on these devices and its remedy, added to a
+        stall's message; None when nothing device-specific is known."""
+        ...
+
     def oversubscription(self, num_processes: int) -> str | None:
         """A one-line warning when the ranks are allowed but share devices, else None."""
         ...

@@ -59,6 +59,12 @@ class CpuDevice:
             f" more ranks per CPU (now {max_ranks_per_cpu()})"
         )
 
+    def check_precision(self, mixed_precision: str) -> str | None:
+        return None
+
+    def stall_hint(self, num_processes: int) -> str | None:
+        return None
+
     def oversubscription(self, num_processes: int) -> str | None:
         found = self.count()
         if num_processes <= found:

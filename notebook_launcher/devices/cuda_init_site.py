@@ -2,8 +2,11 @@
 
 ``install()`` wraps ``torch._C._cuda_init``, the one call every lazy CUDA initialization goes
 through (``torch.cuda._lazy_init`` looks it up at call time, and tensors created on a CUDA device
-call ``_lazy_init``). The wrapper records the first call's stack as "Cell In[3], line 2: <code>"
-and then initializes CUDA as before. On a CPU-only build there is nothing to wrap.
+call ``_lazy_init``), and ``torch._C._cuda_getDeviceCount``, through which
+``torch.cuda.is_available()`` starts the CUDA driver when it does not count through NVML. Each
+wrapper records its first call's stack as "Cell In[3], line 2: <code>" (and, when a library made
+the call, the library's line after an arrow: "Cell In[2], line 1: import torchao → torchao/x.py,
+line 9: torch.cuda.init()"), then calls through. On a CPU-only build there is nothing to wrap.
 
 Examples:
     >>> record = recording(lambda: None)   # what install() puts around torch._C._cuda_init
@@ -24,25 +27,27 @@ from typing import Any
 
 from ..import_hooks import after_import
 
-_first_site = None
 _OWN_DIRS = (os.path.dirname(os.path.dirname(os.path.abspath(__file__))),)  # the whole package
+_TORCH = f"{os.sep}torch{os.sep}"
+_WRAPPED = {"_cuda_init": "init", "_cuda_getDeviceCount": "driver"}  # torch._C function -> what it records
+_first_sites: dict[str, str | None] = {}
 
 
-def first_site():
-    """Where CUDA was first initialized ("Cell In[3], line 2: x.cuda()"), or None if unknown."""
-    return _first_site
+def first_site(what="init"):
+    """Where CUDA was first initialized ("Cell In[3], line 2: x.cuda()"), or None if unknown;
+    ``what="driver"``: where the CUDA driver was first started by counting GPUs through it."""
+    return _first_sites.get(what)
 
 
-def recording(original):
-    """Wrap ``original`` so that its first call records the caller's user-code frame."""
+def recording(original, what="init"):
+    """Wrap ``original`` so that its first call records the caller's user-code frame as ``what``."""
 
     @functools.wraps(original)
     def wrapper(*args, **kwargs):
-        global _first_site
-        if _first_site is None:
+        if what not in _first_sites:
             import traceback
 
-            _first_site = _describe(traceback.extract_stack()[:-1])
+            _first_sites[what] = _describe(traceback.extract_stack()[:-1])
         return original(*args, **kwargs)
 
     wrapper.__notebook_launcher_recording__ = True  # type: ignore[attr-defined]
@@ -50,12 +55,13 @@ def recording(original):
 
 
 def install():
-    """Wrap ``torch._C._cuda_init`` once; a no-op without CUDA support or when already wrapped."""
-    torch: Any = sys.modules.get("torch")
-    init = getattr(getattr(torch, "_C", None), "_cuda_init", None)
-    if init is None or getattr(init, "__notebook_launcher_recording__", False):
-        return
-    torch._C._cuda_init = recording(init)
+    """Wrap ``torch._C._cuda_init`` and ``_cuda_getDeviceCount`` once; a no-op without CUDA
+    support or when already wrapped."""
+    compiled: Any = getattr(sys.modules.get("torch"), "_C", None)
+    for name, what in _WRAPPED.items():
+        original = getattr(compiled, name, None)
+        if original is not None and not getattr(original, "__notebook_launcher_recording__", False):
+            setattr(compiled, name, recording(original, what))
 
 
 def install_when_imported():
@@ -64,24 +70,36 @@ def install_when_imported():
 
 
 def _describe(stack):
-    frame = _user_frame(stack)
-    if frame is None:
+    """ "Cell In[3], line 2: <code>", with "→ <library file>, line N: <code>" after it when the
+    innermost caller outside torch and this package is not the cell (a library imported there)."""
+    cell = next((frame for frame in reversed(stack) if cell_name(frame.filename)), None)
+    caller = next((frame for frame in reversed(stack) if _outside_torch(frame.filename)), None)
+    first = cell or caller
+    if first is None:
         return None
-    where = cell_name(frame.filename) or frame.filename
+    parts = [_line(first, cell_name(first.filename) or first.filename)]
+    if cell is not None and caller is not None and caller is not cell:
+        parts.append(_line(caller, _short_path(caller.filename)))
+    return " → ".join(parts)
+
+
+def _line(frame, where):
     code = f": {frame.line.strip()}" if frame.line else ""
     return f"{where}, line {frame.lineno}{code}"
 
 
-def _user_frame(stack):
-    """The innermost frame in user code: a notebook cell if any, else outside torch and us."""
-    for frame in reversed(stack):
-        if cell_name(frame.filename):
-            return frame
-    for frame in reversed(stack):
-        path = os.path.abspath(frame.filename)
-        if not path.startswith(_OWN_DIRS) and f"{os.sep}torch{os.sep}" not in path:
-            return frame
-    return None
+def _outside_torch(filename):
+    path = os.path.abspath(filename)
+    return not path.startswith(_OWN_DIRS) and _TORCH not in path and not filename.startswith("<frozen ")
+
+
+def _short_path(filename):
+    """A library's file from its package folder on ("torchao/quantization/utils.py")."""
+    for marker in ("site-packages", "dist-packages"):
+        _, found, tail = filename.rpartition(f"{os.sep}{marker}{os.sep}")
+        if found:
+            return tail
+    return filename
 
 
 def cell_name(filename):

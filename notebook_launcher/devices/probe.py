@@ -13,6 +13,7 @@ Examples:
 
 from __future__ import annotations
 
+import ctypes
 import functools
 import glob
 import importlib
@@ -29,6 +30,9 @@ __all__ = [
     "nvml_gpu_count",
     "cuda_gpus",
     "parse_nvidia_smi",
+    "cuda_capabilities",
+    "cuda_driver_started",
+    "parse_capabilities",
     "tpu_cores",
     "xla_platform",
     "is_tpu_host",
@@ -71,19 +75,60 @@ def parse_nvidia_smi(text: str) -> list[dict]:
 
 def cuda_gpus() -> list[dict]:
     """Visible GPUs with names and memory, from ``nvidia-smi`` (a separate process); [] without one."""
+    return _visible(parse_nvidia_smi(_smi("index,name,memory.total")))
+
+
+def cuda_driver_started() -> bool:
+    """Whether this process has started the CUDA driver (``cuInit``), asked without starting it:
+    the driver library is looked up only if already loaded, and its GPU count answers
+    CUDA_ERROR_NOT_INITIALIZED until ``cuInit`` ran. False where there is no driver."""
+    try:
+        driver = ctypes.CDLL("libcuda.so.1", mode=os.RTLD_NOLOAD | os.RTLD_LAZY)
+    except OSError:  # not loaded by anything in this process (or no NVIDIA driver at all)
+        return False
+    count = ctypes.c_int()
+    return driver.cuDeviceGetCount(ctypes.byref(count)) == 0
+
+
+def parse_capabilities(text: str) -> list[dict]:
+    """GPUs from ``nvidia-smi --query-gpu=index,name,compute_cap --format=csv,noheader``.
+
+    Examples:
+        >>> parse_capabilities("0, Tesla T4, 7.5\\n1, NVIDIA H100 80GB HBM3, 9.0\\n")[0]
+        {'index': 0, 'name': 'Tesla T4', 'capability': (7, 5)}
+    """
+    gpus = []
+    for line in text.strip().splitlines():
+        parts = [part.strip() for part in line.split(",")]
+        if len(parts) == 3 and parts[0].isdigit() and re.fullmatch(r"\d+\.\d+", parts[2]):
+            major, minor = parts[2].split(".")
+            gpus.append({"index": int(parts[0]), "name": parts[1], "capability": (int(major), int(minor))})
+    return gpus
+
+
+def cuda_capabilities() -> list[dict]:
+    """Visible GPUs with their compute capability, from ``nvidia-smi`` (CUDA stays uninitialised);
+    [] without one, or with a driver too old to report it (before 510)."""
+    return _visible(parse_capabilities(_smi("index,name,compute_cap")))
+
+
+def _smi(fields: str) -> str:
     smi = shutil.which("nvidia-smi")
     if smi is None:
-        return []
+        return ""
     try:
-        out = subprocess.run(
-            [smi, "--query-gpu=index,name,memory.total", "--format=csv,noheader,nounits"],
+        return subprocess.run(
+            [smi, f"--query-gpu={fields}", "--format=csv,noheader,nounits"],
             capture_output=True,
             text=True,
             timeout=10,
         ).stdout
     except (OSError, subprocess.SubprocessError):
-        return []
-    gpus = parse_nvidia_smi(out)
+        return ""
+
+
+def _visible(gpus: list[dict]) -> list[dict]:
+    """``gpus`` (nvidia-smi's, every GPU of the host) as ``CUDA_VISIBLE_DEVICES`` orders and limits them."""
     visible = os.environ.get("CUDA_VISIBLE_DEVICES")
     if visible is not None and all(part.strip().isdigit() for part in visible.split(",") if part.strip()):
         wanted = [int(part) for part in visible.split(",") if part.strip()]

@@ -54,6 +54,12 @@ class XlaDevice:
             f" rank per core ({found} here); pass num_processes=None or 1"
         )
 
+    def check_precision(self, mixed_precision: str) -> str | None:
+        return None
+
+    def stall_hint(self, num_processes: int) -> str | None:
+        return None
+
     def oversubscription(self, num_processes: int) -> str | None:
         return None
 

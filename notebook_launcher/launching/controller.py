@@ -156,8 +156,9 @@ class Controller:
         self._num_nodes = num_nodes
         self._failure_elsewhere = failure_elsewhere
         self._watchdog = Watchdog(
-            faults.stall_timeout, faults.timeout, clock.monotonic(), launch_started, faults.straggler_timeout
-        )
+            faults.stall_timeout, faults.timeout, clock.monotonic(), launch_started, faults.straggler_timeout,
+            faults.stall_hint,
+        )  # fmt: skip
         self.phase = Phase.STARTING
         self.kill_at: float | None = None
         self.stopped = False

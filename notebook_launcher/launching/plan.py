@@ -11,6 +11,7 @@ Examples:
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -65,6 +66,7 @@ class FaultPolicy:
     straggler_timeout: float | None = STRAGGLER_TIMEOUT  # silent this long after another rank returned: ended
     timeout: float | None = None  # the whole launch may take this long (LaunchTimeout)
     monitor_interval: float = 0.1  # seconds between looks at the other nodes' health
+    stall_hint: str | None = None  # the devices' likely cause of a stall, added to LaunchStalled's message
 
 
 @dataclass(frozen=True)
@@ -207,6 +209,10 @@ def make_plan(
     else:
         chosen = select_device(device)
         count = resolve_num_processes(num_processes, chosen, default_num_processes)
+        refused = chosen.check_precision(mixed_precision)
+        if refused:
+            raise ValueError(refused)
+        faults = dataclasses.replace(faults, stall_hint=chosen.stall_hint(count))
         method, notice = chosen.resolve_start_method(start_method, fork_hazards())
         notices = [text for text in (chosen.oversubscription(count), notice) if text]
     run_id = str(rdzv_id)

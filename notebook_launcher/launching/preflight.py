@@ -13,8 +13,9 @@ from __future__ import annotations
 import sys
 
 from ..devices import cuda_init_site
+from ..devices.probe import cuda_driver_started
 
-__all__ = ["fork_hazards", "cuda_hazard", "process_group_hazard", "xla_hazard"]
+__all__ = ["fork_hazards", "cuda_hazard", "cuda_driver_hazard", "process_group_hazard", "xla_hazard"]
 
 
 def cuda_hazard():
@@ -25,6 +26,23 @@ def cuda_hazard():
     site = cuda_init_site.first_site()
     where = f" by {site}" if site else " (before notebook_launcher was imported, so the line is unknown)"
     return f"CUDA was initialized in this kernel{where}"
+
+
+def cuda_driver_hazard():
+    """The CUDA driver started in the kernel without CUDA being initialized there (what
+    ``torch.cuda.is_available()`` does when it does not count through NVML, or a library that
+    starts the driver itself): a forked child's CUDA then fails ("initialization error")."""
+    torch = sys.modules.get("torch")
+    if torch is None or not torch.version.cuda or torch.cuda.is_initialized() or not cuda_driver_started():
+        return None
+    site = cuda_init_site.first_site("driver")
+    where = (
+        f" by {site}"
+        if site
+        else " (before notebook_launcher was imported: torch.cuda.is_available() does it unless"
+        " PYTORCH_NVML_BASED_CUDA_CHECK=1, which importing notebook_launcher first sets)"
+    )
+    return f"the CUDA driver was started in this kernel{where}; forked ranks could not use CUDA"
 
 
 def process_group_hazard():
@@ -47,7 +65,7 @@ def xla_hazard():
     )
 
 
-_CHECKS = (cuda_hazard, process_group_hazard, xla_hazard)
+_CHECKS = (cuda_hazard, cuda_driver_hazard, process_group_hazard, xla_hazard)
 
 
 def fork_hazards():

@@ -35,8 +35,10 @@ class Watchdog:
         now: float,
         launch_started: float | None = None,
         straggler_timeout: float | None = None,
+        hint: str | None = None,
     ) -> None:
         self.stall_timeout = stall_timeout
+        self.hint = hint  # the devices' likely cause of a stall (FaultPolicy.stall_hint)
         self.straggler_timeout = straggler_timeout
         self.timeout = timeout
         self.started = now if launch_started is None else launch_started  # ``timeout`` bounds the launch
@@ -67,7 +69,20 @@ class Watchdog:
         return min(candidates) if candidates else None
 
     def expired(self, now: float, unfinished: list[int]) -> tuple[str, str] | None:
-        """("timeout" | "stalled", why) when the launch must end, else None."""
+        """("timeout" | "stalled", why) when the launch must end, else None; a stall's why ends with
+        the devices' hint, if any.
+
+        Examples:
+            >>> dog = Watchdog(stall_timeout=60, timeout=None, now=0.0, hint="set NCCL_P2P_DISABLE=1")
+            >>> dog.expired(60.0, unfinished=[0, 1])[1].endswith("; set NCCL_P2P_DISABLE=1")
+            True
+        """
+        found = self._expired(now, unfinished)
+        if found is None or found[0] != "stalled" or not self.hint:
+            return found
+        return found[0], f"{found[1]}; {self.hint}"
+
+    def _expired(self, now: float, unfinished: list[int]) -> tuple[str, str] | None:
         if not unfinished:
             return None
         names = ", ".join(str(rank) for rank in unfinished)

@@ -22,6 +22,15 @@ class TorchDistributed:
         """(rank, local rank, world size) of this process."""
         return int(env.get("RANK", 0)), int(env.get("LOCAL_RANK", 0)), int(env.get("WORLD_SIZE", 1))
 
+    def bf16_refusal(self):
+        """Why bf16 autocast cannot run on this device, or None (CPUs run it)."""
+        return None
+
+    def peak_memory(self):
+        """Bytes of device memory this process has held at most (its allocator's peak), or None
+        where the device has no such counter (CPU)."""
+        return None
+
     def connect(self, rank, world, timeout=None):
         """Create the default process group unless the user's code (or another Accelerator) did."""
         if world > 1 and not dist.is_initialized():

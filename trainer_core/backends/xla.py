@@ -46,6 +46,12 @@ class XlaBackend:
     def grad_scaler(self):
         raise ValueError("mixed_precision='fp16' is not supported on XLA devices; use 'bf16' (native on TPUs)")
 
+    def bf16_refusal(self):
+        return None
+
+    def peak_memory(self):
+        return None
+
     def empty_cache(self):
         pass
 

@@ -1,0 +1,71 @@
+#!/usr/bin/env bash
+# The GPU pass: everything this project checks on a CUDA machine, in one call, into one report.
+#
+#   bash bench/gpu/pass.sh REPORT_DIR
+#
+# Installs the kit (`make gpu-kit`: the wheels the machine lacks, in .gpu-kit/) offline into a
+# scratch folder, then runs, each stage bounded in time: the environment's facts, `pytest -m gpu`
+# (kernels started from the same python), notebooks/mnist_gpu.ipynb, the launch bench and the GPU
+# step bench. Writes REPORT_DIR/report.md and report.json (bench/gpu/report.py), the stages' whole
+# output in logs.txt and pytest's junit.xml, and ends whatever a stage left running.
+# Without a GPU (`make gpu-dry-run`) the GPU tests skip, the notebook and the benches run on CPU
+# ranks, and the report says so. Settings: GPU_PYTHON (python3), GPU_KIT (.gpu-kit),
+# GPU_PASS_QUICK=1 (fewer bench rounds, for the dry run).
+set -u
+report=${1:?usage: bench/gpu/pass.sh REPORT_DIR}
+cd "$(dirname "$0")/../.."
+repo=$PWD
+mkdir -p "$report" && report=$(cd "$report" && pwd)
+python=$(command -v "${GPU_PYTHON:-python3}")
+kit=${GPU_KIT:-.gpu-kit}
+site=$(mktemp -d /tmp/gpu-pass-site.XXXXXX)
+home=$(mktemp -d /tmp/gpu-pass-home.XXXXXX)
+work=$(mktemp -d /tmp/gpu-pass-work.XXXXXX) # each stage's log, read by report.py
+trap 'rm -rf "$site" "$home" "$work"' EXIT
+: >"$work/stages.tsv"
+: >"$report/logs.txt"
+
+# One stage: NAME SECONDS COMMAND...; its output goes to logs.txt, its exit code and time to stages.tsv.
+stage() {
+    local name=$1 limit=$2 start end rc
+    shift 2
+    echo "===== $name (at most ${limit}s): $*" >>"$report/logs.txt"
+    start=$(date +%s%N)
+    timeout -k 10 "$limit" "$@" >"$work/$name.log" 2>&1
+    rc=$?
+    end=$(date +%s%N)
+    cat "$work/$name.log" >>"$report/logs.txt"
+    printf '%s\t%s\t%s\t%s\n' "$name" "$rc" "$(((end - start) / 1000000))" "$limit" >>"$work/stages.tsv"
+    echo "----- $name: exit $rc" >>"$report/logs.txt"
+    return 0
+}
+
+ls "$kit"/*.whl >/dev/null 2>&1 || { echo "no kit in $kit: run 'make gpu-kit' first" >&2; exit 2; }
+stage kit 60 "$python" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
+    --target "$site" "$kit"/*.whl
+export PYTHONPATH="$site:$repo" PYTHONUNBUFFERED=1 NL_TEST_KERNEL_PYTHON="$python"
+# Jupyter's runtime and data folders (connection files, kernel specs) in a scratch home of the pass.
+export JUPYTER_RUNTIME_DIR="$home/runtime" JUPYTER_DATA_DIR="$home/data" IPYTHONDIR="$home/ipython"
+export HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 TRANSFORMERS_OFFLINE=1 MNIST_OFFLINE=1 MPLBACKEND=agg
+before=$(ps -eo pid= | sort -n)
+
+stage environment 60 "$python" bench/gpu/facts.py
+mapfile -t gpu_tests < <(grep -l "pytest.mark.gpu" tests/test_*.py)
+stage gpu-tests 200 "$python" -m pytest -m gpu -p no:cacheprovider -o addopts= -ra --strict-markers \
+    --timeout 150 --junitxml="$report/junit.xml" "${gpu_tests[@]}"
+MNIST_EPOCHS=2 stage notebook 90 "$python" notebooks/run_notebook.py notebooks/mnist_gpu.ipynb
+rounds=30 quick=()
+[ "${GPU_PASS_QUICK:-0}" = 1 ] && rounds=3 quick=(--quick)
+stage bench-launch 60 "$python" bench/launch_overhead.py --rounds "$rounds"
+stage bench-step 120 "$python" bench/gpu/step.py --json "$work/step.json" "${quick[@]}"
+
+# Whatever a stage left running (a kernel, a rank) is reported and ended.
+leftover=$(comm -13 <(echo "$before") <(ps -eo pid= | sort -n) | while read -r pid; do
+    cmd=$({ tr '\0' ' ' <"/proc/$pid/cmdline"; } 2>/dev/null) || continue
+    case "$cmd" in *"$repo"* | *ipykernel* | *notebook_launcher* | *pytest*) echo "$pid $cmd" ;; esac
+done)
+if [ -n "$leftover" ]; then
+    echo "$leftover" | awk '{print $1}' | xargs -r kill -9 2>/dev/null
+fi
+printf '%s\n' "$leftover" >"$work/leftover.txt"
+"$python" bench/gpu/report.py "$work" "$report"
