@@ -73,7 +73,8 @@ def bf16_and_fp32_losses():
         model[0].register_forward_hook(lambda module, args, out: seen.append(str(out.dtype)))
         optimizer = torch.optim.Adam(model.parameters(), lr=1e-2)
         generator = torch.Generator().manual_seed(0)
-        x, y = torch.randn(256, 32, generator=generator), torch.randint(0, 4, (256,), generator=generator)
+        x = torch.randn(256, 32, generator=generator)
+        y = (x @ torch.randn(32, 4, generator=generator)).argmax(-1)  # a rule the model can learn
         data = TensorDataset(x, y)
         model, optimizer, loader = accelerator.prepare(model, optimizer, DataLoader(data, batch_size=32))
         losses[precision] = []
@@ -90,7 +91,7 @@ def bf16_and_fp32_losses():
 def test_bf16_autocast_on_the_gpu_trains_close_to_fp32():
     for losses, dtype, device in on_gpus(bf16_and_fp32_losses):
         assert device == "cuda" and dtype == "torch.bfloat16"
-        assert losses["bf16"][-1] < 0.8 * losses["bf16"][0]  # it learns
+        assert losses["bf16"][-1] < 0.6 * losses["bf16"][0]  # it learns
         assert losses["bf16"][-1] == pytest.approx(losses["no"][-1], abs=0.05)
 
 

@@ -324,6 +324,30 @@ def test_fp16_scaler_and_clipping_on_cpu():
     assert (model.weight - before).norm() <= 0.1 * 1e-3 + 1e-6
 
 
+def test_an_fp16_step_whose_gradients_overflow_is_skipped_and_the_schedule_waits():
+    """The scaler skips the step (weights untouched, scale halved), the step reads as skipped, the
+    prepared scheduler does not step, and the optimizer's own ``step`` (wrapped by torch's
+    scheduler) is the same object afterwards."""
+    accelerator = Accelerator(mixed_precision="fp16")
+    model = accelerator.prepare(nn.Linear(4, 2))
+    optimizer = accelerator.prepare(torch.optim.SGD(model.parameters(), lr=0.1))
+    scheduler = accelerator.prepare(torch.optim.lr_scheduler.StepLR(optimizer.optimizer, step_size=1, gamma=0.5))
+    wrapped_step = optimizer.optimizer.step
+    before, scale = model.weight.detach().clone(), accelerator.scaler.get_scale()
+    accelerator.backward(model(torch.ones(2, 4)).sum() * 1e30)
+    optimizer.step()
+    scheduler.step()
+    assert optimizer.step_was_skipped and accelerator.optimizer_step_was_skipped
+    assert torch.equal(before, model.weight) and accelerator.scaler.get_scale() == scale / 2
+    assert scheduler.get_last_lr() == [0.1] and optimizer.optimizer.step is wrapped_step
+    optimizer.zero_grad()
+    accelerator.backward(model(torch.ones(2, 4)).mean())
+    optimizer.step()
+    scheduler.step()
+    assert not optimizer.step_was_skipped and not torch.equal(before, model.weight)
+    assert scheduler.get_last_lr() == [0.05]
+
+
 def test_the_fp16_scale_is_checkpointed_by_its_precision(tmp_path):
     """``scaler.pt`` holds the fp16 precision's state; bf16 writes none."""
     from accelerate.utils import GradScalerKwargs

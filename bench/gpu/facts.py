@@ -48,8 +48,11 @@ def gpus() -> list[dict]:
 FORK_PROBE = r"""
 import json, os, sys, torch
 from notebook_launcher.devices.probe import cuda_driver_started
+os.environ.pop("PYTORCH_NVML_BASED_CUDA_CHECK")  # importing notebook_launcher set it
+if sys.argv[1] == "nvml":
+    os.environ["PYTORCH_NVML_BASED_CUDA_CHECK"] = "1"
 found = {"driver_started_after_import": cuda_driver_started()}
-counted = torch.cuda.is_available() if sys.argv[1] == "is_available" else torch.cuda.device_count()
+counted = torch.cuda.is_available()
 found["driver_started_after_counting"] = cuda_driver_started()
 found["cuda_initialized"] = torch.cuda.is_initialized()
 read, write = os.pipe()
@@ -70,10 +73,7 @@ print(json.dumps(found))
 
 def fork_probe(how: str) -> dict | str:
     """Count GPUs ``how`` ("is_available" without NVML, or "nvml"), then use CUDA in a forked child."""
-    env = {k: v for k, v in os.environ.items() if k != "PYTORCH_NVML_BASED_CUDA_CHECK"}
-    if how == "nvml":
-        env["PYTORCH_NVML_BASED_CUDA_CHECK"] = "1"
-    out = subprocess.run([sys.executable, "-c", FORK_PROBE, how], capture_output=True, text=True, env=env, timeout=120)
+    out = subprocess.run([sys.executable, "-c", FORK_PROBE, how], capture_output=True, text=True, timeout=120)
     lines = out.stdout.strip().splitlines()
     return json.loads(lines[-1]) if out.returncode == 0 and lines else out.stderr[-1000:]
 

@@ -5,8 +5,8 @@
 #
 # Installs the kit (`make gpu-kit`: the wheels the machine lacks, in .gpu-kit/) offline into a
 # scratch folder, then runs, each stage bounded in time: the environment's facts, `pytest -m gpu`
-# (kernels started from the same python), notebooks/mnist_gpu.ipynb, the launch bench and the GPU
-# step bench. Writes REPORT_DIR/report.md and report.json (bench/gpu/report.py), the stages' whole
+# (kernels started from the same python), notebooks/mnist_gpu.ipynb and quickstart.ipynb, the
+# launch benches (a no-op on CPU ranks, and a first collective on the GPUs) and the GPU step bench. Writes REPORT_DIR/report.md and report.json (bench/gpu/report.py), the stages' whole
 # output in logs.txt and pytest's junit.xml, and ends whatever a stage left running.
 # Without a GPU (`make gpu-dry-run`) the GPU tests skip, the notebook and the benches run on CPU
 # ranks, and the report says so. Settings: GPU_PYTHON (python3), GPU_KIT (.gpu-kit),
@@ -47,20 +47,23 @@ export PYTHONPATH="$site:$repo" PYTHONUNBUFFERED=1 NL_TEST_KERNEL_PYTHON="$pytho
 # Jupyter's runtime and data folders (connection files, kernel specs) in a scratch home of the pass.
 export JUPYTER_RUNTIME_DIR="$home/runtime" JUPYTER_DATA_DIR="$home/data" IPYTHONDIR="$home/ipython"
 export HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 TRANSFORMERS_OFFLINE=1 MNIST_OFFLINE=1 MPLBACKEND=agg
-before=$(ps -eo pid= | sort -n)
+before=$(ps -eo pid= | tr -d ' ' | sort)
 
 stage environment 60 "$python" bench/gpu/facts.py
 mapfile -t gpu_tests < <(grep -l "pytest.mark.gpu" tests/test_*.py)
 stage gpu-tests 200 "$python" -m pytest -m gpu -p no:cacheprovider -o addopts= -ra --strict-markers \
     --timeout 150 --junitxml="$report/junit.xml" "${gpu_tests[@]}"
 MNIST_EPOCHS=2 stage notebook 90 "$python" notebooks/run_notebook.py notebooks/mnist_gpu.ipynb
-rounds=30 quick=()
-[ "${GPU_PASS_QUICK:-0}" = 1 ] && rounds=3 quick=(--quick)
-stage bench-launch 60 "$python" bench/launch_overhead.py --rounds "$rounds"
+QUICKSTART_EPOCHS=2 stage quickstart 90 "$python" notebooks/run_notebook.py notebooks/quickstart.ipynb
+rounds=30 gpu_rounds=8 quick=()
+[ "${GPU_PASS_QUICK:-0}" = 1 ] && rounds=3 gpu_rounds=2 quick=(--quick)
+# the no-op launch of bench/launch_overhead.py on this machine's CPUs (2 CPU ranks: GPUs hidden)
+CUDA_VISIBLE_DEVICES= stage bench-launch 60 "$python" bench/launch_overhead.py --rounds "$rounds"
+stage bench-gpu-launch 90 "$python" bench/gpu/launch.py --rounds "$gpu_rounds"
 stage bench-step 120 "$python" bench/gpu/step.py --json "$work/step.json" "${quick[@]}"
 
 # Whatever a stage left running (a kernel, a rank) is reported and ended.
-leftover=$(comm -13 <(echo "$before") <(ps -eo pid= | sort -n) | while read -r pid; do
+leftover=$(comm -13 <(echo "$before") <(ps -eo pid= | tr -d ' ' | sort) | while read -r pid; do
     cmd=$({ tr '\0' ' ' <"/proc/$pid/cmdline"; } 2>/dev/null) || continue
     case "$cmd" in *"$repo"* | *ipykernel* | *notebook_launcher* | *pytest*) echo "$pid $cmd" ;; esac
 done)

@@ -66,8 +66,8 @@ def table(text: str) -> str:
     return "\n".join(lines[starts[0] + 1 :]).strip() if starts else text.strip()
 
 
-def notebook(folder: Path) -> str:
-    lines = [line for line in _log(folder, "notebook").splitlines() if line.strip()]
+def notebook(folder: Path, stage: str) -> str:
+    lines = [line for line in _log(folder, stage).splitlines() if line.strip()]
     return "\n".join(lines[-12:])
 
 
@@ -79,8 +79,10 @@ def build(folder: Path, report_dir: Path) -> dict:
         "stages": stages(folder),
         "tests": found,
         "counts": {kind: sum(t["outcome"] == kind for t in found) for kind in ("passed", "failed", "error", "skipped")},
-        "notebook": notebook(folder),
+        "notebook": notebook(folder, "notebook"),
+        "quickstart": notebook(folder, "quickstart"),
         "launch_bench": table(_log(folder, "bench-launch")),
+        "gpu_launch_bench": table(_log(folder, "bench-gpu-launch")),
         "step_bench": json.loads(step_path.read_text()) if step_path.exists() else None,
         "step_table": table(_log(folder, "bench-step")),
         "left_running": [line for line in (folder / "leftover.txt").read_text().splitlines() if line.strip()],
@@ -113,7 +115,9 @@ def markdown(report: dict) -> str:
             line += f": {t['detail'].splitlines()[0] if t['detail'] else ''}"
         out.append(line)
     out += ["", "## notebooks/mnist_gpu.ipynb (last lines)", "", "```", report["notebook"], "```"]
-    out += ["", "## Launch bench", "", "```", report["launch_bench"], "```"]
+    out += ["", "## notebooks/quickstart.ipynb (last lines)", "", "```", report["quickstart"], "```"]
+    out += ["", "## Launch bench (a no-op on 2 CPU ranks)", "", "```", report["launch_bench"], "```"]
+    out += ["", "## Launch bench (a first collective on the GPUs)", "", "```", report["gpu_launch_bench"], "```"]
     out += ["", "## Step bench", "", "```", report["step_table"], "```"]
     left = report["left_running"]
     out += ["", f"Left running after the pass: {'nothing' if not left else ''}"] + [f"- `{line}`" for line in left]

@@ -187,8 +187,7 @@ def dispatch_model(
             if source is not None:
                 sources[attr] = source
         if sources or module_name in device_map or module_name == "":
-            placed = device_map.get(module_name, main)
-            execution = main if sources or placed == "disk" else placed
+            execution = execution_device(device_map.get(module_name, main), main, bool(sources))
             attach(module, PlacementHook(execution, sources, output_device=main_torch if module_name == "" else None))
     if folder is not None:
         folder.flush()
@@ -197,6 +196,21 @@ def dispatch_model(
     )
     model.hf_device_map = dict(device_map)  # type: ignore[assignment]
     return model
+
+
+def execution_device(placed: int | str, main: int | str, fetched: bool) -> int | str:
+    """Where a module placed on ``placed`` runs: on its GPU when it lives on one; on the main device
+    when its weights are fetched just in time (``fetched``) or it lives on the CPU or disk (a block
+    mapped to "cpu" runs on the GPU when the model has one, as each of its layers does, so the
+    block's own inputs, such as a residual, must go there too).
+
+    Examples:
+        >>> execution_device("cpu", 0, fetched=False), execution_device(1, 0, fetched=False)
+        (0, 1)
+        >>> execution_device("cpu", "cpu", fetched=False), execution_device("disk", "cpu", fetched=True)
+        ('cpu', 'cpu')
+    """
+    return main if fetched or placed in ("cpu", "disk") else placed
 
 
 def _place(
