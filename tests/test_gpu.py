@@ -169,3 +169,25 @@ def test_the_view_shows_each_ranks_peak_gpu_memory(kernel):
     assert kernel.eval("len(memory) >= 1 and memory[0]['rank'] == 0") is True
     assert kernel.eval("0 < memory[0]['values'][DEVICE_MEMORY_METRIC] <= peak") is True
     assert kernel.eval("DEVICE_MEMORY_METRIC in static_bundle(shown)['text/html']") is True
+
+
+def test_gpu_tensors_a_rank_returns_arrive_on_the_cpu_and_the_kernel_can_still_fork(fresh_kernel):
+    """A GPU rank returning its state_dict (the tutorials' pattern) must not initialise CUDA in the
+    kernel: unpickled there, the CUDA tensors would, and every later launch would have to spawn."""
+    fresh_kernel.ok(
+        dedent("""
+        import torch
+        from notebook_launcher import launch
+        def weights():
+            model = torch.nn.Linear(1024, 1024).cuda()  # 4 MiB of weights: through shared memory
+            return {"state": model.state_dict(), "param": model.bias, "small": torch.ones(3, device="cuda")}
+        first = launch(weights, num_processes=1, display="none")
+        got = first.wait(timeout=120)
+        second = launch(lambda: torch.cuda.device_count(), num_processes=1, display="none")
+        second.wait(timeout=120)
+    """)
+    )
+    assert fresh_kernel.eval("torch.cuda.is_initialized()") is False
+    assert fresh_kernel.eval("(first.plan.start_method, second.plan.start_method)") == ("fork", "fork")
+    assert fresh_kernel.eval("{t.device.type for t in [*got['state'].values(), got['param'], got['small']]}") == {"cpu"}
+    assert fresh_kernel.eval("type(got['param']).__name__, got['state']['weight'].shape[0]") == ("Parameter", 1024)

@@ -1,5 +1,10 @@
-"""A rank's return value, pickled so that the kernel gets its own classes back and large tensors
-travel through shared memory.
+"""A rank's return value, pickled so that the kernel gets its own classes back, tensors on a GPU
+(or any device but the CPU) arrive on the CPU, and large tensors travel through shared memory.
+
+A GPU tensor unpickled in the kernel would initialise CUDA there, and every later launch would have
+to spawn instead of fork ("CUDA was initialized in this kernel by threading.py"): returning
+``model.state_dict()`` from a GPU rank is the common case. So a rank sends its device tensors as
+CPU tensors (a ``Parameter`` stays a ``Parameter``); ``.cuda()`` in the kernel puts them back.
 
 Examples:
     >>> pickle.loads(dumps_for_kernel({"loss": 0.5}))
@@ -11,6 +16,7 @@ from __future__ import annotations
 import functools
 import io
 import pickle
+import sys
 from typing import Any
 
 from .shared_tensors import TensorSharer
@@ -55,23 +61,17 @@ def dumps_for_kernel(value: Any, share_tensors: bool = True) -> bytes:
 
 
 def _dumps(base: type, value: Any, sharer: TensorSharer | None) -> bytes:
-    if sharer is None:
-        if base is pickle.Pickler:
-            return pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL)
-        from .by_value import dumps
-
-        return dumps(value, protocol=pickle.HIGHEST_PROTOCOL)
-
     buffer = io.BytesIO()
     pickler = _sharing(base)(buffer, protocol=pickle.HIGHEST_PROTOCOL)
-    pickler.share = sharer.reduce
+    pickler.share = sharer.reduce if sharer is not None else None
     pickler.dump(value)
     return buffer.getvalue()
 
 
 @functools.cache
 def _sharing(base: type) -> type:
-    """``base`` with large tensors reduced by a ``TensorSharer`` (set as ``share`` on each pickler).
+    """``base`` with device tensors sent as CPU tensors and large tensors reduced by a
+    ``TensorSharer`` (set as ``share`` on each pickler; None: none shared).
 
     Made once per base, the standard pickler's in the kernel at import: a class made in a forked
     rank costs it more than pickling a small value (each object it touches is a copied page)."""
@@ -80,13 +80,32 @@ def _sharing(base: type) -> type:
         share: Any = None
 
         def reducer_override(self, obj: Any) -> Any:
-            reduced = self.share(obj)
+            reduced = _on_host(obj)
+            if reduced is NotImplemented and self.share is not None:
+                reduced = self.share(obj)
             if reduced is not NotImplemented:
                 return reduced
             parent = getattr(super(), "reducer_override", None)
             return parent(obj) if parent is not None else NotImplemented
 
     return SharingPickler
+
+
+def _on_host(obj: Any) -> Any:
+    """A tensor on a device other than the CPU, reduced to its CPU copy; else ``NotImplemented``."""
+    torch = sys.modules.get("torch")
+    if torch is None or not isinstance(obj, torch.Tensor) or obj.device.type in ("cpu", "meta"):
+        return NotImplemented
+    host = obj.detach().to("cpu")
+    if isinstance(obj, torch.nn.Parameter):
+        host = torch.nn.Parameter(host, requires_grad=obj.requires_grad)
+    elif obj.requires_grad and obj.is_leaf:
+        host.requires_grad_(True)
+    return _same, (host,)  # the CPU copy is pickled in turn: shared when large
+
+
+def _same(value: Any) -> Any:
+    return value
 
 
 _sharing(pickle.Pickler)
