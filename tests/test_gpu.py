@@ -190,4 +190,4 @@ def test_gpu_tensors_a_rank_returns_arrive_on_the_cpu_and_the_kernel_can_still_f
     assert fresh_kernel.eval("torch.cuda.is_initialized()") is False
     assert fresh_kernel.eval("(first.plan.start_method, second.plan.start_method)") == ("fork", "fork")
     assert fresh_kernel.eval("{t.device.type for t in [*got['state'].values(), got['param'], got['small']]}") == {"cpu"}
-    assert fresh_kernel.eval("type(got['param']).__name__, got['state']['weight'].shape[0]") == ("Parameter", 1024)
+    assert fresh_kernel.eval("(type(got['param']).__name__, got['state']['weight'].shape[0])") == ("Parameter", 1024)
