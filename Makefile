@@ -45,18 +45,32 @@ $(LABEXT): $(STAMP) labextension/node_modules labextension/package.json labexten
 
 labextension: $(LABEXT)
 
-# Colab's kernel versions (ipykernel 6.17, ipywidgets 7.7, no standalone `comm` package): the
-# kernel-level tests run a second time with kernels started from this environment.
+# Colab's and Kaggle's kernel versions (README "Tested versions"): the kernel-level tests run again
+# with kernels started from these environments. Colab: torch 2.11, ipykernel 6.17, ipywidgets 7.7
+# without the standalone `comm` package, accelerate 1.14. Kaggle: torch 2.10, ipykernel 6.17,
+# ipywidgets 8.1.5 (with `comm`). Those torch releases exist on the package index only as CUDA
+# builds (~3 GB each with their CUDA libraries, which `import torch` needs even without a GPU); the
+# environments are kept between local runs, as the XLA one is.
 COLAB_VENV := .venv-colab
-COLAB_STAMP := $(COLAB_VENV)/.installed
+COLAB_STAMP := $(COLAB_VENV)/.installed-torch-2.11
+KAGGLE_VENV := .venv-kaggle
+KAGGLE_STAMP := $(KAGGLE_VENV)/.installed-torch-2.10
 KERNEL_TESTS := tests/test_launch_basics.py tests/test_launch_faults.py tests/test_launch_checks.py \
 	tests/test_widget.py tests/test_kernel_comm.py tests/test_workers.py tests/test_start_server.py
+KERNEL_EXTRAS := cloudpickle psutil scikit-learn tqdm matplotlib safetensors
 
 $(COLAB_STAMP): pyproject.toml
-	$(PYTHON) -m venv $(COLAB_VENV)
-	$(COLAB_VENV)/bin/pip install --quiet $(TORCH_PIN)
-	$(COLAB_VENV)/bin/pip install --quiet ipykernel==6.17.1 ipywidgets==7.7.1 cloudpickle psutil scikit-learn accelerate tqdm matplotlib
+	rm -rf $(COLAB_VENV) && $(PYTHON) -m venv $(COLAB_VENV)
+	$(COLAB_VENV)/bin/pip install --quiet torch==2.11.0
+	$(COLAB_VENV)/bin/pip install --quiet ipykernel==6.17.1 ipywidgets==7.7.1 accelerate==1.14.0 $(KERNEL_EXTRAS)
+	! $(COLAB_VENV)/bin/python -c "import comm" 2>/dev/null  # Colab's kernel has no standalone comm
 	touch $(COLAB_STAMP)
+
+$(KAGGLE_STAMP): pyproject.toml
+	rm -rf $(KAGGLE_VENV) && $(PYTHON) -m venv $(KAGGLE_VENV)
+	$(KAGGLE_VENV)/bin/pip install --quiet torch==2.10.0
+	$(KAGGLE_VENV)/bin/pip install --quiet ipykernel==6.17.1 ipywidgets==8.1.5 accelerate $(KERNEL_EXTRAS)
+	touch $(KAGGLE_STAMP)
 
 # torch_xla 2.9 pins torch 2.9 (a CUDA build: ~7 GB); kept between local runs. Its CPU device
 # (PJRT_DEVICE=CPU) runs the XLA launch path here.
@@ -81,10 +95,14 @@ labextension/node_modules: labextension/package.json labextension/package-lock.j
 	cd labextension && npm install --no-audit --no-fund --loglevel=error
 	touch labextension/node_modules
 
-test: check $(STAMP) $(LABEXT) browser $(COLAB_STAMP) $(XLA_STAMP)
+test: check $(STAMP) $(LABEXT) browser $(COLAB_STAMP) $(KAGGLE_STAMP) $(XLA_STAMP)
 	$(PY) -m pytest
-	@echo "--- again with Colab's kernel versions (ipykernel 6.17, ipywidgets 7.7) ---"
+	@echo "--- again with Colab's kernel versions (torch 2.11, ipykernel 6.17, ipywidgets 7.7, no comm) ---"
 	PYTHONPATH=$(CURDIR) NL_TEST_KERNEL_PYTHON=$(abspath $(COLAB_VENV))/bin/python $(PY) -m pytest $(KERNEL_TESTS)
+	@echo "--- again with Kaggle's kernel versions (torch 2.10, ipykernel 6.17, ipywidgets 8.1.5) ---"
+	PYTHONPATH=$(CURDIR) NL_TEST_KERNEL_PYTHON=$(abspath $(KAGGLE_VENV))/bin/python $(PY) -m pytest $(KERNEL_TESTS)
+	@echo "--- the GPU pass, dry (no GPU here: the kit is complete, the pass runs, the GPU tests skip) ---"
+	$(MAKE) gpu-dry-run
 	@echo "--- the XLA path, on torch_xla's CPU device ---"
 	PYTHONPATH=$(CURDIR) NL_TEST_XLA=1 NL_TEST_KERNEL_PYTHON=$(abspath $(XLA_VENV))/bin/python $(PY) -m pytest tests/test_xla.py
 	@echo "--- the documentation site ---"
@@ -146,4 +164,4 @@ bench: $(STAMP)
 	$(PY) bench/sharded_training.py
 
 clean:
-	rm -rf $(VENV) $(COLAB_VENV) $(XLA_VENV) $(GPU_DRY_VENV) .gpu-kit .gpu-kit-dry .pytest_cache test-artifacts labextension/node_modules labextension/lib notebook_launcher/labextension
+	rm -rf $(VENV) $(COLAB_VENV) $(KAGGLE_VENV) $(XLA_VENV) $(GPU_DRY_VENV) .gpu-kit .gpu-kit-dry .pytest_cache test-artifacts labextension/node_modules labextension/lib notebook_launcher/labextension

@@ -358,7 +358,9 @@ def test_more_cpu_ranks_than_cores_run_oversubscribed_with_a_warning(kernel):
     )
     result = kernel.ok("print(notebook_launcher(sum_of_ranks, num_processes=RANKS))")
     ranks = kernel.eval("RANKS")
-    assert result.stdout.strip() == str((float(sum(range(ranks))), ranks, 1))
+    *before, last = result.stdout.strip().splitlines()
+    assert last == str((float(sum(range(ranks))), ranks, 1))
+    assert all("] [Gloo] Rank " in line for line in before)  # torch 2.10's gloo says each rank connected
     cores = ranks - 1
     warning = f"notebook_launcher: {ranks} ranks on {cores} CPU{'s' if cores != 1 else ''}: the ranks share the cores"
     assert result.stderr.startswith(warning) and len(result.stderr.strip().splitlines()) == 1

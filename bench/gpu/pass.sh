@@ -1,15 +1,17 @@
 #!/usr/bin/env bash
 # The GPU pass: everything this project checks on a CUDA machine, in one call, into one report.
 #
-#   bash bench/gpu/pass.sh REPORT_DIR
+#   bash bench/gpu/pass.sh REPORT_DIR      (or: make gpu-pass REPORT=DIR)
 #
 # Installs the kit (`make gpu-kit`: the wheels the machine lacks, in .gpu-kit/) offline into a
 # scratch folder, then runs, each stage bounded in time: the environment's facts, `pytest -m gpu`
 # (kernels started from the same python), notebooks/mnist_gpu.ipynb and quickstart.ipynb, the
-# launch benches (a no-op on CPU ranks, and a first collective on the GPUs) and the GPU step bench. Writes REPORT_DIR/report.md and report.json (bench/gpu/report.py), the stages' whole
-# output in logs.txt and pytest's junit.xml, and ends whatever a stage left running.
-# Without a GPU (`make gpu-dry-run`) the GPU tests skip, the notebook and the benches run on CPU
-# ranks, and the report says so. Settings: GPU_PYTHON (python3), GPU_KIT (.gpu-kit),
+# launch benches (a no-op on CPU ranks, and a first collective on the GPUs) and the GPU step
+# bench. Writes REPORT_DIR/report.md and report.json (bench/gpu/report.py), the stages' whole
+# output in logs.txt and pytest's junit.xml, and ends whatever a stage left running. It exits
+# non-zero when a stage failed (a GPU test, a notebook), ran past its limit, or left something
+# running. Without a GPU (`make gpu-dry-run`) the GPU tests skip, the notebooks and the benches
+# run on CPU ranks, and the report says so. Settings: GPU_PYTHON (python3), GPU_KIT (.gpu-kit),
 # GPU_PASS_QUICK=1 (fewer bench rounds, for the dry run).
 set -u
 report=${1:?usage: bench/gpu/pass.sh REPORT_DIR}
@@ -72,3 +74,5 @@ if [ -n "$leftover" ]; then
 fi
 printf '%s\n' "$leftover" >"$work/leftover.txt"
 "$python" bench/gpu/report.py "$work" "$report"
+# the pass fails when a stage failed or ran out of time, or something was left running
+! cut -f2 "$work/stages.tsv" | grep -qv '^0$' && [ -z "$leftover" ]

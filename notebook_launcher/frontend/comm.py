@@ -51,12 +51,25 @@ def _comm_manager(ipython):
     kernel = getattr(ipython, "kernel", None)
     if kernel is None:
         return None
+    package = _comm_package()
+    return package.get_comm_manager() if package is not None else getattr(kernel, "comm_manager", None)
+
+
+def _comm_package():
+    """The standalone ``comm`` package where the kernel uses it (ipykernel >= 6.18), else None.
+
+    Under an older ipykernel (Colab's and Kaggle's 6.17) an installed ``comm`` package (ipywidgets 8
+    brings it, as on Kaggle) makes managers and comms that reach no front end: the kernel's own
+    (``kernel.comm_manager``, ``ipykernel.comm.Comm``) are the ones to use there.
+    """
+    ipykernel = sys.modules.get("ipykernel")
+    if ipykernel is None or tuple(getattr(ipykernel, "version_info", (0,))) < (6, 18):
+        return None
     try:
         import comm
-
-        return comm.get_comm_manager()
-    except (ImportError, AttributeError):
-        return getattr(kernel, "comm_manager", None)
+    except ImportError:
+        return None
+    return comm
 
 
 def _get_ipython():
@@ -67,11 +80,10 @@ def _get_ipython():
 def _say_hello(manager):
     """Open a comm to the front end; the sidebar answers by connecting, other front ends close it."""
     try:
-        try:
-            import comm
-
-            channel = comm.create_comm(target_name=TARGET, data={"type": "hello"})
-        except (ImportError, AttributeError):
+        package = _comm_package()
+        if package is not None:
+            channel = package.create_comm(target_name=TARGET, data={"type": "hello"})
+        else:
             from ipykernel.comm import Comm
 
             channel = Comm(target_name=TARGET, data={"type": "hello"})
