@@ -8,12 +8,16 @@ Example::
 
     low, high = bootstrap_interval(rounds, lambda sample: median(sample))
     print(verdict((low, high), 1.2))   # "met" only when the whole interval is within 1.2
+    print(decided(*ratio_of_medians(ours, theirs), 1.03))   # "1.01x (95% interval 0.99-1.02x) -> met"
+
+Every benchmark that states a target decides it this way (``decided``), from interleaved rounds.
 """
 
 from __future__ import annotations
 
 import random
 from collections.abc import Callable, Sequence
+from statistics import median
 from typing import Any
 
 
@@ -43,3 +47,34 @@ def verdict(interval: tuple[float, float], target: float) -> str:
     if lowest > target:
         return "NOT met"
     return "not decided: the 95% interval holds the target (run more rounds)"
+
+
+def ratio_of_medians(runs: Sequence[float], floor: Sequence[float]) -> tuple[float, tuple[float, float]]:
+    """``median(runs) / median(floor)`` of paired rounds (one of each per round), with its 95%
+    interval (rounds resampled whole).
+
+    Examples:
+        >>> ratio_of_medians([2.0, 2.0, 2.0], [1.0, 1.0, 1.0])
+        (2.0, (2.0, 2.0))
+    """
+    pairs = list(zip(runs, floor, strict=True))
+    interval = bootstrap_interval(pairs, lambda sample: median(a for a, _ in sample) / median(b for _, b in sample))
+    return median(runs) / median(floor), interval
+
+
+def median_of(samples: Sequence[float]) -> tuple[float, tuple[float, float]]:
+    """The median of ``samples`` (one per round) and its 95% interval."""
+    return median(samples), bootstrap_interval(list(samples), median)
+
+
+def decided(figure: float, interval: tuple[float, float], target: float, unit: str = "x", scale: float = 1.0) -> str:
+    """ "figure (95% interval low-high) -> verdict" for a figure that should be at most ``target``
+    (all in the same unit; ``scale`` multiplies them for printing, e.g. 1000 for seconds as ms).
+
+    Examples:
+        >>> decided(0.31, (0.29, 0.33), 0.5, "ms", scale=1000)
+        '310ms (95% interval 290-330ms) -> met'
+    """
+    low, high = interval
+    shown = f"{figure * scale:.3g}{unit} (95% interval {low * scale:.3g}-{high * scale:.3g}{unit})"
+    return f"{shown} -> {verdict(interval, target)}"

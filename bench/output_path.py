@@ -26,6 +26,7 @@ from statistics import median
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
+from intervals import decided, median_of, ratio_of_medians
 from kernel import BenchKernel, run_rounds
 
 SETUP = r"""
@@ -189,16 +190,16 @@ def main():
     print(f"\n{'fresh kernel, launch building Adam (2 ranks)':<48} {'first':>9} {'second':>9}")
     for name, runs in firsts.items():
         print(f"{name:<48} {median(runs['first']):>8.3f}s {median(runs['second']):>8.3f}s")
-    overhead = times["no-op launch: notebook_launcher (default display)"] / times["no-op launch: accelerate"]
-    line = ratios["per line: notebook_launcher (100k lines)"]
-    first = median(firsts["notebook_launcher"]["first"])
-    print("\ntargets:")
-    print(f"  captured print ≤ 1.3x /dev/null: {line:.2f}x -> {'met' if line <= 1.3 else 'NOT met'}")
-    print(
-        f"  launch overhead ≤ 0.2x Accelerate (default display): {overhead:.2f}x -> "
-        f"{'met' if overhead <= 0.2 else 'NOT met'}"
+    lines = data["per_line"]["per line: notebook_launcher (100k lines)"]
+    launches = data["times"]
+    overhead = ratio_of_medians(
+        launches["no-op launch: notebook_launcher (default display)"], launches["no-op launch: accelerate"]
     )
-    print(f"  first launch in a fresh kernel ≤ 0.3 s: {first:.3f}s -> {'met' if first <= 0.3 else 'NOT met'}")
+    print("\ntargets:")
+    print(f"  captured print ≤ 1.3x /dev/null: {decided(*ratio_of_medians(*zip(*lines, strict=True)), 1.3)}")
+    print(f"  launch overhead ≤ 0.2x Accelerate (default display): {decided(*overhead, 0.2)}")
+    first = median_of(firsts["notebook_launcher"]["first"])
+    print(f"  first launch in a fresh kernel ≤ 0.3 s: {decided(*first, 0.3, 's')}")
     print(json.dumps({"ratios": ratios, "times": times, "first": firsts}), file=sys.stderr)
 
 
