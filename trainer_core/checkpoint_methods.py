@@ -23,7 +23,7 @@ from typing import Any
 import torch
 from torch.utils.hooks import RemovableHandle
 
-from . import checkpoint, project
+from . import checkpoint, ops, project
 from .precision import FullPrecision
 from .prepared import PreparedObjects
 from .process_helpers import ProcessHelpers
@@ -135,9 +135,12 @@ class CheckpointMethods(ProcessHelpers):
                 raise ValueError(
                     "save_state() needs a directory, or Accelerator(project_dir=...) for numbered checkpoints"
                 )
-            output_dir = project.next_checkpoint(config)
+            output_dir = project.next_checkpoint(config) if self.is_main_process else None
             if self.is_main_process:
                 os.makedirs(config.checkpoints_dir, exist_ok=True)
+            if self.state.distributed:  # the main process's choice (other nodes may not see its folder)
+                output_dir = ops.broadcast_object(self.state, output_dir)
+                config.iteration = int(os.path.basename(output_dir).split("_")[-1])
         context = self._checkpoint_context(safe_serialization)
         models = [self.unwrap_model(model) for model in self.prepared.models]
         for hook in self._save_hooks.values():
@@ -146,7 +149,7 @@ class CheckpointMethods(ProcessHelpers):
         if automatic:
             config.iteration += 1
             if self.is_main_process:
-                project.prune_checkpoints(config)
+                project.prune_checkpoints(config, keep=saved)
         return saved
 
     def load_state(

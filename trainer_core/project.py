@@ -3,7 +3,10 @@
 With ``automatic_checkpoint_naming=True``, ``Accelerator.save_state()`` with no directory writes
 ``<project_dir>/checkpoints/checkpoint_<iteration>`` and keeps the last ``total_limit`` of them;
 ``load_state()`` with no directory loads the newest complete one (a run restarted after a crash
-resumes from it) and does nothing when there is none yet.
+resumes from it) and does nothing when there is none yet. A new run in a used ``project_dir``
+(that did not ``load_state()``) numbers after the highest checkpoint there, so its own checkpoints
+are the newest: numbered from 0, the first would be pruned at once as the oldest, and a later
+``load_state()`` would resume the old run. The checkpoint just written is never pruned.
 
 Examples:
     >>> import tempfile
@@ -78,7 +81,17 @@ def _numbered(config: ProjectConfiguration) -> dict[int, list[str]]:
 
 
 def next_checkpoint(config: ProjectConfiguration) -> str:
-    """The folder the next automatically named checkpoint goes to."""
+    """The folder the next automatically named checkpoint goes to: ``checkpoint_<iteration>``, or
+    after the highest one already there (``config.iteration`` follows).
+
+    Examples:
+        >>> import tempfile
+        >>> config = ProjectConfiguration(tempfile.mkdtemp(), automatic_checkpoint_naming=True)
+        >>> os.makedirs(os.path.join(config.checkpoints_dir, "checkpoint_7"))
+        >>> os.path.basename(next_checkpoint(config)), config.iteration
+        ('checkpoint_8', 8)
+    """
+    config.iteration = max([config.iteration, *(number + 1 for number in _numbered(config))])
     return os.path.join(config.checkpoints_dir, f"checkpoint_{config.iteration}")
 
 
@@ -91,11 +104,15 @@ def latest_checkpoint(config: ProjectConfiguration) -> str | None:
     return None
 
 
-def prune_checkpoints(config: ProjectConfiguration) -> None:
-    """Keep the newest ``total_limit`` checkpoints."""
+def prune_checkpoints(config: ProjectConfiguration, keep: str | None = None) -> None:
+    """Keep the newest ``total_limit`` checkpoints, and ``keep`` (the one just written) whatever its number."""
     if config.total_limit is None:
         return
-    numbers = sorted(_numbered(config))
+    found = _numbered(config)
+    just_written = _NAME.match(os.path.basename(keep)) if keep else None
+    numbers = sorted(found)
     for number in numbers[: max(0, len(numbers) - config.total_limit)]:
-        for path in _numbered(config)[number]:
+        if just_written is not None and number == int(just_written.group(1)):
+            continue
+        for path in found[number]:
             shutil.rmtree(path, ignore_errors=True)
