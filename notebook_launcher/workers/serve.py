@@ -39,7 +39,8 @@ def serve(address: str, token: bytes) -> None:
     sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     sock.connect(address)
     connection = Connection(sock.detach())
-    connection.send((token, int(os.environ["RANK"]), os.getpid()))
+    connection.send_bytes(token)  # raw bytes: the kernel checks them before it unpickles anything
+    connection.send((int(os.environ["RANK"]), os.getpid()))
     namespace: dict[str, Any] = {"__name__": "__main__"}
     channel = rank_channel()
     assert channel is not None, "serve runs in a launched rank"

@@ -132,6 +132,26 @@ def _init_process_group(backend: str) -> None:
     dist.init_process_group(backend)
 
 
+def _proven_hello(connection: Connection, token: bytes) -> tuple[int, int] | None:
+    """A rank's (rank, pid), read only once it sent ``token`` as raw bytes; None for anything else.
+
+    The token is compared before anything is unpickled: a process of this user that connects while
+    the workers start must not get the kernel to run its pickle.
+    """
+    try:
+        if not connection.poll(10):
+            return None
+        proof = connection.recv_bytes(maxlength=len(token))  # longer: OSError, nothing read into memory
+        if not hmac.compare_digest(proof, token) or not connection.poll(10):
+            return None
+        hello = connection.recv()
+    except (OSError, EOFError):
+        return None
+    if isinstance(hello, tuple) and len(hello) == 2 and all(isinstance(value, int) for value in hello):
+        return hello
+    return None
+
+
 def _accept(
     server: socket.socket, token: bytes, launch: Any, count: int
 ) -> tuple[dict[int, Connection], dict[int, int]]:
@@ -150,14 +170,11 @@ def _accept(
                 continue
             sock, _ = server.accept()
             connection = Connection(sock.detach())
-            if not connection.poll(10):
+            hello = _proven_hello(connection, token)
+            if hello is None:
                 connection.close()
                 continue
-            hello = connection.recv()
-            if not (isinstance(hello, tuple) and len(hello) == 3 and hmac.compare_digest(hello[0], token)):
-                connection.close()
-                continue
-            _, rank, pid = hello
+            rank, pid = hello
             connections[rank] = connection
             pids[rank] = pid
     except BaseException:
