@@ -521,3 +521,24 @@ def test_a_forked_process_reports_how_it_ended_and_can_be_waited_on_with_a_timeo
     for process in [*ended, running]:
         process.release()
         assert process.exitcode is not None
+
+
+def test_a_fixed_port_in_time_wait_is_free_to_launch_on_and_a_listening_one_is_not():
+    """After a launch whose store ended its connections first, the port sits in TIME-WAIT for a
+    minute: torch's store binds it again (SO_REUSEADDR), so the check must not call it in use."""
+    import socket
+
+    from notebook_launcher.errors import LaunchError
+    from notebook_launcher.launching.ports import check_port_free
+
+    listener = socket.create_server(("127.0.0.1", 0))
+    port = listener.getsockname()[1]
+    client = socket.create_connection(("127.0.0.1", port))
+    served, _ = listener.accept()
+    with pytest.raises(LaunchError, match=f"use_port={port} is already in use on 127.0.0.1"):
+        check_port_free("127.0.0.1", port)
+    served.close()  # the store's side closes first: its end of the port goes to TIME-WAIT
+    client.recv(1)
+    client.close()
+    listener.close()
+    check_port_free("127.0.0.1", port)

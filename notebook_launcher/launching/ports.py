@@ -25,8 +25,13 @@ def free_port(addr):
 
 
 def check_port_free(addr, port):
-    """Raise ``LaunchError`` when ``port`` is taken on ``addr`` (skipped when ``addr`` is not local)."""
+    """Raise ``LaunchError`` when ``port`` is taken on ``addr`` (skipped when ``addr`` is not local).
+
+    Bound as torch's store binds it, with ``SO_REUSEADDR``: a port left in TIME-WAIT by the last
+    launch (for a minute after node 0 ended first) is free for the store, and so for this check.
+    """
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
             sock.bind((addr, port))
         except OSError as err:
