@@ -144,12 +144,14 @@ class ShardedBatchSampler:
             yield order[start : start + self.batch_size]
 
 
-class PreparedDataLoader:
+class PreparedDataLoader(DataLoader):
     """A rank's view of a DataLoader: its shard, batches on the rank's device, epochs counted.
 
     Iterating it marks the last batch in the shared ``DataState`` (for gradient sync and
     ``gather_for_metrics``). ``set_epoch(n)`` chooses the epoch's shuffle; without calls the epoch
-    advances after every complete pass.
+    advances after every complete pass. A ``DataLoader`` to ``isinstance`` (as Accelerate's are;
+    ``DataLoader.__init__`` is not run), whose other attributes (``num_workers``, ``collate_fn``,
+    ...) are the wrapped loader's.
     """
 
     def __init__(
@@ -179,17 +181,22 @@ class PreparedDataLoader:
         sharded = _rebuild(loader, self._sampler) if self._sampler is not None else loader
         self._loader = state.backend.device_loader(sharded, state.device)
 
+    def __getattr__(self, name):
+        if name == "base":  # not set yet (or unpickling): no loader to ask
+            raise AttributeError(name)
+        return getattr(self.base, name)
+
     @property
-    def dataset(self):
+    def dataset(self):  # type: ignore[override]  # the wrapped one's
         return self.base.dataset
 
     @property
-    def batch_sampler(self):
+    def batch_sampler(self):  # type: ignore[override]  # the wrapped one's
         """This rank's batch sampler (``even_batches`` can be changed on it), or the loader's own."""
         return self._sampler if self._sampler is not None else self.base.batch_sampler
 
     @property
-    def batch_size(self):
+    def batch_size(self):  # type: ignore[override]  # the wrapped one's
         return self.base.batch_size
 
     def set_epoch(self, epoch):

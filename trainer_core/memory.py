@@ -66,6 +66,10 @@ def _module(model: Any) -> torch.nn.Module:
 
 def _torch_optimizer(optimizer: Any) -> torch.optim.Optimizer:
     """The torch optimizer under the prepared, the engine's and ZeRO's wrappers."""
+    from .optim import PreparedOptimizer
+
+    if isinstance(optimizer, PreparedOptimizer):  # an Optimizer to isinstance, holding the real one
+        optimizer = optimizer.optimizer
     while not isinstance(optimizer, torch.optim.Optimizer) and hasattr(optimizer, "optimizer"):
         optimizer = optimizer.optimizer
     return optimizer

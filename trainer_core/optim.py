@@ -6,24 +6,57 @@ on the second it steps; the scheduler steps when the optimizer really stepped, o
 
 from __future__ import annotations
 
+import torch
+
 __all__ = ["PreparedOptimizer", "PreparedScheduler"]
 
 
-class PreparedOptimizer:
-    """Wraps a torch optimizer; everything not overridden is passed through."""
+class PreparedOptimizer(torch.optim.Optimizer):
+    """Wraps a torch optimizer; everything not overridden is passed through.
 
-    def __init__(self, optimizer, accelerator):
+    A ``torch.optim.Optimizer`` to ``isinstance`` (as Accelerate's ``AcceleratedOptimizer`` is), so
+    a schedule built after ``prepare`` — torch's ``LRScheduler``s, Transformers' ``get_scheduler``,
+    the order of Hugging Face's tutorials — takes it; ``Optimizer.__init__`` is not run: the state,
+    the groups, the defaults and the hooks are the wrapped optimizer's.
+
+    Examples:
+        >>> from trainer_core import Accelerator
+        >>> accelerator = Accelerator(cpu=True)
+        >>> model = accelerator.prepare(torch.nn.Linear(2, 2))
+        >>> optimizer = accelerator.prepare(torch.optim.SGD(model.parameters(), lr=0.1))
+        >>> schedule = torch.optim.lr_scheduler.LinearLR(optimizer, start_factor=0.5, total_iters=2)
+        >>> isinstance(optimizer, torch.optim.Optimizer), optimizer.param_groups[0]["lr"]
+        (True, 0.05)
+    """
+
+    def __init__(self, optimizer, accelerator):  # not Optimizer.__init__: the wrapped optimizer holds it all
         self.optimizer = optimizer
         self._accelerator = accelerator
         self.step_was_skipped = False
         self.stepped = False
 
     @property
-    def param_groups(self):
+    def defaults(self):  # type: ignore[override]  # the wrapped one's
+        return self.optimizer.defaults
+
+    def add_param_group(self, param_group):
+        self.optimizer.add_param_group(param_group)
+
+    def __getstate__(self):  # Optimizer's keeps only defaults, state and groups: keep the wrapper whole
+        return self.__dict__
+
+    def __setstate__(self, state):
+        self.__dict__.update(state)
+
+    def __repr__(self):
+        return f"PreparedOptimizer({self.optimizer!r})"
+
+    @property
+    def param_groups(self):  # type: ignore[override]  # the wrapped one's
         return self.optimizer.param_groups
 
     @property
-    def state(self):
+    def state(self):  # type: ignore[override]  # the wrapped one's
         return self.optimizer.state
 
     def state_dict(self):

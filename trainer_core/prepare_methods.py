@@ -82,6 +82,8 @@ class PrepareMethods:
         return prepared[0] if len(prepared) == 1 else tuple(prepared)
 
     def _prepare_one(self, obj: Any) -> Any:
+        if isinstance(obj, (PreparedOptimizer, PreparedDataLoader)):  # prepared already (they pass isinstance)
+            return obj
         if isinstance(obj, torch.nn.Module):
             return self.prepare_model(obj)
         if isinstance(obj, torch.optim.Optimizer):
