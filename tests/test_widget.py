@@ -459,25 +459,31 @@ def test_nothing_a_forked_rank_does_goes_out_through_the_kernels_connection(kern
 
 
 @pytest.mark.parametrize("method", ["fork", "spawn"])
-def test_a_ranks_matplotlib_figure_shows_as_a_png_though_the_kernel_never_imported_pyplot(kernel, method):
+@pytest.mark.parametrize("show", ["plt.show()", "display(plt.gcf())"])
+def test_a_ranks_matplotlib_figure_shows_as_a_png_though_the_kernel_never_imported_pyplot(kernel, method, show):
     """The kernel's inline backend (ipykernel's MPLBACKEND) reaches the rank; it configures the
-    rank's shell (fork) or none (spawn), and plt.show() gives the rank's tab a PNG either way."""
+    rank's shell (fork) or none (spawn), and plt.show() or display(figure) gives the rank's tab a
+    PNG either way: base64 text, as a notebook holds it (a spawned rank's was the repr of bytes)."""
     assert kernel.eval("'matplotlib.pyplot' in __import__('sys').modules") is False
     kernel.ok(
         dedent("""
         def plots():
             import matplotlib.pyplot as plt
+            from IPython.display import display
             plt.plot([3, 1, 2])
-            plt.show()
+            SHOW
             return "plotted"
         job = launch(plots, num_processes=1, display="widget", start_method=METHOD)
         value = job.wait()
-        shown = [sorted(line.bundle) for line in job.lines(0) if line.bundle is not None]
-    """).replace("METHOD", repr(method))
+        shown = [line.bundle for line in job.lines(0) if line.bundle is not None]
+    """)
+        .replace("METHOD", repr(method))
+        .replace("SHOW", show)
     )
     assert kernel.eval("value") == "plotted"
-    assert kernel.eval("shown") == [["image/png", "text/plain"]]
-    assert '<img src="data:image/png;base64,' in kernel.eval("job.view.static['text/html']")
+    assert kernel.eval("[sorted(bundle) for bundle in shown]") == [["image/png", "text/plain"]]
+    assert kernel.eval("__import__('base64').b64decode(shown[0]['image/png'])[:4]") == b"\x89PNG"
+    assert '<img src="data:image/png;base64,iVBORw0KGgo' in kernel.eval("job.view.static['text/html']")
     assert kernel.eval("'matplotlib.pyplot' in __import__('sys').modules") is False
 
 

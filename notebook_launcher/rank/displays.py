@@ -24,6 +24,7 @@ from typing import Any
 
 from ..import_hooks import after_import
 from ..wire import DISPLAY
+from ..wire.mime import as_text
 from .capture import flush_output, wait_until_read
 
 __all__ = ["send_display", "route_displays_without_a_shell", "DISPLAYED_MIME_TYPES", "WIDGETS_REFUSED"]
@@ -45,7 +46,7 @@ def send_display(channel: Any, data: dict, display_id: str | None, update: bool)
     if _WIDGET_MIME in data:
         bundle = {"text/plain": f"<{WIDGETS_REFUSED}>"}
     else:
-        bundle = {key: value for key, value in data.items() if key in DISPLAYED_MIME_TYPES}
+        bundle = {key: as_text(value) for key, value in data.items() if key in DISPLAYED_MIME_TYPES}
     if not bundle:
         return
     flush_output()  # what was printed before the display comes before it

@@ -23,6 +23,7 @@ import math
 from collections.abc import Iterable, Sequence
 from typing import Any
 
+from ...wire.mime import as_text
 from .ansi import ansi_html
 
 __all__ = [
@@ -102,6 +103,7 @@ def _escape(text: str) -> str:
 
 def _display_html(bundle: dict) -> str:
     """A rank's rich display: HTML, an image or SVG as it is, Markdown and text as text."""
+    bundle = {mime: as_text(value) for mime, value in bundle.items()}  # never the repr of bytes
     if "text/html" in bundle:
         return f'<div class="nl-display">{bundle["text/html"]}</div>'
     for mime in ("image/png", "image/jpeg"):
