@@ -225,6 +225,37 @@ def test_sys_exit_zero_in_a_rank_is_a_clean_end(kernel):
     assert kernel.eval("(value, job.results, job.status)") == ("rank 0", ["rank 0", None], "succeeded")
 
 
+@pytest.mark.parametrize("method", ["fork", "spawn"])
+def test_exit_and_quit_in_a_rank_end_it_as_in_a_script(kernel, method):
+    """A cell's ``exit``/``quit`` are IPython's, which only ask the interactive shell to close: a
+    forked rank carried on past them, and a spawned one could not be started ("cannot pickle
+    'sqlite3.Connection'"). In a rank they end it as ``sys.exit()`` does."""
+    kernel.ok(
+        "def exits_early():\n"
+        "    print('before')\n"
+        "    if os.environ['RANK'] == '1':\n"
+        "        quit(3)\n"
+        "    exit()\n"
+        "    print('after')\n"
+        "    return 'not reached'"
+    )
+    result = kernel.run(f"notebook_launcher(exits_early, num_processes=2, start_method={method!r})")
+    assert result.error["ename"] == "WorkerError" and "rank 1 raised SystemExit: 3" in result.error["evalue"]
+    kernel.ok(
+        "job = launch(lambda: exits_early() if os.environ['RANK'] == '0' else 5, num_processes=2,"
+        f" start_method={method!r}, display='none')"
+    )
+    assert kernel.eval("(job.wait(), job.results, [job.logs(0)])") == (None, [None, 5], ["before\n"])
+
+
+def test_the_notebooks_shell_is_refused_by_name_for_a_spawned_rank(kernel):
+    kernel.ok("def runs_a_command():\n    get_ipython().system('true')")
+    result = kernel.run("notebook_launcher(runs_a_command, num_processes=1, start_method='spawn')")
+    assert result.error["ename"] == "LaunchError"
+    assert "the notebook's IPython shell cannot go to a rank that does not fork the kernel" in result.error["evalue"]
+    assert "sqlite3" not in result.error["evalue"]
+
+
 def test_unpicklable_return_value_is_a_clear_error(kernel):
     kernel.ok("def returns_a_lock():\n    return threading.Lock()")
     result = kernel.run("notebook_launcher(returns_a_lock, num_processes=1)")

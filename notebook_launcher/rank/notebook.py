@@ -24,7 +24,9 @@ machinery; used from the rank they would corrupt the kernel's connection. So:
   match the kernel's); text written to a stream of the kernel's kept from a cell goes to the rank's log;
 * ``input()`` and ``getpass.getpass()`` (ipykernel's, which ask the notebook on the kernel's copied
   stdin socket) raise ``EOFError``, as in a script whose stdin is empty, saying what to do instead;
-* tqdm's notebook bars the kernel already imported become text bars (one live line per rank).
+* tqdm's notebook bars the kernel already imported become text bars (one live line per rank);
+* ``exit()``/``quit()`` (the shell's, which only ask an interactive shell to close) end the rank as
+  ``sys.exit()`` does, as in a script.
 
 A spawned rank is a fresh interpreter with no shell: only the first part and the refusal of
 ``input()`` apply there, and its ``display()`` is IPython's replaced by one that sends display
@@ -40,6 +42,7 @@ import sys
 from typing import Any
 
 from ..import_hooks import after_import
+from ..wire.script_exit import ScriptExit, shells_exit
 from .capture import flush_output
 from .displays import DISPLAYED_MIME_TYPES, WIDGETS_REFUSED, route_displays_without_a_shell, send_display
 
@@ -85,12 +88,20 @@ def make_safe(channel: Any) -> None:
     look_like_a_script(shell)
     if shell is not None:
         _route_display(shell, channel)
+        _exit_ends_the_rank(shell)
     else:
         route_displays_without_a_shell(channel)
     _refuse_comms()
     _refuse_sending()
     _refuse_input()
     _text_progress_bars()
+
+
+def _exit_ends_the_rank(shell: Any) -> None:
+    """The cells' ``exit``/``quit`` (in this rank's copy of the namespace) become a script's."""
+    for name in ("exit", "quit"):
+        if shells_exit(shell.user_ns.get(name)) is not None:
+            shell.user_ns[name] = ScriptExit(name)
 
 
 def _kernel_shell() -> Any:
