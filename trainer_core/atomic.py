@@ -65,19 +65,25 @@ def written(directory: str) -> list[str] | None:
     complete. A marker from before markers listed their files (empty) counts the entries no newer
     than it: the library wrote those before sealing, a person added the newer ones later."""
     marker = os.path.join(directory, COMPLETE)
-    try:
-        with open(marker) as file:
-            text = file.read()
-    except FileNotFoundError:
-        return None
-    if text.strip():
-        return list(json.loads(text))
+    listed = _listed(marker)
+    if listed is None or os.path.getsize(marker):  # "[]" lists nothing; only an empty file is an old marker
+        return listed
     sealed = os.stat(marker).st_mtime
     return sorted(
         name
         for name in os.listdir(directory)
         if name not in _MARKERS and os.stat(os.path.join(directory, name)).st_mtime <= sealed
     )
+
+
+def _listed(marker: str) -> list[str] | None:
+    """The names a marker file lists ([] for an empty one), or None when there is no such file."""
+    try:
+        with open(marker) as file:
+            text = file.read()
+    except (FileNotFoundError, NotADirectoryError):
+        return None
+    return list(json.loads(text)) if text.strip() else []
 
 
 def _seal(directory: str, names: list[str] | None = None) -> list[str]:
@@ -107,21 +113,12 @@ def publish(tmp: str, final: str) -> None:
     """
     names = _seal(tmp)
     complete = written(final) if os.path.isdir(final) else None
-    ours = complete if complete is not None else _pending(final)
+    # else what a save that crashed while moving its files in was writing there
+    ours = complete if complete is not None else _listed(os.path.join(final, WRITING)) or []
     if not os.path.exists(final) or set(os.listdir(final)) <= {*ours, *_MARKERS}:
         _swap(tmp, final)
     else:
         _move_into(tmp, final, names, ours, previous_complete=complete is not None)
-
-
-def _pending(directory: str) -> list[str]:
-    """What a save that crashed while moving its files into ``directory`` was writing there."""
-    try:
-        with open(os.path.join(directory, WRITING)) as file:
-            text = file.read()
-    except (FileNotFoundError, NotADirectoryError):
-        return []
-    return list(json.loads(text)) if text.strip() else []
 
 
 def _swap(tmp: str, final: str) -> None:
