@@ -238,7 +238,7 @@ def test_eight_ranks_finished_look_about_as_tall_as_they_did_live(lab, browser):
     finished = page.locator(".jp-OutputArea-output", has=page.locator(".nl-static .nl-summary")).first
     finished.wait_for(timeout=60_000)
     height = finished.bounding_box()["height"]
+    screenshot(finished, "eight-ranks-finished.png")
     assert height < 1.5 * live, f"{height:.0f} px finished against {live:.0f} px live"
     assert "rank 7: step 99" in finished.inner_text()  # the last lines are in view, in the all-ranks log
-    screenshot(finished, "eight-ranks-finished.png")
     page.close()

@@ -83,6 +83,36 @@ def test_a_cell_that_waits_gets_its_output_once_there_is_something_to_show(kerne
     assert all(out["kind"] == "update_display_data" for out in rest.outputs if "display" in out)
 
 
+def test_the_kernel_reads_busy_while_a_cell_waits_on_its_launch(kernel, tmp_path):
+    """JupyterLab and Notebook 7 ask for a kernel subshell (on the control channel) when the running
+    cell's widget first needs one; that request's "idle" must not stay the kernel's last word while
+    the cell waits, or the status bar says Idle for the whole launch."""
+    if not kernel.eval("getattr(get_ipython().kernel, '_supports_kernel_subshells', False)"):
+        pytest.skip("this ipykernel has no subshells")
+    kernel.ok(TRAIN)
+    kernel.ok(gate_code(tmp_path))
+    msg_id = kernel.submit("notebook_launcher(chatty_training, args=(True,), num_processes=2, display='widget')")
+    kernel.collect(msg_id, until=lambda result: any(WIDGET_MIME in b for b in _bundles(result)))
+    client = kernel.client
+    request = client.session.msg("create_subshell_request", {})
+    client.control_channel.send(request)
+    subshell = client.get_control_msg(timeout=30)["content"]["subshell_id"]
+
+    def status_of(parent_id, state):
+        return lambda msg: (
+            msg["msg_type"] == "status"
+            and msg["parent_header"].get("msg_id") == parent_id
+            and msg["content"]["execution_state"] == state
+        )
+
+    kernel.first_message(status_of(request["header"]["msg_id"], "idle"))
+    kernel.first_message(status_of(msg_id, "busy"))  # the waiting cell's, said again at once
+    client.control_channel.send(client.session.msg("delete_subshell_request", {"subshell_id": subshell}))
+    client.get_control_msg(timeout=30)
+    open_gates(tmp_path, [0, 1])
+    assert "succeeded in" in _bundles(kernel.collect(msg_id))[-1]["text/plain"]
+
+
 def test_the_cell_that_waits_sends_a_quick_launchs_one_output_itself(kernel, tmp_path):
     """A cell blocked in ``notebook_launcher`` sends a quick launch's one output (its final form)
     from its own thread just before the call returns (``cell_handoff``: the call returns sooner),

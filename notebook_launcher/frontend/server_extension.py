@@ -25,7 +25,7 @@ from typing import Any
 
 from .saved_outputs import SNAPSHOTS_ENV, keep_static_forms, read_snapshot
 
-__all__ = ["snapshots_folder", "KEEP_DAYS", "SNAPSHOT_ROUTE"]
+__all__ = ["snapshots_folder", "untrack_subshell_requests", "KEEP_DAYS", "SNAPSHOT_ROUTE"]
 
 KEEP_DAYS = 7
 SNAPSHOT_ROUTE = "notebook-launcher/snapshots"
@@ -79,7 +79,29 @@ def _load_jupyter_server_extension(serverapp: Any) -> None:
 
     route = url_path_join(serverapp.web_app.settings["base_url"], SNAPSHOT_ROUTE, "([^/]+)")
     serverapp.web_app.add_handlers(".*$", [(route, _snapshot_handler(), {"folder": folder})])
+    untrack_subshell_requests(serverapp)
     serverapp.log.info("notebook_launcher: saved notebooks keep each launch's static form")
+
+
+SUBSHELL_REQUESTS = ("create_subshell_request", "delete_subshell_request", "list_subshell_request")
+
+
+def untrack_subshell_requests(serverapp: Any) -> list[str]:
+    """Add the kernel-subshell requests to the server's untracked message types; returns the list.
+
+    The list is meant to hold every message type sent on channels other than the shell channel; the
+    subshell requests (control channel) are missing from it, so the "idle" that ends one, which
+    JupyterLab and Notebook 7 send when a running cell's widget first needs a subshell, made the
+    server and the status bar read Idle for the rest of the cell. Untracked, their status is not
+    taken as the kernel's (the page reads the list from its configuration).
+    """
+    manager = serverapp.kernel_manager
+    types = list(getattr(manager, "untracked_message_types", None) or [])
+    types += [kind for kind in SUBSHELL_REQUESTS if kind not in types]
+    manager.untracked_message_types = types
+    page = serverapp.web_app.settings.setdefault("page_config_data", {})
+    page["untracked_message_types"] = types
+    return types
 
 
 def _snapshot_handler() -> type:

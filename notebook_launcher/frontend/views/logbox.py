@@ -1,9 +1,9 @@
 """A log that grows in the browser without disturbing the reader.
 
-Each tab of the widget holds a ``LogBox``: an outer box that scrolls, laid out ``column-reverse``
-around one inner box, whose children are chunks of ``CHUNK`` lines (core ``ipywidgets.HTML``).
-New lines only ever change the last chunk or append a new one, so the chunks the reader looks at,
-and any text selected in them, stay as they are. The scroll position needs no script:
+Each tab of the widget holds a ``LogBox`` (its ``pane``, which the tab shows or hides): a box that
+scrolls, laid out ``column-reverse`` around one inner box, whose children are chunks of ``CHUNK``
+lines (core ``ipywidgets.HTML``). New lines only ever change the last chunk or append a new one,
+so the chunks the reader looks at, and any text selected in them, stay as they are. The scroll position needs no script:
 
 * the outer box's scroll origin is its bottom, so a new view opens on the newest line, and while
   the reader is at the bottom the newest line stays in view;
@@ -53,6 +53,8 @@ class LogBox:
         self.box = widgets.Box([self.inner])
         self.box.add_class("nl-logbox")
         self.box.layout.flex_flow = "column-reverse"
+        # what a tab shows and hides: the scrolling box's own display rule would beat the tab's hiding
+        self.pane = widgets.VBox([self.box])
         self._children_changed = False
 
     def extend(self, entries: list[Any], indices: list[tuple[int, int]], skipped: int = 0) -> None:
@@ -150,5 +152,5 @@ class LogBox:
         last state of every widget in the notebook's metadata, closed or not)."""
         for view in [*self._views, self._note, self._live]:
             view.value = ""
-        for view in [*self._views, self._note, self._live, self.inner, self.box]:
+        for view in [*self._views, self._note, self._live, self.inner, self.box, self.pane]:
             view.close()

@@ -35,7 +35,7 @@ from .render import CSS, entries_html, hint_html, metrics_html, series_by_key, s
 from .text import line_prefix
 
 # the logs' height cap, inline only: an untrusted notebook loses the stylesheet, not style attributes
-_CAPPED = ' style="max-height: 420px; overflow: auto"'
+_CAPPED = ' style="max-height: 280px; overflow: auto"'  # as tall as the live log
 
 __all__ = [
     "static_bundle",

@@ -33,6 +33,7 @@ from typing import Any
 from ...interrupt_routing import kernel_thread
 from ...kernel_streams import skip_idle_display_flushes
 from ...launching.listener import LaunchState
+from ..busy_status import BusyWhileWaiting
 from ..subshells import handle_where_sent
 from .base import LaunchView
 from .cell_handoff import CellHandoff
@@ -85,6 +86,7 @@ class WidgetView(LaunchView):
         self._last_change = 0.0  # when the last event came (monotonic)
         self._unsaved_change = False  # an event came since the last snapshot
         self._handoff = CellHandoff(self._show)  # the last form, shown by a cell waiting for it
+        self._busy: BusyWhileWaiting | None = None  # the kernel reads Busy while the cell waits
 
     # -- events (the cell's thread for on_start; the supervisor thread for the rest) ------------------
 
@@ -179,6 +181,11 @@ class WidgetView(LaunchView):
             self.close()
 
     def cell_waits(self, waiting: bool) -> None:
+        if waiting:
+            self._busy = BusyWhileWaiting.for_this_cell()
+        elif self._busy is not None:
+            self._busy.stop()
+            self._busy = None
         self._handoff.cell_waits(waiting)
 
     # -- the widget ---------------------------------------------------------------------------------
@@ -194,7 +201,7 @@ class WidgetView(LaunchView):
         self.boxes = {rank: LogBox(w, prefix=False, max_lines=self._max_lines, hint=hint) for rank in ranks}
         self.style = w.HTML(f"<style>{CSS}</style>")
         self.header = w.HTML()
-        self.tabs = w.Tab(children=[self.all_box.box] + [self.boxes[rank].box for rank in ranks])
+        self.tabs = w.Tab(children=[self.all_box.pane] + [self.boxes[rank].pane for rank in ranks])
         self.tabs.set_title(0, "all ranks")
         self._titles: dict[int, str] = {}
         self._title_tabs()

@@ -1,0 +1,121 @@
+"""What a person sees of a running launch, in a real JupyterLab and Notebook 7 in Chromium: one log
+pane under the tab bar (the one whose tab is selected), a click on a rank's tab showing that rank's
+lines alone, a live output of 2 and of 8 ranks within a height budget, and the kernel shown Busy for
+as long as the launch cell runs.
+
+Screenshots are saved under test-artifacts/.
+"""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+from browser import (
+    CHROMIUM,
+    make_gates,
+    notebook7_page,
+    open_notebook,
+    parked_launch,
+    release_gates,
+    run_all,
+    screenshot,
+)
+
+pytestmark = pytest.mark.skipif(not os.path.exists(CHROMIUM), reason="Debian's chromium is not installed")
+
+HEIGHT_BUDGET = 650  # px of live output, whatever the number of ranks (a header, tabs, one log, the buttons)
+
+VISIBLE_PANES = """() => [...document.querySelectorAll('.nl-logbox')]
+    .filter(box => box.checkVisibility() && box.getBoundingClientRect().height > 0)
+    .map(box => box.innerText)"""
+
+# Every text the kernel's status takes from now on, in order (JupyterLab's status bar, or Notebook
+# 7's execution indicator), recorded by the page itself as it changes.
+RECORD_STATUS = """(selector) => {
+    const read = () => {
+        const item = [...document.querySelectorAll(selector)].find(e => /Idle|Busy|busy|idle/.test(
+            e.textContent + (e.dataset.status || '')));
+        return item ? (item.dataset.status || item.textContent).trim() : '';
+    };
+    window.nlStatuses = [read()];
+    new MutationObserver(() => {
+        const now = read();
+        if (now !== window.nlStatuses[window.nlStatuses.length - 1]) window.nlStatuses.push(now);
+    }).observe(document.body, {subtree: true, childList: true, characterData: true, attributes: true,
+                               attributeFilter: ['data-status']});
+}"""
+
+
+def _visible_panes(page):
+    return page.evaluate(VISIBLE_PANES)
+
+
+def _live_output(page):
+    return page.locator(".jp-OutputArea-output", has=page.locator(".nl-logbox")).first
+
+
+def _check_running_launch(page, ranks, lines, artifact):
+    """While the ranks wait: one pane shown (all ranks), a click on "rank 1" shows rank 1 alone, and
+    the output within the height budget."""
+    page.locator(".nl-logbox", has_text=f"rank {ranks - 1}: step {lines - 1}").first.wait_for(timeout=120_000)
+    panes = _visible_panes(page)
+    assert len(panes) == 1, f"{len(panes)} log panes drawn under the tab bar"
+    assert "[rank 0] rank 0: step" in panes[0] and f"[rank {ranks - 1}]" in panes[0]
+    height = _live_output(page).bounding_box()["height"]
+    assert height < HEIGHT_BUDGET, f"the live output of {ranks} ranks is {height:.0f} px"
+    screenshot(_live_output(page), artifact)
+    page.locator(".lm-TabBar-tab", has_text="rank 1").first.click()
+    page.wait_for_function(
+        f"() => ({VISIBLE_PANES})().some(text => text.includes('rank 1: step {lines - 1}'))", timeout=30_000
+    )
+    panes = _visible_panes(page)
+    assert len(panes) == 1 and "rank 0: step" not in panes[0], panes
+
+
+def _statuses_while_running(page):
+    """The statuses recorded since the cell was asked to run, up to now (the ranks still waiting)."""
+    return page.evaluate("() => window.nlStatuses")
+
+
+def test_jupyterlab_shows_one_pane_and_stays_busy_while_the_launch_runs(lab, browser):
+    gates = make_gates(lab.root / "pane-gates", "p")
+    page = open_notebook(browser, lab, "panes.ipynb", [parked_launch(gates, "p", lines=40)])
+    page.evaluate(RECORD_STATUS, ".jp-StatusBar-TextItem")
+    run_all(page)
+    _check_running_launch(page, ranks=2, lines=40, artifact="live-two-ranks.png")
+    seen = _statuses_while_running(page)
+    release_gates(gates, "p")
+    page.locator(".nl-static .nl-summary", has_text="succeeded in").first.wait_for(timeout=60_000)
+    busy = [i for i, text in enumerate(seen) if "Busy" in text]
+    assert busy, seen
+    assert not any("Idle" in text for text in seen[busy[0] :]), f"the status bar during the launch: {seen}"
+    page.close()
+
+
+def test_eight_live_ranks_stay_within_the_height_budget(lab, browser):
+    gates = make_gates(lab.root / "eight-pane-gates", "q", ranks=range(8))
+    page = open_notebook(browser, lab, "eight-panes.ipynb", [parked_launch(gates, "q", lines=30, ranks=8)])
+    run_all(page)
+    _check_running_launch(page, ranks=8, lines=30, artifact="live-eight-ranks.png")
+    release_gates(gates, "q", ranks=range(8))
+    page.locator(".nl-static .nl-summary", has_text="succeeded in").first.wait_for(timeout=60_000)
+    page.close()
+
+
+def test_notebook_7_shows_one_pane_and_stays_busy_while_the_launch_runs(lab, browser):
+    gates = make_gates(lab.root / "pane7-gates", "n")
+    open_notebook(browser, lab, "panes7.ipynb", [parked_launch(gates, "n", lines=40)]).close()
+    with notebook7_page(browser, lab.root, "panes7.ipynb") as page:
+        page.get_by_text("# loaded").first.wait_for(timeout=60_000)
+        indicator = ".jp-Notebook-ExecutionIndicator"
+        page.locator(f"{indicator}[data-status='idle']").first.wait_for(state="attached", timeout=90_000)
+        page.evaluate(RECORD_STATUS, indicator)
+        run_all(page)
+        _check_running_launch(page, ranks=2, lines=40, artifact="live-notebook7.png")
+        seen = _statuses_while_running(page)
+        release_gates(gates, "n")
+        page.locator(".nl-static .nl-summary", has_text="succeeded in").first.wait_for(timeout=60_000)
+        busy = [i for i, text in enumerate(seen) if text == "busy"]
+        assert busy, seen
+        assert "idle" not in seen[busy[0] :], f"the execution indicator during the launch: {seen}"
