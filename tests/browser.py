@@ -220,3 +220,41 @@ def release_gates(gates, name, ranks=(0, 1), timeout=60):
     thread.start()
     thread.join(timeout)
     assert not thread.is_alive(), f"the ranks never reached gate {name}"
+
+
+# The WCAG contrast of each element's computed text colour against what it sits on (its own or its
+# nearest ancestor's background; a translucent colour is blended over it first): [{text, ratio}].
+CONTRASTS = """(selector) => {
+    const parse = (css) => {
+        let m = css.match(/^color\\(srgb ([\\d.e-]+) ([\\d.e-]+) ([\\d.e-]+)(?: \\/ ([\\d.e-]+))?\\)$/);
+        if (m) return [m[1] * 255, m[2] * 255, m[3] * 255, m[4] === undefined ? 1 : +m[4]];
+        m = css.match(/rgba?\\(([\\d.]+),\\s*([\\d.]+),\\s*([\\d.]+)(?:,\\s*([\\d.]+))?\\)/);
+        return [+m[1], +m[2], +m[3], m[4] === undefined ? 1 : +m[4]];
+    };
+    const over = (top, under) => top.slice(0, 3).map((c, i) => c * top[3] + under[i] * (1 - top[3])).concat(1);
+    const background = (el) => {
+        const layers = [];
+        for (let e = el; e; e = e.parentElement) {
+            const bg = parse(getComputedStyle(e).backgroundColor);
+            if (bg[3] > 0) layers.push(bg);
+            if (bg[3] === 1) break;
+        }
+        return layers.reverse().reduce((acc, layer) => over(layer, acc), [255, 255, 255, 1]);
+    };
+    const lum = (c) => {
+        const channel = (v) => { v /= 255; return v <= 0.04045 ? v / 12.92 : ((v + 0.055) / 1.055) ** 2.4; };
+        const [r, g, b] = c.slice(0, 3).map(channel);
+        return 0.2126 * r + 0.7152 * g + 0.0722 * b;
+    };
+    return [...document.querySelectorAll(selector)].filter(el => el.checkVisibility()).map(el => {
+        const bg = background(el);
+        const fg = over(parse(getComputedStyle(el).color), bg);
+        const [hi, lo] = [lum(fg), lum(bg)].sort((a, b) => b - a);
+        return {text: el.textContent.trim(), ratio: (hi + 0.05) / (lo + 0.05)};
+    });
+}"""
+
+
+def contrasts(page, selector):
+    """The contrast ratio of every visible element matching ``selector``, with its text."""
+    return page.evaluate(CONTRASTS, selector)

@@ -16,6 +16,7 @@ import pytest
 from browser import (
     CHROMIUM,
     brightness,
+    contrasts,
     make_gates,
     notebook7_page,
     open_notebook,
@@ -74,8 +75,10 @@ def test_the_live_widget_keeps_the_reader_then_the_notebook_keeps_the_launch(lab
     tabs = page.locator(".lm-TabBar-tabLabel", has_text="rank")
     assert [tabs.nth(i).inner_text() for i in range(tabs.count())] == ["all ranks", "rank 0", "rank 1"]
     page.locator(".nl-logbox", has_text="[rank 1] rank 1: step 299").first.wait_for(timeout=60_000)
-    assert page.locator("svg polyline.nl-line").count() == 2
+    assert page.locator("svg polyline.nl-line:not(.nl-raw)").count() == 2
     assert page.locator(".nl-legend", has_text="rank 1").count() >= 1
+    ticks = page.evaluate("() => [...document.querySelectorAll('.nl-chart svg text')].map(t => t.textContent)")
+    assert "0" in ticks and "300" in ticks and len(ticks) >= 6, ticks  # tick labels on both axes, live
 
     # scrolled up, with text selected: new lines arrive below and the reader's view does not move
     page.evaluate("""() => {
@@ -168,9 +171,12 @@ def test_the_live_widget_keeps_the_reader_then_the_notebook_keeps_the_launch(lab
         "() => [...document.querySelectorAll('.nl-static .nl-chart')]"
         ".map(c => c.innerText.split('\\n').filter(Boolean))"
     )
-    for lines in charts:  # the title, the ranges, the latest values: no SVG labels run together
-        assert lines[1].startswith(("from ", "constant ")) and lines[-1].startswith(f"latest {lines[0]}: "), lines
+    for lines in charts:  # the title, the legend, the latest values: no SVG labels run together
+        assert lines[-1].startswith(f"latest {lines[0].split(' (')[0]}: "), lines
     assert _chart_lines(page) == [2]
+    assert all(len(ticks) >= 6 for ticks in _chart_ticks(page))  # axis numbers, saved and untrusted
+    low = [c for c in contrasts(page, ".nl-static .nl-chip, .nl-static .nl-prefix") if c["ratio"] < 4.5]
+    assert not low, low
     # the logs stay capped in height without the stylesheet (700 lines a rank made it 26,000 px)
     assert static.bounding_box()["height"] < 1600
     seen = page.evaluate("""() => {
@@ -191,10 +197,17 @@ def test_the_live_widget_keeps_the_reader_then_the_notebook_keeps_the_launch(lab
 
 def _chart_lines(page):
     """For each chart image of the static form that the browser drew (loaded, with a size): how many
-    rank lines its SVG holds."""
+    lines its SVG holds (a smoothed line and the faint raw one under it count once)."""
     return page.evaluate("""() => [...document.querySelectorAll('.nl-static img.nl-chart-image')]
         .filter(img => img.complete && img.naturalWidth > 0 && img.getBoundingClientRect().height > 0)
-        .map(img => atob(img.src.split(',')[1]).split('<polyline').length - 1)""")
+        .map(img => atob(img.src.split(',')[1]).split('<polyline').filter(p => !p.includes('nl-raw')).length - 1)""")
+
+
+def _chart_ticks(page):
+    """For each chart image of the static form: the tick labels its SVG draws."""
+    return page.evaluate("""() => [...document.querySelectorAll('.nl-static img.nl-chart-image')]
+        .map(img => [...atob(img.src.split(',')[1]).matchAll(new RegExp('<text[^>]*>([^<]*)</text>', 'g'))])
+        .map(labels => labels.map(m => m[1]))""")
 
 
 def _restart_kernels(server):

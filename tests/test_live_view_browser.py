@@ -1,7 +1,7 @@
 """What a person sees of a running launch, in a real JupyterLab and Notebook 7 in Chromium: one log
 pane under the tab bar (the one whose tab is selected), a click on a rank's tab showing that rank's
-lines alone, a live output of 2 and of 8 ranks within a height budget, and the kernel shown Busy for
-as long as the launch cell runs.
+lines alone, a live output of 2 and of 8 ranks within a height budget, the kernel shown Busy for as
+long as the launch cell runs, and every chip and rank prefix at 4.5:1 contrast on light and dark themes.
 
 Screenshots are saved under test-artifacts/.
 """
@@ -13,6 +13,7 @@ import os
 import pytest
 from browser import (
     CHROMIUM,
+    contrasts,
     make_gates,
     notebook7_page,
     open_notebook,
@@ -20,6 +21,7 @@ from browser import (
     release_gates,
     run_all,
     screenshot,
+    switch_theme,
 )
 
 pytestmark = pytest.mark.skipif(not os.path.exists(CHROMIUM), reason="Debian's chromium is not installed")
@@ -85,12 +87,28 @@ def test_jupyterlab_shows_one_pane_and_stays_busy_while_the_launch_runs(lab, bro
     run_all(page)
     _check_running_launch(page, ranks=2, lines=40, artifact="live-two-ranks.png")
     seen = _statuses_while_running(page)
+    page.locator(".lm-TabBar-tab", has_text="all ranks").first.click()
+    page.locator(".nl-prefix").first.wait_for(state="visible", timeout=30_000)
+    _check_contrast(page, chips=["rank 0: running", "rank 1: running"], prefixes=["[rank 0]", "[rank 1]"])
     release_gates(gates, "p")
     page.locator(".nl-static .nl-summary", has_text="succeeded in").first.wait_for(timeout=60_000)
     busy = [i for i, text in enumerate(seen) if "Busy" in text]
     assert busy, seen
     assert not any("Idle" in text for text in seen[busy[0] :]), f"the status bar during the launch: {seen}"
+    switch_theme(page, "JupyterLab Dark", light=False)
+    _check_contrast(page, chips=["rank 0: done", "rank 1: done"])
+    screenshot(page.locator(".jp-OutputArea-output", has=page.locator(".nl-static")).first, "finished-dark.png")
     page.close()
+
+
+def _check_contrast(page, chips, prefixes=()):
+    """Every visible chip and rank prefix reads at 4.5:1 at least (WCAG AA for text)."""
+    seen_chips = contrasts(page, ".nl-chip")
+    assert sorted(c["text"] for c in seen_chips) == chips
+    seen_prefixes = contrasts(page, ".nl-prefix")
+    assert {p["text"] for p in seen_prefixes} == set(prefixes)
+    low = [c for c in seen_chips + seen_prefixes if c["ratio"] < 4.5]
+    assert not low, low
 
 
 def test_eight_live_ranks_stay_within_the_height_budget(lab, browser):

@@ -222,8 +222,8 @@ def test_cloudpickle_tracker_maps_classes_back():
     assert cloudpickle.loads(cloudpickle.dumps(copy())).__class__ is Sent
 
 
-def test_render_logs_displays_and_charts():
-    from notebook_launcher.frontend.views.render import entries_html, metrics_html, series_by_key, status_chips
+def test_render_logs_displays_and_chips():
+    from notebook_launcher.frontend.views.render import entries_html, status_chips
     from notebook_launcher.launching.record import LogLine
 
     chips = status_chips({1: "failed", 0: "done"})
@@ -238,34 +238,82 @@ def test_render_logs_displays_and_charts():
     log = entries_html(entries, prefix=True)
     assert "a&lt;b&gt;" in log and '<span class="nl-stderr">oops' in log
     assert "<table><tr><td>7</td></tr></table>" in log  # a rank's HTML display, drawn
-    assert log.count('class="nl-prefix"') == 3 and "[rank 1]" in log
-    same = series_by_key([{"rank": r, "step": s, "values": {"loss": float(s)}} for r in (0, 1) for s in range(3)])
+    assert log.count('class="nl-prefix nl-rank-') == 3 and "[rank 1]" in log
+
+
+def test_every_colour_of_a_launch_reads_on_light_and_dark_themes():
+    """WCAG: text 4.5:1, lines 3:1. A prefix without the stylesheet is white on its rank's pill; with
+    it, the rank's colour mixed 55/45 with the theme's text (checked in a browser in test_browser)."""
+    from notebook_launcher.frontend.views.palette import (
+        DARK_BACKGROUND,
+        LIGHT_BACKGROUND,
+        RANK_LINES,
+        RANK_PILLS,
+        STATUS_COLORS,
+        contrast,
+    )
+    from notebook_launcher.frontend.views.render import entries_html, status_chips
+    from notebook_launcher.launching.record import LogLine
+
+    for color in (*RANK_PILLS, *STATUS_COLORS.values()):
+        assert contrast("#ffffff", color) >= 4.5, color
+    for color in RANK_LINES:
+        assert min(contrast(LIGHT_BACKGROUND, color), contrast(DARK_BACKGROUND, color)) >= 3.0, color
+    chips = status_chips({rank: status for rank, status in enumerate(STATUS_COLORS)})
+    assert all(f"background:{color}" in chips for color in STATUS_COLORS.values())
+    log = entries_html([LogLine(rank, "stdout", "x\n", 0.0) for rank in range(8)], prefix=True)
+    assert all(f"color:#ffffff;background-color:{pill}" in log for pill in RANK_PILLS)
+
+
+def _records(rows):
+    return [{"rank": r, "step": s, "values": v, **({"attempt": a} if a else {})} for r, s, v, a in rows]
+
+
+def test_charts_have_ticks_grids_log_scales_attempts_and_matching_captions():
+    from notebook_launcher.frontend.views.charts import metrics_html, series_by_key
+
+    same = series_by_key(_records([(r, s, {"loss": float(s)}, 0) for r in (0, 1) for s in range(3)]))
     chart = metrics_html(same)
     assert chart.count("<polyline") == 1 and "nl-legend" not in chart  # identical ranks: one line
+    assert "latest loss: all ranks: 2" in chart and 'stroke="currentColor"' in chart  # named as drawn
     # live, the ranks' equal values arrive one rank ahead of the other: still one line, no legend
     for arrived in range(1, 7):
-        records = [{"rank": r, "step": s, "values": {"loss": 1.0}} for s in range(4) for r in (0, 1)][:arrived]
+        records = _records([(r, s, {"loss": 1.0}, 0) for s in range(4) for r in (0, 1)][:arrived])
         live = metrics_html(series_by_key(records))
         assert "nl-legend" not in live and live.count("<polyline") + live.count("<circle") == 1, arrived
-    assert "step 0" in chart and ">2</text>" in chart  # step axis labels
-    differ = series_by_key([{"rank": r, "step": s, "values": {"loss": float(s + r)}} for r in (0, 1) for s in range(3)])
+    ticks = re.findall(r'text-anchor="middle">([^<]+)</text>', chart)
+    assert ticks == ["0", "1", "2"]  # the step axis
+    assert re.findall(r'text-anchor="end">([^<]+)</text>', chart) == ["0", "0.5", "1", "1.5", "2"]
+    assert chart.count("<line ") == 5 + 3  # a grid line per tick
+    differ = series_by_key(_records([(r, s, {"loss": float(s + r)}, 0) for r in (0, 1) for s in range(3)]))
     chart = metrics_html(differ)
     assert chart.count("<polyline") == 2 and "rank 0</span>" in chart and "rank 1</span>" in chart  # legend
-    assert ">3</text>" in chart and ">0</text>" in chart  # value axis: max and min
-    constant = metrics_html(series_by_key([{"rank": 0, "step": s, "values": {"lr": 0.1}} for s in range(4)]))
-    assert "lr (constant)" in constant and ">0.1</text>" in constant
+    assert "latest loss: rank 0: 2, rank 1: 3" in chart
+    constant = metrics_html(series_by_key(_records([(0, s, {"lr": 0.1}, 0) for s in range(4)])))
+    assert "(constant)" in constant and ">0.1</text>" in constant
     assert metrics_html({}) == ""
-    # the static form's chart: an image of the lines (no SVG text a sanitizer could run together),
-    # the labels as HTML text, the legend's colours in style attributes (both survive untrusted)
+    # a loss falling over four decades: a log scale with a tick per decade, not a flat line
+    falling = metrics_html(series_by_key(_records([(0, s, {"loss": 10.0 ** (-s / 25)}, 0) for s in range(101)])))
+    assert 'data-scale="log"' in falling and "(log scale)" in falling
+    assert re.findall(r'text-anchor="end">([^<]+)</text>', falling) == ["0.0001", "0.001", "0.01", "0.1", "1"]
+    assert "nl-smoothed" in falling and "nl-raw" in falling  # smoothed over the faint raw line
+    # a restart: one series per attempt, the earlier one dashed, the latest values of the current one
+    restarted = _records(
+        [(0, s, {"loss": 5.0 - s}, 0) for s in range(4)] + [(0, s, {"loss": 4.0 - s}, 1) for s in range(3)]
+    )
+    chart = metrics_html(series_by_key(restarted))
+    assert chart.count("<polyline") == 2 and chart.count('stroke-dasharray="4 3"') == 1
+    assert "rank 0 · attempt 0" in chart and "rank 0 · attempt 1" in chart
+    assert "latest loss: rank 0 · attempt 1: 2" in chart
+    # the static form: a whole SVG document on a white card, ticks inside; labels as HTML around it
     image = metrics_html(differ, as_image=True)
     drawn = base64.b64decode(re.search(r'src="data:image/svg\+xml;base64,([^"]+)"', image).group(1)).decode()
-    assert drawn.count("<polyline") == 2 and "<text" not in drawn and "<svg" not in image.replace(drawn, "")
+    assert drawn.count("<polyline") == 2 and 'fill="#ffffff"' in drawn
+    assert re.findall(r'text-anchor="middle">([^<]+)</text>', drawn) == ["0", "1", "2"]
+    assert "<svg" not in image.replace(drawn, "")
     visible = re.sub(r"<[^>]+>", "\n", image)
-    assert "from 0 to 3, steps 0 to 2" in visible and "latest loss: rank 0: 2, rank 1: 3" in visible
-    assert 'style="color:#1f77b4"' in image and "rank 1" in visible
-    assert "constant 0.1, steps 0 to 3" in metrics_html(
-        series_by_key([{"rank": 0, "step": s, "values": {"lr": 0.1}} for s in range(4)]), as_image=True
-    )
+    assert "latest loss: rank 0: 2, rank 1: 3" in visible and "rank 1" in visible
+    assert 'alt="loss from 0 to 3, steps 0 to 2; latest' in image
 
 
 def test_display_text_reads_html_displays_as_text():

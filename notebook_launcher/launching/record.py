@@ -114,7 +114,7 @@ class LaunchRecord:
 
     def add_metric(self, rank, metric, when):
         with self._lock:
-            self._metrics.append({"rank": rank, "time": when, **metric})
+            self._metrics.append({"rank": rank, "time": when, "attempt": self.attempt, **metric})
 
     @property
     def metrics(self):

@@ -31,7 +31,8 @@ from typing import Any
 
 from ...launching.listener import LaunchState
 from .ansi import strip_ansi
-from .render import CSS, entries_html, hint_html, metrics_html, series_by_key, status_chips, traceback_html
+from .charts import metrics_html, series_by_key
+from .render import CSS, entries_html, hint_html, status_chips, traceback_html
 from .text import line_prefix
 
 # the logs' height cap, inline only: an untrusted notebook loses the stylesheet, not style attributes

@@ -37,8 +37,9 @@ from ..busy_status import BusyWhileWaiting
 from ..subshells import handle_where_sent
 from .base import LaunchView
 from .cell_handoff import CellHandoff
+from .charts import metrics_html, series_by_key
 from .logbox import LogBox
-from .render import CSS, metrics_html, series_by_key, status_chips
+from .render import CSS, status_chips
 from .snapshots import snapshots_for, widget_output
 from .static import header_text, log_lines, places_text, stacks_html, stacks_section, static_bundle
 
