@@ -492,7 +492,8 @@ def test_restoring_the_kernels_global_state_imports_nothing_new_when_a_flag_is_u
 
 
 def test_the_finished_form_carries_its_log_as_a_download_only_while_small(monkeypatch):
-    """The download link holds the lines the form shows; a log too big to carry twice gets none."""
+    """The download link holds the lines the form shows; a log too big to carry twice gets none, and
+    the form says so and where the lines are."""
     from notebook_launcher import launch
     from notebook_launcher.frontend.views import static
 
@@ -501,7 +502,9 @@ def test_the_finished_form_carries_its_log_as_a_download_only_while_small(monkey
     link = re.search(r'href="data:text/plain;charset=utf-8;base64,([^"]+)"', static.static_bundle(job)["text/html"])
     assert base64.b64decode(link.group(1)).decode() == "[rank 0] " + "x" * 100 + "\n"
     monkeypatch.setattr(static, "DOWNLOAD_LIMIT", 100)
-    assert "nl-download" not in static.static_bundle(job)["text/html"]
+    page = static.static_bundle(job)["text/html"]
+    assert "nl-download" not in page.replace("nl-download-note", "")
+    assert "the log (0.0 MiB) is too big to carry here: notebook_launcher.last_launch().logs(rank)" in page
 
 
 def test_terminal_codes_show_as_a_terminal_shows_their_colours():

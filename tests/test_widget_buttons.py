@@ -39,6 +39,7 @@ def test_every_button_answers_while_the_launch_blocks_its_cell(lab, browser):
     link = page.locator(".jupyter-widgets a", has_text=re.compile(r"notebook_launcher-\w+\.log")).first
     link.wait_for(timeout=30_000)
     saved = (lab.root / link.inner_text()).read_text()
+    assert f"in {lab.root}" in page.locator(".widget-html", has_text="saved notebook_launcher-").first.inner_text()
     assert saved.count("[rank 0] rank 0: step") == 30 and saved.count("[rank 1] rank 1: step") == 30
 
     page.get_by_role("button", name="Stop").click()

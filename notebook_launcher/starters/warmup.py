@@ -8,8 +8,9 @@ kernel that has torch (or as soon as it imports torch), a daemon thread imports 
 A fork must never copy the kernel while that thread holds an import lock (the child would wait on
 it for ever): every fork of the kernel — our launches and anyone else's — first waits for the
 warm-up to end (``os.register_at_fork``), at most ``FORK_WAIT`` seconds. A wait longer than
-half a second is said on stderr (what is being imported, then how long it took), never silent;
-it lasts no longer than the import has left to do, which the ranks would otherwise each do.
+``SAY_AFTER`` seconds is said (what is being imported, then how long it took) as plain output, not
+on stderr, which front ends draw as an error; a shorter one, as on most Run Alls, says nothing. It
+lasts no longer than the import has left to do, which the ranks would otherwise each do.
 
 In a kernel the warm-up runs only while no cell runs: it starts when the cell that imported torch
 (or the package) has finished, and a cell that starts before it is done waits for it first. A cell
@@ -38,7 +39,7 @@ __all__ = ["start_warmup", "wait_for_warmup", "warm_in_kernel", "TORCH_MODULES"]
 
 TORCH_MODULES = ("torch._dynamo",)
 FORK_WAIT = 60.0
-SAY_AFTER = 0.5  # seconds of waiting for the warm-up after which the waiter is told why
+SAY_AFTER = 5.0  # seconds of waiting for the warm-up after which the waiter is told why
 
 _lock = threading.Lock()
 _threads: list[tuple[threading.Thread, tuple[str, ...]]] = []  # each warm-up, and what it imports
@@ -65,7 +66,7 @@ def wait_for_warmup(timeout: float | None = None, waiter: str = "") -> bool:
     """Wait until every warm-up started so far has finished; False if ``timeout`` passed first.
 
     A ``waiter`` ("the launch", "this cell") that waits longer than ``SAY_AFTER`` seconds is told
-    so on stderr, with what is being imported, and then how long it waited: never a silent wait.
+    so on stdout, with what is being imported, and then how long it waited: no long silent wait.
     """
     with _lock:
         threads = [(t, modules) for t, modules in _threads if t.is_alive() and t is not threading.current_thread()]
@@ -80,12 +81,12 @@ def wait_for_warmup(timeout: float | None = None, waiter: str = "") -> bool:
             if thread.is_alive():
                 said = True
                 what = ", ".join(modules)
-                print(f"{waiter} waits for the launcher's background import of {what} to finish", file=sys.stderr)
+                print(f"{waiter} waits for the launcher's background import of {what} to finish (once a kernel)")
         thread.join(None if deadline is None else max(0.0, deadline - time.monotonic()))
         if thread.is_alive():
             return False
     if said:
-        print(f"{waiter} waited {time.monotonic() - began:.1f} s for it", file=sys.stderr)
+        print(f"{waiter} waited {time.monotonic() - began:.1f} s for it")
     return True
 
 

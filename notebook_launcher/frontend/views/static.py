@@ -269,11 +269,16 @@ def log_lines(entries: Iterable[Any], template: str | None = None) -> Iterator[s
 
 def _download(launch: LaunchState, entries: list) -> str:
     """A link that downloads the lines this form holds as a ``.log`` file (the finished form's
-    "Save log"), when they are small enough to carry twice; "" otherwise. An untrusted notebook
-    drops the link's target, so the form never relies on it."""
+    "Save log"), when they are small enough to carry twice; otherwise where every line is. An
+    untrusted notebook drops the link's target, so the form never relies on it."""
     data = "".join(log_lines(entries)).encode()
-    if not entries or len(data) > DOWNLOAD_LIMIT:
+    if not entries:
         return ""
+    if len(data) > DOWNLOAD_LIMIT:
+        return (
+            f' · <span class="nl-download-note">the log ({len(data) / 2**20:.1f} MiB) is too big to carry here:'
+            " notebook_launcher.last_launch().logs(rank) has every line while the kernel runs</span>"
+        )
     href = "data:text/plain;charset=utf-8;base64," + base64.b64encode(data).decode()
     plural = "s" if len(entries) != 1 else ""
     return (

@@ -338,7 +338,8 @@ class WidgetView(LaunchView):
         with open(path, "w", encoding="utf-8") as file:
             file.writelines(log_lines(self.launch.interleaved()))
         name = html.escape(os.path.basename(path))
-        self.saved.value = f'saved <a href="{name}" target="_blank">{name}</a>'
+        folder = html.escape(os.path.abspath(directory))
+        self.saved.value = f'saved <a href="{name}" target="_blank">{name}</a> in {folder}'
         return path
 
     def _toggle_text(self) -> None:
