@@ -290,6 +290,15 @@ def test_kernel_interrupt_ends_every_rank_and_the_next_launch_works(kernel):
     assert "handle.py" not in result.traceback  # the launcher's own frame is not shown either
     assert kernel.children() == []
     assert kernel.ok("print(notebook_launcher(lambda: 'again', num_processes=2))").stdout.strip() == "again"
+    # with the widget, the launch's form says where the ranks were no second time: folded, not in its text
+    msg_id = kernel.submit("notebook_launcher(train_forever, num_processes=2, display='widget')")
+    kernel.collect(msg_id, timeout=60, until=lambda r: "[rank 1] training" in str(r.outputs))
+    kernel.interrupt()
+    result = kernel.collect(msg_id, timeout=30)
+    final = [out["display"] for out in result.outputs if "display" in out][-1]
+    assert "where the ranks were" in result.error["evalue"] and "where the ranks were" not in final["text/plain"]
+    assert '<details class="nl-stacks"><summary>every thread of every rank as it ended' in final["text/html"]
+    assert kernel.children() == []
 
 
 def test_many_launches_leak_no_process_descriptor_or_port(kernel):

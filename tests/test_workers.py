@@ -65,6 +65,29 @@ def test_an_interrupt_ends_the_cell_on_every_rank_and_keeps_the_workers(dist):
     assert dist.run("%%dist\n'still here'").stdout.count("'still here'") == 2
 
 
+def test_a_dist_cell_ends_as_a_cell_does_one_quiet_line_and_an_interrupt_is_no_failure(kernel):
+    """With the widget: a quick ``%%dist`` cell sends one output, its ranks' lines under one dim line
+    (no launch header, chips or summary); an interrupt the ranks obey at once leaves one line (the
+    cell's KeyboardInterrupt) and a form that says "interrupted", with no failed chip or ✘ line."""
+    kernel.ok("%dist start 2 --backend gloo --display widget")
+    tiny = kernel.run("%%dist\nx = 1 + 1\nprint('hi', flush=True)")
+    assert tiny.error is None
+    (only,) = [out["display"] for out in tiny.outputs if "display" in out]
+    assert only["text/plain"].splitlines() == ["%%dist on ranks 0, 1 · 0.0 s", "[rank 0] hi", "[rank 1] hi"] or (
+        only["text/plain"].splitlines()[1:] == ["[rank 1] hi", "[rank 0] hi"]
+    )
+    assert 'class="nl-chip' not in only["text/html"] and "notebook_launcher</b> ·" not in only["text/html"]
+    msg_id = kernel.submit("%%dist\nimport time\nprint('sleeping', flush=True)\ntime.sleep(600)")
+    kernel.collect(msg_id, timeout=60, until=lambda r: any("[rank 1] sleeping" in str(o) for o in r.outputs))
+    kernel.interrupt()
+    result = kernel.collect(msg_id, timeout=30)
+    assert result.error["ename"] == "KeyboardInterrupt" and result.stderr == ""  # one line, the cell's error
+    final = [out["display"] for out in result.outputs if "display" in out][-1]
+    assert final["text/plain"].startswith("%%dist on ranks 0, 1 · interrupted after ")
+    assert "failed" not in final["text/plain"] and "failed" not in final["text/html"] and "✘" not in final["text/html"]
+    kernel.ok("%dist stop")
+
+
 def test_a_second_interrupt_stops_workers_stuck_in_a_collective_and_shows_where(kernel):
     kernel.ok("%dist start 2 --backend gloo --display text")
     # rank 0 says "in" once its main thread is inside the barrier, and ignores SIGINT: a loaded
@@ -162,9 +185,10 @@ def test_kernel_shutdown_leaves_no_worker_behind():
 
 
 def test_a_dist_cell_shows_as_a_launch_and_the_saved_notebook_keeps_every_rank(kernel):
-    """With the default display a call is shown as a launch of its own: the live widget while it
-    runs, then the static form (every rank's lines, the failing rank's traceback) the notebook keeps.
-    (The test kernels default to text output; a notebook's default is this widget.)"""
+    """With the default display a call is shown as a launch of its own while it runs (the live
+    widget), then as the compact form the notebook keeps (every rank's lines, how it ended; the
+    failing rank's traceback is the cell's error). (The test kernels default to text output; a
+    notebook's default is this widget.)"""
     kernel.ok("%dist start 2 --display widget")
     result = kernel.run(
         "%%dist\nimport os, time\nfor i in range(3):\n    print(f'step {i} on', os.environ['RANK'])\n"
@@ -174,11 +198,11 @@ def test_a_dist_cell_shows_as_a_launch_and_the_saved_notebook_keeps_every_rank(k
     final = [out["display"] for out in result.outputs if "display" in out][-1]
     assert "application/vnd.jupyter.widget-view+json" not in final  # the widget gave way to the static form
     assert "[rank 0] step 2 on 0" in final["text/plain"] and "[rank 1] step 2 on 1" in final["text/plain"]
-    assert "succeeded" in final["text/plain"] and "step 0 on 1" in final["text/html"]
+    assert final["text/plain"].startswith("%%dist on ranks 0, 1 · ") and "step 0 on 1" in final["text/html"]
     failed = kernel.run("%%dist --ranks 1\nprint('about to fail')\n1 / 0")
     assert failed.error["ename"] == "ZeroDivisionError"
     shown = [out["display"] for out in failed.outputs if "display" in out][-1]["text/plain"]
-    assert "[rank 1] about to fail" in shown and "ZeroDivisionError" in shown
+    assert "[rank 1] about to fail" in shown and "%%dist on rank 1 · rank 1 raised ZeroDivisionError" in shown
     kernel.ok("%dist stop")
     assert kernel.children() == []
 
@@ -213,10 +237,9 @@ def test_small_cells_get_a_compact_form(kernel):
         assert shown == []  # the process group's set-up is not a cell's call
         five = kernel.run("%%dist\n5")
         final = [out["display"] for out in five.outputs if "display" in out][-1]
-        assert (
-            "no rank printed anything" in final["text/html"] and '<details class="nl-ranklog"' not in final["text/html"]
-        )
-        assert "returned" not in final["text/plain"]
+        assert final["text/plain"] == "%%dist on ranks 0, 1 · 0.0 s"  # one line
+        page = final["text/html"]
+        assert '<details class="nl-ranklog"' not in page and 'class="nl-static-log"' not in page
         assert "[rank 0] 5" in five.stdout and "[rank 1] 5" in five.stdout
     finally:
         kernel.ok("%dist stop")

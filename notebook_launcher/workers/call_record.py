@@ -81,9 +81,12 @@ class CallLaunch:
         self._metrics_end: int | None = None
         self._done = False
 
-    def finish(self, values: dict[int, Any], failure: tuple[int, BaseException] | None) -> None:
-        """The call ended: the values ranks returned (by rank), and the failing rank and its error.
-        The window closes: what the ranks write from now on belongs to the workers, not to this call."""
+    def finish(
+        self, values: dict[int, Any], failure: tuple[int, BaseException] | None, interrupted: bool = False
+    ) -> None:
+        """The call ended: the values ranks returned (by rank), and the failing rank and its error, or
+        ``interrupted`` by the user (the call stopped, no rank failed). The window closes: what the
+        ranks write from now on belongs to the workers, not to this call."""
         self._ends = {rank: self._lines.line_count(rank) for rank in self.called}
         self._metrics_end = self._lines.metric_count
         for rank in self.ranks:
@@ -93,6 +96,10 @@ class CallLaunch:
             rank, exception = failure
             self.record.set_rank_status(rank, "failed")
             self.record.add_failure(rank, exception, 0.0, exception.__traceback__)
+        if interrupted:
+            self.record.mark_stopped()
+            for rank in self.called:
+                self.record.set_rank_status(rank, "stopped")
         self.record.finish()
         self._done = True
 

@@ -24,6 +24,7 @@ import shutil
 import signal
 import sys
 import threading
+import time
 from multiprocessing.connection import Connection
 from typing import Any
 
@@ -41,6 +42,26 @@ STOP_TIMEOUT = 10.0  # seconds ranks get to end after being told to stop, before
 CALL_DISPLAYS = ("auto", "widget", "text", "none")
 
 _INTERRUPTING = "interrupting the call on every rank (interrupt again to stop the workers)"
+_HINT_AFTER = 1.0  # seconds the ranks may take to stop on an interrupt before the cell says what to do
+
+
+class _Hint:
+    """Says ``_INTERRUPTING`` once the ranks have not stopped ``_HINT_AFTER`` seconds after an
+    interrupt; an interrupt they obey at once leaves one line, the cell's KeyboardInterrupt."""
+
+    def __init__(self) -> None:
+        self._due: float | None = None
+
+    def arm(self) -> None:
+        self._due = time.monotonic() + _HINT_AFTER
+
+    def wait(self, longest: float) -> float:
+        return longest if self._due is None else max(0.0, min(longest, self._due - time.monotonic()))
+
+    def say_when_due(self) -> None:
+        if self._due is not None and time.monotonic() >= self._due:
+            self._due = None
+            print(_INTERRUPTING, file=sys.stderr)
 
 
 class Workers:
@@ -174,6 +195,7 @@ class Workers:
             call = Call(call_id, ranks, view, CallLaunch(self.launch, call_id, ranks))
             self._busy = True
             self._router.begin(call)
+            view.cell_waits(True)
             # an interrupt while the call is being sent is counted (not raised) and handled by _wait
             sigints = CountedInterrupts(armed=False)
             try:
@@ -186,11 +208,12 @@ class Workers:
                     self._wait(call, sigints)
                 values, failure = self._outcome(call)
             except BaseException as interrupted:  # an interrupt, or the workers ended: the call's view says so
-                values, failure = {}, (call.ranks[0], interrupted)
+                values, failure = {}, None if sigints.count else (call.ranks[0], interrupted)
                 raise
             finally:
-                call.handle.finish(values, failure)
+                call.handle.finish(values, failure, interrupted=bool(sigints.count))
                 self._router.end(call)
+                view.cell_waits(False)  # shows the finished form a quick call left for this cell
                 self._busy = False
             if failure is not None:  # shown with the rank's frames: the cell's lines, nothing of ours
                 raise shown_as(failure[1], failure[1].__traceback__)
@@ -212,21 +235,23 @@ class Workers:
             raise LaunchError(f"the workers have {self.status}; start new ones with start_workers() or %dist start")
 
     def _wait(self, call: Call, sigints: CountedInterrupts) -> None:
+        hint = _Hint()
         if sigints.count:  # the interrupt came while the call was being sent: it is the first one
             self._interrupt(call.ranks)
-            print(_INTERRUPTING, file=sys.stderr)
+            hint.arm()
         sigints.rearm()
         while True:
             try:
                 with call.answered:
                     while not call.complete and not self.launch.done and sigints.count < 2:
-                        call.answered.wait(1.0)  # woken by every reply and by the launch's end
+                        hint.say_when_due()
+                        call.answered.wait(hint.wait(1.0))  # woken by every reply and by the launch's end
                 if sigints.count < 2:
                     break
             except KeyboardInterrupt:
                 if sigints.count < 2:
                     self._interrupt(call.ranks)
-                    print(_INTERRUPTING, file=sys.stderr)
+                    hint.arm()
                     sigints.rearm()
                     continue
             self._stop_interrupted()

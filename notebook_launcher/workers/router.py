@@ -136,7 +136,8 @@ class CallRouter(LaunchView):
 
 def call_view(display: str, line_prefix: str | None = None) -> LaunchView:
     """The view of one call in the calling cell: the launch views' (widget and static form, or
-    ``[rank N]`` text, or nothing), chosen as for a launch."""
+    ``[rank N]`` text, or nothing), chosen as for a launch that its cell waits on (a quick call
+    sends one output, its finished form)."""
     from ..frontend.views import select_view
 
-    return select_view(display, line_prefix=line_prefix)
+    return select_view(display, line_prefix=line_prefix, show_at_start=False)  # the cell waits: one output

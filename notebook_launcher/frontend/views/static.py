@@ -32,6 +32,7 @@ from typing import Any
 from ...launching.listener import LaunchState
 from .ansi import strip_ansi
 from .charts import metrics_html, series_by_key
+from .compact import compact_bundle
 from .render import CSS, entries_html, hint_html, status_chips, traceback_html
 from .text import line_prefix
 
@@ -161,6 +162,9 @@ def static_bundle(launch: LaunchState, max_lines: int = MAX_LINES) -> dict:
     """The text/plain and text/html forms of the launch as it is now."""
     counts = {rank: launch.line_count(rank) for rank in launch.ranks}
     entries = launch.interleaved(last=max_lines)
+    if launch.done and getattr(launch, "kind", "") == "call":  # a finished %%dist cell: no launch frame
+        template = getattr(launch.plan, "log_line_prefix", None)
+        return compact_bundle(launch, entries, [line[:-1] for line in log_lines(entries, template)])
     # the cell that waits on the launch raises the failure: its traceback is shown there, once
     shown_in_cell = bool(getattr(launch, "waited_on", False))
     failure = failure_text(launch.exception, launch.failure_traceback) if launch.done and not shown_in_cell else ""
@@ -186,7 +190,7 @@ def _plain(launch: LaunchState, counts: dict, entries: list, failure: str, max_l
     if failure:
         lines.append(failure.rstrip())
     title, stacks, _ = stacks_section(launch)
-    if stacks:
+    if stacks and not _stacks_told_in_cell(launch):
         lines.append(f"{title}:\n{stacks}")
     return "\n".join(lines)
 
@@ -198,10 +202,17 @@ def stacks_section(launch: LaunchState) -> tuple[str, str, bool]:
     stacks = launch.last_stacks
     if not stacks:
         return "", "", False
+    if _stacks_told_in_cell(launch):  # the cell's error names where each rank was: not again, unfolded
+        return "every thread of every rank as it ended", str(stacks), False
     if launch.done and launch.status != "succeeded":
         return "where the ranks were", str(stacks), True
     taken = time.strftime("%H:%M:%S", time.localtime(stacks.taken_at)) if stacks.taken_at else "earlier"
     return f"where the ranks were at {taken}", str(stacks), not launch.done
+
+
+def _stacks_told_in_cell(launch: LaunchState) -> bool:
+    """The launch ended badly while a cell waited on it: that cell's error says where the ranks were."""
+    return launch.done and launch.status != "succeeded" and bool(getattr(launch, "waited_on", False))
 
 
 def _html(launch: LaunchState, counts: dict, entries: list, failure: str, max_lines: int) -> str:
