@@ -28,6 +28,7 @@ from kernel_session import KernelSession
 from notebook_launcher.frontend.saved_outputs import (
     SAVED_MIME,
     WIDGET_MIME,
+    keep_static_forms,
     output_metadata,
     read_snapshot,
     snapshot_path,
@@ -183,6 +184,33 @@ def test_a_kernel_under_the_server_keeps_its_snapshots_in_a_file_not_in_the_outp
     assert ended["state"] == "final" and ended["text/plain"] == bundles[-1]["text/plain"]
 
 
+def test_a_form_whose_kernel_died_mid_launch_says_the_launch_ended_with_it(snapshot_kernel, tmp_path):
+    """A notebook saved mid-launch whose kernel is then killed: the server reads the launch's last
+    form as final, saying that the launch ended with its kernel and when, with no rank "running";
+    the notebook's next save keeps that form (no widget to look for)."""
+    kernel, folder = snapshot_kernel
+    kernel.ok("import os\nfrom notebook_launcher import launch\n" + gate_code(tmp_path))
+    kernel.ok("def parked():\n    print('rank', os.environ['RANK'], 'parked', flush=True)\n    wait_at_gate()")
+    kernel.ok("job = launch(parked, num_processes=2, display='widget')")
+    (text,) = _snapshots_seen(folder, count=1, holding="rank 1 parked")
+    name = next(folder.glob("*.json")).stem
+    assert read_snapshot(folder, name)["state"] == "running"  # its kernel is alive
+    kernel.process.send_signal(signal.SIGKILL)
+    kernel.process.wait(30)
+    ended = read_snapshot(folder, name)
+    assert ended["state"] == "final"
+    head = ended["text/plain"].splitlines()[0]
+    assert re.search(r"ended with its kernel: ran [0-9.]+ s or more, last heard of at [0-9:]{8}, gone within 10 s", head)
+    assert "running" not in ended["text/plain"] and "rank 1: running" not in ended["text/html"]
+    assert ended["text/html"].count("rank 0: ended with the kernel") == 1
+    notebook = {"cells": [{"cell_type": "code", "outputs": [{
+        "output_type": "display_data", "metadata": output_metadata(name),
+        "data": {WIDGET_MIME: {"model_id": "m1"}, "text/plain": json.loads(text)["text/plain"]}}]}]}  # fmt: skip
+    keep_static_forms(notebook, folder)
+    saved = notebook["cells"][0]["outputs"][0]["data"]
+    assert SAVED_MIME not in saved and "ended with its kernel" in saved["text/plain"]
+
+
 @needs_browser
 def test_reloaded_mid_launch_the_live_widget_comes_back_undisturbed_by_snapshots(lab, browser):
     page, gates = _start_parked(browser, lab, "reload", blocking=False)
@@ -291,17 +319,21 @@ def test_saved_mid_launch_and_reopened_after_it_ended_or_after_the_kernel_died(l
     assert "PYTORCH_NVML_BASED_CUDA_CHECK" not in environ
     os.kill(kernel.pid, signal.SIGKILL)
     kernel.wait(30)
-    page.reload()
-    static = page.locator(".nl-static", has_text="before the launch ended").first
+    page.reload()  # no form will come again: the launch ended with its kernel, and the form says so
+    static = page.locator(".nl-static", has_text="ended with its kernel").first
     static.wait_for(timeout=60_000)
-    assert "rank 0: step 199" in static.inner_text()
+    shown = static.inner_text()
+    assert "rank 0: step 199" in shown and "last heard of at" in shown
+    assert "before the launch ended" not in shown and "running" not in shown
+    assert "rank 0: ended with the kernel" in shown and "rank 1: ended with the kernel" in shown
     _no_widget_error(page)
+    screenshot(page.locator(".jp-OutputArea-output", has=static).first, "saved-kernel-died.png")
     page.close()
 
     # Notebook 7 shows both saved notebooks the same way
     notebook7 = LabServer(lab.root, app="notebook")
     try:
-        for name, state in (("closed", "rank 1: done"), ("killed", "before the launch ended")):
+        for name, state in (("closed", "rank 1: done"), ("killed", "ended with its kernel")):
             page = browser.new_page(viewport={"width": 1400, "height": 1000})
             page.goto(notebook7.url(f"/notebooks/{name}.ipynb"))
             page.locator(".nl-static", has_text=state).first.wait_for(timeout=60_000)

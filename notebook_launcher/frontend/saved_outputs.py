@@ -15,6 +15,8 @@ output — a rewrite redraws the live widget, losing the reader's scroll and sel
 hook saves the latest one. The output's metadata names the launch's file (``output_metadata``).
 When the launch ends, the file keeps its final static form: a notebook saved mid-launch and
 reopened later shows it (the lab extension asks the server for it) and its next save keeps it.
+When the kernel that wrote a running launch's file is gone, the file's form is read as final,
+rewritten to say that the launch ended with its kernel, and when (``views/epitaph.py``).
 
 Examples:
     >>> notebook = {"cells": [{"cell_type": "code", "outputs": [{
@@ -55,6 +57,8 @@ WIDGET_MIME = "application/vnd.jupyter.widget-view+json"
 SAVED_MIME = "application/vnd.notebook-launcher.saved-launch+json"
 OUTPUT_KEY = "notebook_launcher"
 STATE_KEY, FINAL, RUNNING = "state", "final", "running"  # a snapshot file's state: the launch ended or not
+_WRITER = "writer"  # the kernel process that wrote a snapshot file
+SNAPSHOT_GAP = 10.0  # seconds, at most, between two snapshots of a running launch
 # "<kernel pid>-<launch id>" or, for a %%dist cell, "<kernel pid>-<launch id>.<call>": nothing else is read
 _NAME = re.compile(r"[0-9]{1,10}-[0-9a-f]{8}(\.[0-9]{1,10})?")
 
@@ -133,7 +137,15 @@ def read_snapshot(snapshots: str | Path, name: Any) -> dict | None:
     if not isinstance(bundle, dict) or not all(isinstance(value, str) for value in bundle.values()):
         return None
     static = {key: value for key, value in bundle.items() if key in ("text/plain", "text/html")}
-    return {**static, STATE_KEY: FINAL if bundle.get(STATE_KEY) == FINAL else RUNNING} if static else None
+    if not static:
+        return None
+    if bundle.get(STATE_KEY) == FINAL:
+        return {**static, STATE_KEY: FINAL}
+    if _writer_gone(name, bundle.get(_WRITER, "")):  # no later form will come: the launch ended with it
+        from .views.epitaph import ended_with_kernel
+
+        return {**ended_with_kernel(static, within=SNAPSHOT_GAP), STATE_KEY: FINAL}
+    return {**static, STATE_KEY: RUNNING}
 
 
 def write_snapshot(path: Path, bundle: dict, final: bool = False) -> None:
@@ -142,5 +154,28 @@ def write_snapshot(path: Path, bundle: dict, final: bool = False) -> None:
     final static form."""
     partial = path.with_suffix(f".{os.getpid()}.tmp")
     with open(partial, "w", encoding="utf-8") as file:
-        json.dump({**bundle, STATE_KEY: FINAL if final else RUNNING}, file)
+        json.dump({**bundle, STATE_KEY: FINAL if final else RUNNING, _WRITER: _this_process()}, file)
     os.replace(partial, path)
+
+
+def _this_process() -> str:
+    """This process as ``"<pid>@<start time>"``: a later process with the same pid is not it."""
+    import psutil
+
+    return f"{os.getpid()}@{psutil.Process().create_time():.2f}"
+
+
+def _writer_gone(name: str, writer: str) -> bool:
+    """Whether the kernel that wrote snapshot ``name`` has ended (a form from a kernel that left no
+    writer record, or that is alive, is not taken for gone)."""
+    import psutil
+
+    pid, _, started = writer.partition("@")
+    if not pid.isdigit() or not name.startswith(f"{pid}-"):
+        return False
+    try:
+        return abs(psutil.Process(int(pid)).create_time() - float(started)) > 1.0
+    except psutil.NoSuchProcess:
+        return True
+    except (psutil.Error, ValueError):  # not ours to look at: not taken for gone
+        return False

@@ -22,7 +22,7 @@ import os
 from collections.abc import Mapping
 from typing import Any, Protocol
 
-from ..saved_outputs import SNAPSHOTS_ENV, WIDGET_MIME, output_metadata, snapshot_path, write_snapshot
+from ..saved_outputs import SNAPSHOT_GAP, SNAPSHOTS_ENV, WIDGET_MIME, output_metadata, snapshot_path, write_snapshot
 
 __all__ = ["Snapshots", "FileSnapshots", "OutputSnapshots", "snapshots_for"]
 
@@ -60,7 +60,7 @@ class OutputSnapshots:
 
 
 class FileSnapshots:
-    longest = 10.0
+    longest = SNAPSHOT_GAP
     settles = True
 
     def __init__(self, folder: str, launch_id: str) -> None:
