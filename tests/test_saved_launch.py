@@ -200,7 +200,8 @@ def test_a_form_whose_kernel_died_mid_launch_says_the_launch_ended_with_it(snaps
     ended = read_snapshot(folder, name)
     assert ended["state"] == "final"
     head = ended["text/plain"].splitlines()[0]
-    assert re.search(r"ended with its kernel: ran [0-9.]+ s or more, last heard of at [0-9:]{8}, gone within 10 s", head)
+    said = r"ended with its kernel: ran [0-9.]+ s or more, last heard of at [0-9:]{8}, gone within 10 s"
+    assert re.search(said, head), head
     assert "running" not in ended["text/plain"] and "rank 1: running" not in ended["text/html"]
     assert ended["text/html"].count("rank 0: ended with the kernel") == 1
     notebook = {"cells": [{"cell_type": "code", "outputs": [{
