@@ -126,6 +126,22 @@ def test_device_picker_and_set_defaults_change_what_launches_use(kernel):
         kernel.ok("notebook_launcher.set_defaults(num_processes=None, mixed_precision='no')")
 
 
+def test_the_device_picker_follows_the_sidebar_and_set_defaults(kernel):
+    """Sidebar → picker as well as picker → settings: the dropdowns show what launches will use."""
+    kernel.ok("picker = __import__('notebook_launcher').device_picker()")
+    comm, _ = _state(kernel)
+    try:
+        kernel.send_comm(comm, {"type": "set_settings", "request_id": "p", "settings": {"mixed_precision": "fp16"}})
+        assert kernel.comm_message(comm, lambda d: d["type"] == "reply")["ok"] is True
+        kernel.ok("from notebook_launcher import set_defaults\nset_defaults(num_processes=1, start_method='spawn')")
+        values = "{name: field.value for name, field in picker.fields.items()}"
+        assert kernel.eval(values) == {"num_processes": "1", "start_method": "spawn", "mixed_precision": "fp16"}
+        kernel.ok("picker.widget.close()\nset_defaults(num_processes=None)")  # a closed picker lets go
+        assert kernel.eval("picker.fields['num_processes'].value") == "1"
+    finally:
+        kernel.ok("set_defaults(num_processes=None, start_method='auto', mixed_precision='no')")
+
+
 def test_importing_the_package_greets_the_front_end():
     """An open sidebar connects by itself: the kernel opens a comm to it when the package is imported."""
     session = KernelSession()

@@ -38,7 +38,9 @@ def device_picker() -> DevicePicker:
     """Show dropdowns bound to the kernel's launch defaults (what the JupyterLab sidebar sets).
 
     Returns a ``DevicePicker`` (its ``fields`` are the dropdowns: "num_processes", "start_method",
-    "mixed_precision"). Changing a dropdown calls ``set_defaults``.
+    "mixed_precision"). Changing a dropdown calls ``set_defaults``; a change made elsewhere (the
+    sidebar, ``set_defaults``, another picker) moves the dropdowns, so they always show what
+    launches will use.
     """
     import ipywidgets as w
     from IPython.display import display
@@ -73,5 +75,20 @@ def device_picker() -> DevicePicker:
             w.HBox(list(fields.values())),
         ]
     )
+    _follow(settings, fields, box)
     display(box)
     return DevicePicker(box, fields)
+
+
+def _follow(settings: Any, fields: dict, box: Any) -> None:
+    """Keep ``fields`` at ``settings``' values until ``box`` is closed."""
+
+    def follow(values: dict) -> None:
+        if getattr(box, "comm", None) is None:  # closed: the picker is gone
+            stop()
+            return
+        for name, field in fields.items():
+            value = values[name]
+            field.value = _DEFAULT if value is None else str(value) if name == "num_processes" else value
+
+    stop = settings.observe(follow)
