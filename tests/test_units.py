@@ -507,6 +507,30 @@ def test_the_finished_form_carries_its_log_as_a_download_only_while_small(monkey
     assert "the log (0.0 MiB) is too big to carry here: notebook_launcher.last_launch().logs(rank)" in page
 
 
+def test_a_saved_launch_of_eight_chatty_ranks_stays_under_a_megabyte_and_keeps_every_line():
+    """8 ranks x 12,000 lines (200 lines/s for a minute): the static form, which the notebook saves,
+    keeps each rank's newest lines within 1 MB; ``logs(rank)`` still has every line."""
+    import json
+
+    from notebook_launcher import launch
+    from notebook_launcher.frontend.views.static import static_bundle
+
+    def chatty():
+        import os
+
+        rank = os.environ["RANK"]
+        for step in range(12000):
+            print(f"rank {rank}: step {step} loss 0.{step:05d}")
+
+    job = launch(chatty, num_processes=8, display="none")
+    job.wait()
+    bundle = static_bundle(job)
+    assert len(json.dumps(bundle).encode()) < 1_000_000
+    assert "rank 7: step 11999 loss" in bundle["text/plain"] and "rank 0: step 11999 loss" in bundle["text/html"]
+    assert "11500 earlier lines of rank 3 not shown" in bundle["text/plain"]
+    assert all(job.logs(rank).count("\n") == 12000 for rank in range(8))
+
+
 def test_terminal_codes_show_as_a_terminal_shows_their_colours():
     from notebook_launcher.frontend.views.ansi import ansi_html, strip_ansi
 

@@ -51,7 +51,9 @@ __all__ = [
     "MAX_LINES",
 ]
 
-MAX_LINES = 2000  # per rank, in the static form (the full log stays on the Launch)
+MAX_LINES = 2000  # per rank, in the static form of up to two ranks (the full log stays on the Launch)
+FEWEST_LINES = 200  # per rank, however many ranks
+ALL_RANKS_LINES = 1000  # the newest lines of all ranks together, in the log above the ranks' own
 DOWNLOAD_LIMIT = 512 * 1024  # bytes of log text the finished form also carries as a download link
 FOLDED_FROM = 2  # with more ranks, each rank's log is folded under one log of all of them
 _SYMBOL = {"succeeded": "✔", "failed": "✘", "stopped": "■"}
@@ -158,9 +160,22 @@ def _hidden_note(launch: LaunchState, rank: int, hidden: int) -> str:
     )
 
 
+def lines_kept(ranks: int, max_lines: int = MAX_LINES) -> int:
+    """How many of its last lines each rank's log keeps in the static form: ``max_lines`` for up to
+    two ranks, fewer for more (at least ``FEWEST_LINES``), so a saved launch of 8 chatty ranks stays
+    under a megabyte; every line stays in ``logs(rank)`` and in "Save log".
+
+    Examples:
+        >>> lines_kept(2), lines_kept(8), lines_kept(64)
+        (2000, 500, 200)
+    """
+    return max(FEWEST_LINES, 2 * max_lines // max(2, ranks))
+
+
 def static_bundle(launch: LaunchState, max_lines: int = MAX_LINES) -> dict:
     """The text/plain and text/html forms of the launch as it is now."""
     counts = {rank: launch.line_count(rank) for rank in launch.ranks}
+    max_lines = lines_kept(len(launch.ranks), max_lines)
     entries = launch.interleaved(last=max_lines)
     if launch.done and getattr(launch, "kind", "") == "call":  # a finished %%dist cell: no launch frame
         template = getattr(launch.plan, "log_line_prefix", None)
@@ -231,10 +246,16 @@ def _html(launch: LaunchState, counts: dict, entries: list, failure: str, max_li
     if quiet:  # nothing printed: one line, not a box per rank
         parts.append(hint_html("no rank printed anything"))
     many = len(launch.ranks) > FOLDED_FROM and not quiet
-    if many:  # as tall as the live widget: every rank's lines in one capped log, each rank's folded
-        every = entries_html(entries, prefix=True)
+    if many:  # as tall as the live widget: the newest lines of all ranks in one capped log, each rank's folded
+        newest = entries[-ALL_RANKS_LINES:]
+        every = entries_html(newest, prefix=True)
+        title = (
+            f"all ranks · {len(newest)} lines"
+            if len(newest) == len(entries)
+            else f"all ranks · newest {len(newest)} lines"
+        )
         parts.append(
-            f'<details class="nl-ranklog" open><summary>all ranks · {len(entries)} lines</summary>'
+            f'<details class="nl-ranklog" open><summary>{title}</summary>'
             f'<div class="nl-static-log"{_CAPPED}><div class="nl-lines">{every}</div></div></details>'
         )
     for rank in [] if quiet else launch.ranks:
