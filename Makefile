@@ -10,7 +10,7 @@ TORCH_PIN := torch==2.13.0
 # resolve an unpinned torch into the build environment.
 DEEPSPEED_PIN := deepspeed==0.19.8
 
-.PHONY: env test check demo bench clean browser labextension docs gpu-kit gpu-dry-run gpu-pass
+.PHONY: env test check demo bench clean browser labextension docs gpu-kit gpu-dry-run gpu-pass pictures
 
 env: $(STAMP)
 
@@ -108,12 +108,20 @@ test: check $(STAMP) $(LABEXT) browser $(COLAB_STAMP) $(KAGGLE_STAMP) $(XLA_STAM
 	@echo "--- the documentation site ---"
 	$(MAKE) docs
 
+# The README's pictures, taken by the browser tests in a real JupyterLab (what a person sees), so they
+# stay current: the live widget of test_browser and the sidebar of test_sidebar_browser.
+pictures: $(STAMP) $(LABEXT) browser
+	$(PY) -m pytest -q tests/test_browser.py::test_the_live_widget_keeps_the_reader_then_the_notebook_keeps_the_launch \
+		tests/test_sidebar_browser.py::test_sidebar_sets_the_device_count_that_a_launch_uses
+	cp test-artifacts/widget.png notebooks/images/widget.png
+	cp test-artifacts/sidebar.png notebooks/images/sidebar.png
+
 # The documentation site (MkDocs, Material, mkdocstrings) into build/site; --strict fails on any
 # broken link, missing reference or docstring the API reference cannot read.
 docs: $(STAMP)
 	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict -f docs/mkdocs.yml
 
-# The GPU pass (bench/gpu/pass.sh; README "GPU pass"). `make gpu-kit` downloads here the wheels a
+# The GPU pass (bench/gpu/pass.sh; docs/pages/how-to/gpus.md "The GPU pass"). `make gpu-kit` downloads here the wheels a
 # lent GPU machine lacks (bench/gpu/kit.txt, for its Python 3.12; DeepSpeed's wheel built from its
 # sdist), which travel with the working tree; `make gpu-pass REPORT=DIR` is what that machine runs.
 # `make gpu-dry-run` runs the same pass here in a venv built as the device is (torch first, then

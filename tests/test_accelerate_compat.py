@@ -44,7 +44,7 @@ DELIBERATE = {
 # (the test calls each script's main makes on 2 CPU ranks, the passing ones that use trainer_core's
 # objects: with the deliberate differences, which use them too, 32 of the 52 calls). Accelerate
 # itself passes all of them in test_script, test_sync, test_ops and test_metrics here; in
-# test_distributed_data_loop it passes 2 and then hangs. The README's table shows them.
+# test_distributed_data_loop it passes 2 and then hangs. The benchmarks page (docs/pages/benchmarks.md) shows them.
 EXPECTED = {
     "test_script": (18, 7),
     "test_sync": (4, 4),

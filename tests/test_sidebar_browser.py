@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 
 import pytest
-from browser import CHROMIUM, open_notebook, run_all, screenshot
+from browser import CHROMIUM, contrasts, open_notebook, run_all, screenshot
 
 pytestmark = pytest.mark.skipif(not os.path.exists(CHROMIUM), reason="Debian's chromium is not installed")
 
@@ -65,6 +65,8 @@ def test_sidebar_sets_the_device_count_that_a_launch_uses(lab, browser):
         timeout=10_000,
     )  # ticks without kernel messages
     screenshot(sidebar, "sidebar.png")
+    low = [chip for chip in contrasts(page, ".nl-sidebar .nl-rank") if chip["ratio"] < 4.5]
+    assert not low, low  # every rank chip reads at 4.5:1
     stop.click()
     page.get_by_text("KeyboardInterrupt").first.wait_for(timeout=30_000)
     sidebar.locator(".nl-launch-stopped").first.wait_for(timeout=30_000)
