@@ -26,6 +26,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 
 from browser import CHROMIUM, CHROMIUM_ARGS, LabServer, open_notebook, run_all
+from playwright.sync_api import TimeoutError as PlaywrightTimeoutError
 
 FLOOD = """
 import os, time
@@ -52,9 +53,14 @@ RUNNERS = {
 
 OBSERVE = """() => {
     window.nlLongTasks = [];
+    window.nlEnded = null;  // when the launch's final form appeared (notebook_launcher only)
     new PerformanceObserver(list => {
-        for (const entry of list.getEntries()) window.nlLongTasks.push(entry.duration);
+        for (const entry of list.getEntries()) window.nlLongTasks.push([entry.startTime, entry.duration]);
     }).observe({type: 'longtask', buffered: false});
+    new MutationObserver(() => {
+        const ended = document.querySelector('.nl-static .nl-summary');
+        if (window.nlEnded === null && ended) window.nlEnded = performance.now();
+    }).observe(document.body, {subtree: true, childList: true});
 }"""
 
 
@@ -64,9 +70,20 @@ def measure(browser, lab, name: str, cell: str, seconds: float) -> dict:
     page.evaluate(OBSERVE)
     began = time.monotonic()
     run_all(page)
-    page.locator(".jp-InputPrompt", has_text="[3]").first.wait_for(timeout=int((seconds * 4 + 180) * 1000))
-    took = time.monotonic() - began
-    tasks = page.evaluate("() => window.nlLongTasks")
+    limit = seconds * 4 + 120
+    try:
+        page.locator(".jp-InputPrompt", has_text="[3]").first.wait_for(timeout=int(limit * 1000))
+        took: float | None = time.monotonic() - began
+    except PlaywrightTimeoutError:  # the page had not caught up with the output: measured as it stands
+        took = None
+        page.locator(".jp-Notebook").first.click()
+        page.keyboard.press("i")
+        page.keyboard.press("i")  # interrupt the kernel, so the notebook can be saved
+    timed = page.evaluate("() => window.nlLongTasks")
+    ended = page.evaluate("() => window.nlEnded")
+    tasks = [duration for _, duration in timed]
+    # a task that starts within 2 s before the final form appears draws (or makes way for) that form
+    at_end = [duration for start, duration in timed if ended is not None and ended - 2000 <= start <= ended + 500]
     page.keyboard.press("Control+s")
     page.wait_for_function("() => !document.querySelector('.jp-mod-dirty')", timeout=60_000)
     size = (lab.root / notebook).stat().st_size
@@ -76,6 +93,7 @@ def measure(browser, lab, name: str, cell: str, seconds: float) -> dict:
         "over_50": len(tasks),
         "over_100": sum(1 for t in tasks if t > 100),
         "longest_ms": max(tasks, default=0.0),
+        "longest_at_end_ms": max(at_end, default=0.0),
         "saved_kb": size / 1024,
     }
 
@@ -103,12 +121,20 @@ def main() -> None:
         lab.stop()
     lines = int(8 * 200 * args.seconds)
     print(f"\n8 ranks x 200 lines/s for {args.seconds:.0f} s ({lines:,} lines), one JupyterLab page in Chromium")
-    print(f"{'launcher':<30} {'cell s':>7} {'tasks>50ms':>10} {'>100ms':>7} {'longest ms':>11} {'saved KB':>9}")
+    print(
+        f"{'launcher':<30} {'cell s':>7} {'tasks>50ms':>10} {'>100ms':>7} {'longest ms':>11}"
+        f" {'at end ms':>10} {'saved KB':>9}"
+    )
     for name, r in results.items():
+        cell = f"{r['cell_s']:>7.1f}" if r["cell_s"] is not None else f"{'>' + str(int(args.seconds * 4 + 120)):>7}"
         print(
-            f"{name:<30} {r['cell_s']:>7.1f} {r['over_50']:>10} {r['over_100']:>7}"
-            f" {r['longest_ms']:>11.0f} {r['saved_kb']:>9.0f}"
+            f"{name:<30} {cell} {r['over_50']:>10} {r['over_100']:>7}"
+            f" {r['longest_ms']:>11.0f} {r['longest_at_end_ms']:>10.0f} {r['saved_kb']:>9.0f}"
         )
+    print(
+        "(cell s: from Run All to the cell's end; '>' where the page had not caught up with the output by then;"
+        " at end: the longest task from 2 s before the final form appeared)"
+    )
     ours = results.get("notebook_launcher")
     if ours:
         met = ours["over_100"] == 0 and ours["saved_kb"] <= 1024

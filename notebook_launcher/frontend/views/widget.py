@@ -41,7 +41,17 @@ from .charts import metrics_html, series_by_key
 from .logbox import LogBox
 from .render import CSS, status_chips
 from .snapshots import snapshots_for, widget_output
-from .static import header_text, log_lines, places_text, stacks_html, stacks_section, static_bundle
+from .static import (
+    ALL_RANKS_LINES,
+    FOLDED_FROM,
+    header_text,
+    lines_kept,
+    log_lines,
+    places_text,
+    stacks_html,
+    stacks_section,
+    static_bundle,
+)
 
 __all__ = ["WidgetView"]
 
@@ -198,8 +208,11 @@ class WidgetView(LaunchView):
         launch = self.launch
         ranks = launch.ranks
         hint = "“Save log” below, or notebook_launcher.last_launch().logs(rank), has every line"
-        self.all_box = LogBox(w, prefix=True, max_lines=self._max_lines, hint=hint)
-        self.boxes = {rank: LogBox(w, prefix=False, max_lines=self._max_lines, hint=hint) for rank in ranks}
+        # with many ranks each box keeps fewer lines, as the static form does: the page stays light
+        every = self._max_lines if len(ranks) <= FOLDED_FROM else min(self._max_lines, ALL_RANKS_LINES)
+        self.all_box = LogBox(w, prefix=True, max_lines=every, hint=hint)
+        own = lines_kept(len(ranks), self._max_lines)
+        self.boxes = {rank: LogBox(w, prefix=False, max_lines=own, hint=hint) for rank in ranks}
         self.style = w.HTML(f"<style>{CSS}</style>")
         self.header = w.HTML()
         self.tabs = w.Tab(children=[self.all_box.pane] + [self.boxes[rank].pane for rank in ranks])
