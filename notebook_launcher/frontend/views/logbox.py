@@ -151,6 +151,7 @@ class LogBox:
         """Empty and close every widget (emptied first: headless runners such as nbclient keep the
         last state of every widget in the notebook's metadata, closed or not)."""
         for view in [*self._views, self._note, self._live]:
-            view.value = ""
+            if view.value:  # an emptied chunk needs no message
+                view.value = ""
         for view in [*self._views, self._note, self._live, self.inner, self.box, self.pane]:
             view.close()
