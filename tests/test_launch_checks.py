@@ -50,6 +50,11 @@ import pytest
         ("launch(f, grace_period=float('nan'))", "ValueError", "grace_period must be a number of seconds >= 0"),
         ("launch(f, grace_period=float('inf'))", "ValueError", "grace_period must be"),
         ("launch(f, timeout=1e300)", "ValueError", "at most 2592000 (30 days)"),
+        (
+            "launch(f, timeout=10**400)",
+            "ValueError",
+            "at most 2592000 (30 days), or None for no limit, got an int of 401",
+        ),
         ("launch(f, rendezvous_timeout=1e300)", "ValueError", "rendezvous_timeout must be"),
         ("launch(f, rdzv_conf={'join_timeout': -1})", "ValueError", "rdzv_conf['join_timeout'] must be"),
         ("launch(f, master_addr='')", "ValueError", "master_addr must be a host name or IP address"),

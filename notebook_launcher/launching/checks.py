@@ -135,18 +135,27 @@ MAX_SECONDS = 30 * 24 * 3600.0  # the longest time any setting may name (30 days
 def check_seconds(name, value, none_ok=False, zero_ok=False):
     """A finite number of seconds (> 0, or >= 0 with ``zero_ok``, at most ``MAX_SECONDS``), or None
     with ``none_ok``. NaN and infinity are refused: NaN compares false with every deadline (a timer
-    that never fires), and "no limit" is None."""
+    that never fires), and "no limit" is None.
+
+    Examples:
+        >>> check_seconds("timeout", 10**400)
+        Traceback (most recent call last):
+        ...
+        ValueError: timeout must be a number of seconds > 0 and at most 2592000 (30 days), got an int of 401 digits
+    """
     if value is None and none_ok:
         return None
     number = isinstance(value, (int, float)) and not isinstance(value, bool)
-    if not number or not math.isfinite(value) or value < 0 or (value == 0 and not zero_ok) or value > MAX_SECONDS:
+    finite = number and (isinstance(value, int) or math.isfinite(value))  # an int is finite, if too big for a float
+    if not finite or value < 0 or (value == 0 and not zero_ok) or value > MAX_SECONDS:
         allowed = (
             "a number of seconds "
             + (">= 0" if zero_ok else "> 0")
             + f" and at most {MAX_SECONDS:.0f} (30 days)"
             + (", or None for no limit" if none_ok else "")
         )
-        raise ValueError(f"{name} must be {allowed}, got {value!r}")
+        shown = f"an int of {len(str(abs(value)))} digits" if number and finite and abs(value) > 10**30 else repr(value)
+        raise ValueError(f"{name} must be {allowed}, got {shown}")
     return float(value)
 
 
