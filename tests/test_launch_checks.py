@@ -190,3 +190,22 @@ def test_a_bad_flush_interval_is_refused_in_the_kernel_not_in_every_rank(kernel)
         in result.error["evalue"]
     )
     assert kernel.children() == []
+
+
+def test_a_deleted_working_directory_is_named_and_the_next_launch_works(kernel, tmp_path):
+    """Every rank starts in the kernel's working directory: a deleted one was a bare FileNotFoundError
+    (fork) or "the launcher failed" with a start server dying on torch's import (spawn)."""
+    gone = tmp_path / "gone"
+    gone.mkdir()
+    kernel.ok(f"here = os.getcwd()\nos.chdir({str(gone)!r})")
+    gone.rmdir()
+    try:
+        for method in ("fork", "spawn"):
+            result = kernel.run(f"notebook_launcher(lambda: 5, num_processes=2, start_method={method!r})")
+            assert result.error["ename"] == "FileNotFoundError", result.error
+            assert "the kernel's working directory was deleted" in result.error["evalue"]
+            assert "os.chdir()" in result.error["evalue"]
+            assert kernel.children() == []
+    finally:
+        kernel.ok("os.chdir(here)")
+    assert kernel.eval("notebook_launcher(lambda: 5, num_processes=2)") == 5

@@ -15,6 +15,7 @@ Examples:
 from __future__ import annotations
 
 import math
+import os
 
 __all__ = [
     "MAX_SECONDS",
@@ -30,8 +31,26 @@ __all__ = [
     "check_rdzv_conf",
     "check_secret",
     "check_seconds",
+    "check_working_directory",
     "is_int",
 ]
+
+
+def check_working_directory():
+    """The kernel's working directory, which every rank starts in; a deleted one is refused by name
+    (``os.getcwd()`` fails in the kernel, and a spawned rank cannot even load torch there).
+
+    Examples:
+        >>> check_working_directory() == os.getcwd()
+        True
+    """
+    try:
+        return os.getcwd()
+    except FileNotFoundError:
+        raise FileNotFoundError(
+            "the kernel's working directory was deleted, and every rank starts in it: os.chdir() to a folder"
+            " that exists (the notebook's, say) and launch again"
+        ) from None
 
 
 def check_function(function, args):

@@ -33,6 +33,7 @@ from .checks import (
     check_rdzv_conf,
     check_seconds,
     check_secret,
+    check_working_directory,
     is_int,
 )
 from .environment import rank_environment, threads_per_rank
@@ -166,8 +167,10 @@ def make_plan(
         TypeError: ``function`` is not callable or ``args`` is not a tuple or list.
         ValueError: a bad count, choice, rank, port or time.
         LaunchError: ``start_method="fork"`` when the kernel cannot be forked.
+        FileNotFoundError: the kernel's working directory was deleted.
     """
     check_function(function, args)
+    check_working_directory()
     mixed_precision = mixed_precision.lower() if isinstance(mixed_precision, str) else mixed_precision
     check_choice("mixed_precision", mixed_precision, MIXED_PRECISIONS)
     check_choice("start_method", start_method, START_METHODS)
