@@ -51,6 +51,17 @@ def test_an_exception_in_a_cell_names_the_cell_line_and_keeps_the_workers(dist):
     assert dist.run("%%dist\nx + 1").stdout.count("2") >= 2  # the same ranks, the state kept
 
 
+def test_sys_exit_0_ends_a_dist_cell_as_it_ends_a_script_and_keeps_the_workers(dist):
+    """``sys.exit(0)`` (or ``exit()``) on a rank ends that rank's cell well, as it ends a script; a
+    non-zero code is the cell's error, named; either way the workers live on."""
+    ended = dist.run("%%dist\nimport os, sys\nprint('before', flush=True)\nsys.exit(0)\nprint('after')")
+    assert ended.error is None, ended.error
+    assert ended.stdout.count("before") == 2 and "after" not in ended.stdout
+    failed = dist.run("%%dist\nimport os, sys\nif os.environ['RANK'] == '1':\n    sys.exit(3)")
+    assert failed.error["ename"] == "WorkerError" and "rank 1 raised SystemExit: 3" in failed.error["evalue"]
+    assert dist.run("%%dist\n'still here'").stdout.count("'still here'") == 2
+
+
 def test_an_interrupt_ends_the_cell_on_every_rank_and_keeps_the_workers(dist):
     msg_id = dist.submit("%%dist\nimport time\nprint('sleeping', flush=True)\ntime.sleep(600)")
     dist.collect(msg_id, timeout=60, until=lambda r: r.stdout.count("sleeping") == 2)

@@ -61,6 +61,10 @@ def _answer(call_id: int, kind: str, payload: Any, namespace: dict) -> dict:
         with CountedInterrupts():
             value = _CALLS[kind](payload, namespace)
         return {"call": call_id, "value": dumps_for_kernel(value)}
+    except SystemExit as exc:
+        if exc.code in (None, 0):  # as a script's sys.exit(0): the cell ended well on this rank; the worker lives on
+            return {"call": call_id, "value": dumps_for_kernel(None)}
+        return {"call": call_id, "error": error_report(exc, skip_frame=_answer.__code__)}
     except BaseException as exc:  # the call's failure goes to the kernel; the worker lives on
         return {"call": call_id, "error": error_report(exc, skip_frame=_answer.__code__)}
 
