@@ -3,6 +3,7 @@ scenarios of Hugging Face Accelerate's own notebook-launcher tests run against o
 
 from __future__ import annotations
 
+import itertools
 import time
 from textwrap import dedent
 
@@ -214,4 +215,23 @@ def test_an_interrupt_between_two_attempts_stops_the_launch(kernel, tmp_path):
     count = starts.read_text().count("start")
     assert kernel.eval("len(__import__('notebook_launcher').active_launches())") == 0
     assert starts.read_text().count("start") == count  # nothing restarts afterwards
+    assert kernel.children() == []
+
+
+def test_restarts_back_off_instead_of_spinning(kernel, tmp_path):
+    """A rank that fails at once restarted 16 times a second: now the first restart is immediate and
+    each later one waits twice as long as the one before (0.5 s, 1 s, ...)."""
+    starts = tmp_path / "starts"
+    kernel.ok(
+        "def fails_at_once():\n"
+        f"    with open({str(starts)!r}, 'a') as file:\n"
+        "        file.write(f'{time.monotonic()}\\n')\n"
+        "    raise RuntimeError('again')"
+    )
+    result = kernel.run("notebook_launcher(fails_at_once, num_processes=1, max_restarts=3, display='none')")
+    assert result.error["ename"] == "RuntimeError"
+    times = [float(line) for line in starts.read_text().split()]
+    gaps = [later - earlier for earlier, later in itertools.pairwise(times)]
+    assert len(times) == 4
+    assert gaps[1] >= 0.5 and gaps[2] >= 1.0, gaps  # lower bounds: the backoff's own waits
     assert kernel.children() == []

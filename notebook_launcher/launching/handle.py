@@ -26,7 +26,7 @@ from .elastic_compat import also_child_failed
 from .listener import CompositeListener
 from .record import LaunchRecord
 from .registry import Observed, active_launches, find_launch, last_launch, observe_launches, register
-from .restarts import attempts_note, may_restart
+from .restarts import attempts_note, may_restart, restart_delay
 from .stacks import where_they_were
 from .supervisor import Supervisor
 
@@ -69,6 +69,7 @@ class Launch:
         self._listener = CompositeListener(view, self._observed)
         self._make_starter = make_starter
         self._stopping = False
+        self._stop_asked = threading.Event()  # set with _stopping: ends a wait between two attempts
         self._stopped_by = ""  # who asked, for the error: "its Stop button", "the sidebar"
         self._ended = False
         self._done = threading.Event()
@@ -116,6 +117,9 @@ class Launch:
         """An attempt ended (on its supervisor's thread): start the next one, or finish the launch."""
         record, attempt = self._record, self._supervisor.attempt
         failure = record.failure
+        if failure is not None and may_restart(self.plan.faults, failure, attempt, self._started_at, time.monotonic()):
+            # back off before a restart; a stop asked meanwhile ends the wait (and the launch)
+            self._stop_asked.wait(restart_delay(self.plan.faults, attempt, self._started_at, time.monotonic()))
         with self._attempt_lock:
             restart = (
                 failure is not None
@@ -341,6 +345,7 @@ class Launch:
             self._stopping = True
             self._stopped_by = self._stopped_by or by
             supervisor = self._supervisor
+        self._stop_asked.set()
         supervisor.request_stop(with_stacks=True)
 
     @property

@@ -14,7 +14,10 @@ from __future__ import annotations
 from ..errors import LaunchTimeout
 from .plan import FaultPolicy
 
-__all__ = ["may_restart", "attempts_note"]
+__all__ = ["may_restart", "restart_delay", "attempts_note"]
+
+FIRST_BACKOFF = 0.5  # seconds before the second restart; each later one waits twice as long as the one before
+LONGEST_BACKOFF = 8.0
 
 
 def may_restart(faults: FaultPolicy, failure: BaseException, attempt: int, started: float, now: float) -> bool:
@@ -22,6 +25,24 @@ def may_restart(faults: FaultPolicy, failure: BaseException, attempt: int, start
     if attempt >= faults.max_restarts or isinstance(failure, LaunchTimeout):
         return False
     return faults.timeout is None or now < started + faults.timeout
+
+
+def restart_delay(faults: FaultPolicy, attempt: int, started: float, now: float) -> float:
+    """Seconds to wait before starting attempt ``attempt + 1``: none before the first restart, then
+    0.5, 1, 2, 4 and at most 8, and never past the launch's ``timeout``. A rank that fails at once
+    with ``max_restarts=100`` restarted 16 times a second, busying the machine and flooding the log.
+
+    Examples:
+        >>> from notebook_launcher.launching.plan import FaultPolicy
+        >>> [restart_delay(FaultPolicy(max_restarts=9), n, started=0.0, now=0.0) for n in range(7)]
+        [0.0, 0.5, 1.0, 2.0, 4.0, 8.0, 8.0]
+        >>> restart_delay(FaultPolicy(max_restarts=9, timeout=10.0), 4, started=0.0, now=9.0)
+        1.0
+    """
+    delay = 0.0 if attempt == 0 else min(LONGEST_BACKOFF, FIRST_BACKOFF * 2 ** (attempt - 1))
+    if faults.timeout is not None:
+        delay = min(delay, max(0.0, started + faults.timeout - now))
+    return delay
 
 
 def attempts_note(past: list, attempt: int, rank: int | None, failure: BaseException) -> str:
