@@ -137,7 +137,10 @@ def test_a_dead_rank_ends_the_workers_with_its_reason(kernel):
     result = kernel.run("%%dist --ranks 1\nimport os, signal\nos.kill(os.getpid(), signal.SIGKILL)")
     assert result.error["ename"] == "WorkerError"
     assert "rank 1" in result.error["evalue"] and "SIGKILL" in result.error["evalue"]
-    assert "no workers are running" in kernel.run("%dist status").stdout
+    status = kernel.run("%dist status").stdout  # the reason stays: what ended the workers, not only that they did
+    assert "no workers are running: workers " in status and "failed (WorkerError: " in status and "SIGKILL" in status
+    later = kernel.run("%%dist\n1").error["evalue"]
+    assert "failed (WorkerError: " in later and "SIGKILL" in later and "%dist start N" in later
     assert kernel.children() == []
 
 

@@ -26,7 +26,7 @@ import sys
 from typing import Any
 
 from ..frontend.views.text import line_prefix
-from .starting import current_workers, start_workers
+from .starting import current_workers, start_workers, why_none_run
 
 __all__ = ["register", "parse_start", "parse_ranks"]
 
@@ -89,7 +89,7 @@ def dist(line: str, cell: str | None = None):
     if command in ("stop", "status"):
         found = current_workers()
         if found is None:
-            print("no workers are running; %dist start N starts them")
+            print(f"{why_none_run()}; %dist start N starts new ones")
             return None
         if command == "stop":
             found.stop()
@@ -107,7 +107,7 @@ def _describe(workers) -> str:
 def _run_cell(line: str, cell: str) -> None:
     workers = current_workers()
     if workers is None:
-        raise RuntimeError("no workers are running; start them with %dist start N")
+        raise RuntimeError(f"{why_none_run()}; start new ones with %dist start N")
     ranks = parse_ranks(line)
     filename, first_line = _cell_file(line, cell)
     values = workers.exec(cell, ranks, filename=filename, first_line=first_line, show=True)

@@ -40,7 +40,7 @@ from .handle import CALL_DISPLAYS, Workers
 from .router import CallRouter
 from .serve import serve
 
-__all__ = ["start_workers", "current_workers"]
+__all__ = ["why_none_run", "start_workers", "current_workers"]
 
 CONNECT_TIMEOUT = 120.0  # seconds for every rank to start and connect back (spawn, slow imports)
 
@@ -50,6 +50,19 @@ _current: list[Workers] = []
 def current_workers() -> Workers | None:
     """The workers started last in this kernel, if they are still running (what ``%%dist`` uses)."""
     return _current[0] if _current and _current[0].status not in ("stopped", "failed") else None
+
+
+def why_none_run() -> str:
+    """Why no workers are running, for the messages that say so: never started, stopped, or how the
+    last ones failed (a rank died: its reason)."""
+    if not _current:
+        return "no workers are running"
+    last = _current[0]
+    if last.status != "failed":
+        return f"no workers are running (workers {last.launch.id} were stopped)"
+    failure = last.launch.exception
+    reason = f"{type(failure).__name__}: {failure}" if failure is not None else "a rank ended"
+    return f"no workers are running: workers {last.launch.id} failed ({reason})"
 
 
 def start_workers(
