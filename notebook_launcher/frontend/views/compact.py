@@ -20,11 +20,9 @@ from __future__ import annotations
 import html
 from typing import Any
 
-from .render import CSS, entries_html
+from .render import CSS, capped_log, entries_html
 
 __all__ = ["compact_head", "compact_bundle"]
-
-_CAPPED = ' style="max-height: 280px; overflow: auto"'  # as the static form's logs
 
 
 def compact_head(call: Any) -> str:
@@ -42,11 +40,7 @@ def compact_bundle(call: Any, entries: list, plain_lines: list[str]) -> dict:
     """The call's finished form: ``entries`` (its log entries, in order) as HTML, ``plain_lines``
     (the same, as ``[rank N]`` text lines) as text."""
     head = compact_head(call)
-    log = (
-        f'<div class="nl-static-log"{_CAPPED}><div class="nl-lines">{entries_html(entries, prefix=True)}</div></div>'
-        if entries
-        else ""
-    )
+    log = capped_log(entries_html(entries, prefix=True)) if entries else ""
     return {
         "text/plain": "\n".join([head, *plain_lines]),
         "text/html": (

@@ -24,7 +24,7 @@ from ...wire.mime import as_text
 from .ansi import ansi_html
 from .palette import STATUS_COLORS, prefix_class, prefix_css, rank_pill
 
-__all__ = ["CSS", "status_chips", "entries_html", "traceback_html", "hint_html"]
+__all__ = ["CSS", "status_chips", "entries_html", "traceback_html", "hint_html", "capped_log"]
 
 CSS = """
 .nl-root { color: var(--jp-ui-font-color1, inherit); font-size: 12px; }
@@ -125,6 +125,18 @@ def _prefix(rank: int) -> str:
     keeps), the rank's colour mixed with the theme's text where the stylesheet is kept."""
     style = f"color:#ffffff;background-color:{rank_pill(rank)};padding:0 3px;border-radius:3px"
     return f'<span class="nl-prefix {prefix_class(rank)}" style="{style}">[rank {rank}]</span> '
+
+
+def capped_log(inner: str) -> str:
+    """A log of the static forms, as tall as the live log at most. The cap is a style attribute: an
+    untrusted notebook loses the stylesheet, not style attributes.
+
+    Examples:
+        >>> capped_log("x")
+        '<div class="nl-static-log" style="max-height: 280px; overflow: auto"><div class="nl-lines">x</div></div>'
+    """
+    cap = "max-height: 280px; overflow: auto"
+    return f'<div class="nl-static-log" style="{cap}"><div class="nl-lines">{inner}</div></div>'
 
 
 def hint_html(text: str) -> str:

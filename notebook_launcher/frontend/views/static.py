@@ -33,11 +33,8 @@ from ...launching.listener import LaunchState
 from .ansi import strip_ansi
 from .charts import metrics_html, series_by_key
 from .compact import compact_bundle
-from .render import CSS, entries_html, hint_html, status_chips, traceback_html
+from .render import CSS, capped_log, entries_html, hint_html, status_chips, traceback_html
 from .text import line_prefix
-
-# the logs' height cap, inline only: an untrusted notebook loses the stylesheet, not style attributes
-_CAPPED = ' style="max-height: 280px; overflow: auto"'  # as tall as the live log
 
 __all__ = [
     "static_bundle",
@@ -172,6 +169,17 @@ def lines_kept(ranks: int, max_lines: int = MAX_LINES) -> int:
     return max(FEWEST_LINES, 2 * max_lines // max(2, ranks))
 
 
+def all_ranks_kept(ranks: int, max_lines: int = MAX_LINES) -> int:
+    """How many of the newest lines of all ranks together the all-ranks log keeps: ``max_lines`` for
+    up to two ranks (it is the only log then), ``ALL_RANKS_LINES`` at most for more.
+
+    Examples:
+        >>> all_ranks_kept(2), all_ranks_kept(8)
+        (2000, 1000)
+    """
+    return max_lines if ranks <= FOLDED_FROM else min(max_lines, ALL_RANKS_LINES)
+
+
 def static_bundle(launch: LaunchState, max_lines: int = MAX_LINES) -> dict:
     """The text/plain and text/html forms of the launch as it is now."""
     counts = {rank: launch.line_count(rank) for rank in launch.ranks}
@@ -247,17 +255,14 @@ def _html(launch: LaunchState, counts: dict, entries: list, failure: str, max_li
         parts.append(hint_html("no rank printed anything"))
     many = len(launch.ranks) > FOLDED_FROM and not quiet
     if many:  # as tall as the live widget: the newest lines of all ranks in one capped log, each rank's folded
-        newest = entries[-ALL_RANKS_LINES:]
+        newest = entries[-all_ranks_kept(len(launch.ranks)) :]
         every = entries_html(newest, prefix=True)
         title = (
             f"all ranks · {len(newest)} lines"
             if len(newest) == len(entries)
             else f"all ranks · newest {len(newest)} lines"
         )
-        parts.append(
-            f'<details class="nl-ranklog" open><summary>{title}</summary>'
-            f'<div class="nl-static-log"{_CAPPED}><div class="nl-lines">{every}</div></div></details>'
-        )
+        parts.append(f'<details class="nl-ranklog" open><summary>{title}</summary>{capped_log(every)}</details>')
     for rank in [] if quiet else launch.ranks:
         own = [entry for entry in entries if entry.rank == rank]
         hidden = counts[rank] - max_lines
@@ -271,7 +276,7 @@ def _html(launch: LaunchState, counts: dict, entries: list, failure: str, max_li
             f'<details class="nl-ranklog"{"" if many else " open"}>'
             f"<summary>rank {rank}{where} · {statuses[rank]} · {counts[rank]}"
             f" line{plural}</summary>"
-            f'<div class="nl-static-log"{_CAPPED}><div class="nl-lines">{body}</div></div></details>'
+            f"{capped_log(body)}</details>"
         )
     parts.append(metrics_html(series_by_key(launch.metrics), as_image=True))
     if launch.done:

@@ -42,8 +42,7 @@ from .logbox import LogBox
 from .render import CSS, status_chips
 from .snapshots import snapshots_for, widget_output
 from .static import (
-    ALL_RANKS_LINES,
-    FOLDED_FROM,
+    all_ranks_kept,
     header_text,
     lines_kept,
     log_lines,
@@ -209,8 +208,7 @@ class WidgetView(LaunchView):
         ranks = launch.ranks
         hint = "“Save log” below, or notebook_launcher.last_launch().logs(rank), has every line"
         # with many ranks each box keeps fewer lines, as the static form does: the page stays light
-        every = self._max_lines if len(ranks) <= FOLDED_FROM else min(self._max_lines, ALL_RANKS_LINES)
-        self.all_box = LogBox(w, prefix=True, max_lines=every, hint=hint)
+        self.all_box = LogBox(w, prefix=True, max_lines=all_ranks_kept(len(ranks), self._max_lines), hint=hint)
         own = lines_kept(len(ranks), self._max_lines)
         self.boxes = {rank: LogBox(w, prefix=False, max_lines=own, hint=hint) for rank in ranks}
         self.style = w.HTML(f"<style>{CSS}</style>")
