@@ -202,7 +202,7 @@ def test_forked_ranks_write_through_streams_the_kernel_made_and_a_launch_in_a_ra
     """)
     )
     outer_id, inner_id = kernel.eval("ids")
-    made_stdout = kernel.eval("id(capture._made_streams[0])")
+    made_stdout = kernel.eval("id(capture._made_streams.stdout)")
     assert outer_id == made_stdout and inner_id != made_stdout
     assert "[rank 0] outer line" in result.stdout and "inner line" in result.stdout
 

@@ -4,9 +4,9 @@ The bootstrap
 1. leads a process group of its own (the kernel's interrupt no longer reaches it: the kernel stops
    the ranks itself; the processes the rank starts join its group, which is ended with it) and asks
    Linux to kill the rank if the kernel dies, so nothing is orphaned;
-2. makes the pipes from the kernel its file descriptors 1 and 2 and points ``sys.stdout`` /
-   ``sys.stderr`` at them, batched without losing a line (``capture``), so Python and C-level output
-   (gloo, NCCL) both arrive tagged with this rank;
+2. makes the pipes from the kernel its file descriptors 1 and 2 (C-level output: gloo, NCCL,
+   subprocesses) and sends what ``sys.stdout`` / ``sys.stderr`` write on its channel, batched and in
+   the order written, without losing a line (``capture``), so all of it arrives tagged with this rank;
 3. applies the rank's environment, caps intra-op threads, and makes the notebook machinery a fork
    inherits (display, widgets, tqdm's notebook bars) safe to use (``notebook``);
 4. runs ``function(*args)`` and sends back the return value, or the exception with its traceback;
@@ -99,11 +99,11 @@ def prepare_process(spec, pipes, channel_lock=None):
     become_the_main_thread()
     die_with_parent(spec.parent_pid)
     become_subreaper()
-    capture = Capture.install(pipes, frozenset({spec.parent_pid, spec.launcher_pid}), spec.flush_interval)
+    channel = ChannelWriter(pipes.events, rank=spec.rank, lock=channel_lock)
+    capture = Capture.install(pipes, channel, frozenset({spec.parent_pid, spec.launcher_pid}), spec.flush_interval)
     apply_environment(spec.env, spec.encoded_env)
     _cap_threads(spec.threads)
     _forget_accelerate_state()
-    channel = ChannelWriter(pipes.events, rank=spec.rank, lock=channel_lock)
     set_rank_channel(channel)
     set_tensor_prefix(spec.tensor_prefix)
     capture.on_stacks_request = lambda: channel.send(STACKS, collect_stacks(capture.thread_ident))

@@ -1,5 +1,5 @@
 """A rank's output: file descriptors 1 and 2 become the pipes to the kernel, and Python's streams
-write to them in batches.
+send what they write, in order, on the rank's channel (``ordered_output``).
 
 A captured ``print`` must cost what printing to a file costs, so ``sys.stdout``/``sys.stderr`` are
 block-buffered: a line is one ``memcpy``, not one system call. Nothing is lost for it:
@@ -26,7 +26,7 @@ the last ``FLUSH_INTERVAL``. C code writing to the descriptors (gloo, NCCL) is n
 
 Example (what the bootstrap does)::
 
-    capture = Capture.install(pipes)   # fds 1/2 → the pipes; sys.stdout/sys.stderr batched
+    capture = Capture.install(pipes, channel)   # fds 1/2 → the pipes; sys.stdout/sys.stderr batched
     ...
     capture.flush()
 """
@@ -46,6 +46,7 @@ from typing import Any
 
 from ..wire import SIGNAL_SENDER_MARK, STACKS_SIGNAL
 from .descendants import PRCTL
+from .ordered_output import RankStreams
 
 __all__ = [
     "Capture",
@@ -59,7 +60,6 @@ __all__ = [
 
 FLUSH_INTERVAL = 0.05  # seconds between flushes (NOTEBOOK_LAUNCHER_FLUSH_INTERVAL overrides it)
 OUTPUT_THREAD = "rank-output"  # the output thread's name (as the system shows it: /proc/<pid>/task/*/comm)
-_BUFFER = 1 << 16
 _PR_SET_NAME = 15
 
 _real_exit = os._exit
@@ -77,12 +77,16 @@ class Capture:
         self.interval = interval
 
     @classmethod
-    def install(cls, pipes: Any, launchers: frozenset[int] = frozenset(), interval: float = FLUSH_INTERVAL) -> Capture:
-        """Point descriptors 1/2 and ``sys.stdout``/``sys.stderr`` at the rank's pipes, batched.
+    def install(
+        cls, pipes: Any, channel: Any, launchers: frozenset[int] = frozenset(), interval: float = FLUSH_INTERVAL
+    ) -> Capture:
+        """Point descriptors 1/2 at the rank's output pipes, and ``sys.stdout``/``sys.stderr`` at
+        ``channel`` (batched, in the order written).
 
         ``launchers``: the pids whose SIGTERM ends the rank without comment (the kernel, a start server);
         ``interval``: seconds between flushes.
         """
+        global _rank_streams
         capture = cls(launchers, interval)
         old = (sys.stdout, sys.stderr)
         for source, target in ((pipes.stdout, 1), (pipes.stderr, 2)):
@@ -90,7 +94,10 @@ class Capture:
                 os.dup2(source, target)
                 os.close(source)
         # the rank's streams for the rest of its life: nothing to close
-        sys.stdout, sys.stderr = _take_made_streams() or (_stream(1), _stream(2))
+        streams = _take_made_streams() or RankStreams.make()
+        streams.output.attach(channel)
+        _rank_streams = streams
+        sys.stdout, sys.stderr = streams.stdout, streams.stderr
         _repoint_logging(old)
         capture._start_flusher()
         os._exit = _flushing_exit  # type: ignore[assignment]
@@ -187,13 +194,13 @@ def _name_this_thread(name: str) -> None:
         PRCTL(_PR_SET_NAME, name.encode()[:15])
 
 
-def _stream(fd: int) -> Any:
-    return open(fd, "w", buffering=_BUFFER, encoding="utf-8", errors="backslashreplace", closefd=False)
-
-
 def flush_output() -> None:
-    """Write out what ``sys.stdout`` and ``sys.stderr`` hold."""
-    for stream in (sys.stdout, sys.stderr):
+    """Send what ``sys.stdout`` and ``sys.stderr`` hold (and the rank's own streams, should the
+    function have replaced those)."""
+    streams: list[Any] = [sys.stdout, sys.stderr]
+    if _rank_streams is not None:
+        streams += [stream for stream in (_rank_streams.stdout, _rank_streams.stderr) if stream not in streams]
+    for stream in streams:
         try:
             stream.flush()
         except (OSError, ValueError):
@@ -203,8 +210,9 @@ def flush_output() -> None:
 def wait_until_read(timeout: float = 1.0) -> None:
     """Wait (up to ``timeout`` s) until the kernel has read what this rank wrote to its output pipes.
 
-    Output and events travel on different pipes, which the kernel reads in no fixed order; a
-    display sent once the output before it has been read is shown after that output."""
+    What C code wrote to descriptors 1 and 2 travels apart from the events, and the kernel reads
+    the pipes in no fixed order; a display sent once that output has been read is shown after it.
+    (Python's streams travel with the events, in order.)"""
     deadline = time.monotonic() + timeout
     for fd in (1, 2):
         while time.monotonic() < deadline:
@@ -242,7 +250,8 @@ def _repoint_logging(old_streams: tuple) -> None:
 
 
 _noted_handlers: tuple | None = None
-_made_streams: tuple | None = None
+_made_streams: RankStreams | None = None
+_rank_streams: RankStreams | None = None  # this rank's (None outside a rank)
 
 
 def before_forking_ranks() -> None:
@@ -257,13 +266,10 @@ def before_forking_ranks() -> None:
     global _made_streams
     _note_stream_handlers()
     if _made_streams is None:
-        try:
-            _made_streams = (_stream(1), _stream(2))
-        except OSError:  # the kernel runs without a descriptor 1 or 2: each rank makes its own
-            pass
+        _made_streams = RankStreams.make()
 
 
-def _take_made_streams() -> tuple | None:
+def _take_made_streams() -> RankStreams | None:
     """The streams the kernel made for its ranks (``before_forking_ranks``), in a rank forked from
     it; None elsewhere. Taken once: a launch from inside this rank gets streams of its own."""
     global _made_streams

@@ -1,10 +1,12 @@
 """The kernel's side of one started rank process: its ranks, its process and its pipes' read ends.
 
 Reading turns the raw bytes into what they mean: events from the channel (decoded frame by frame)
-and output lines from descriptors 1 and 2 (split as a terminal would). Output on the descriptors
-belongs to the process's first rank; events name their own rank (a torch_xla host carries several).
-A reply to a ``%%dist`` call comes after everything the rank printed before it: the output pipes
-are drained before the reply is delivered.
+and output lines (split as a terminal would). Output comes two ways: what Python's streams wrote,
+as ``OUTPUT`` events in the order written (``rank.ordered_output``), and what C code and
+subprocesses wrote to descriptors 1 and 2. Both ways feed one line reader per rank and stream.
+Output on the descriptors belongs to the process's first rank; events name their own rank (a
+torch_xla host carries several). A reply to a ``%%dist`` call comes after everything the rank
+printed before it: the output pipes are drained before the reply is delivered.
 
 Example (what the rank group does when a pipe becomes readable)::
 
@@ -17,7 +19,7 @@ import os
 from typing import Any
 
 from ..rank.bootstrap import RankPipes
-from ..wire import REPLY, FrameReader, LineReader
+from ..wire import OUTPUT, REPLY, FrameReader, LineReader
 from .base import RankSink, StartedProcess
 
 __all__ = ["RankProcess", "make_pipes", "close_pipes"]
@@ -31,7 +33,8 @@ class RankProcess:
         self.process = process
         self.pipes = {"events": pipes.events, "stdout": pipes.stdout, "stderr": pipes.stderr}
         self._frames = FrameReader()
-        self._lines: dict[str, LineReader] = {}  # made at a stream's first output (a quick rank may print nothing)
+        # (rank, stream) → its reader, made at the first output (a quick rank may print nothing)
+        self._lines: dict[tuple[int, str], LineReader] = {}
         self.exitcode: int | None = None
         self.signalled = False  # the launcher ended it (a sibling failed, or a stop)
 
@@ -71,35 +74,56 @@ class RankProcess:
             for event in self._frames.feed(chunk):
                 if type(event) is tuple and event and type(event[0]) is str and event[0] == REPLY:
                     self._drain_output(sink)  # the rank flushed its output before replying
-                sink.on_event(self.ranks, event)
+                output = self._output(event)
+                if output is not None:
+                    rank, stream, data = output
+                    self._deliver(rank, stream, self._reader(rank, stream).feed(data), sink)
+                else:
+                    sink.on_event(self.ranks, event)
             return
-        self._deliver(kind, self._reader(kind).feed(chunk), sink)
+        self._deliver(self.first_rank, kind, self._reader(self.first_rank, kind).feed(chunk), sink)
 
-    def _reader(self, stream: str) -> LineReader:
-        reader = self._lines.get(stream)
+    def _output(self, event: Any) -> tuple[int, str, bytes] | None:
+        """(rank, stream, bytes) of a well-formed output event from one of this process's ranks;
+        None for any other event (the supervisor decodes those, and rejects what is malformed)."""
+        if not (type(event) is tuple and len(event) == 4 and event[0] == OUTPUT and event[3] in self.ranks):
+            return None
+        payload = event[1]
+        if not (type(payload) is tuple and len(payload) == 2 and payload[0] in ("stdout", "stderr")):
+            return None
+        data = payload[1]
+        if type(data) is str:  # a torch_xla host's lines
+            return event[3], payload[0], data.encode("utf-8", "backslashreplace")
+        return (event[3], payload[0], data) if type(data) is bytes else None
+
+    def _reader(self, rank: int, stream: str) -> LineReader:
+        reader = self._lines.get((rank, stream))
         if reader is None:
-            reader = self._lines[stream] = LineReader()
+            reader = self._lines[(rank, stream)] = LineReader()
         return reader
 
-    def _deliver(self, stream: str, text: str, sink: RankSink) -> None:
+    def _deliver(self, rank: int, stream: str, text: str, sink: RankSink) -> None:
         """Lines made final (if any), then what the stream still shows live."""
         if text:
-            sink.on_text(self.first_rank, stream, text)
-        sink.on_live(self.first_rank, stream, self._reader(stream).live)
+            sink.on_text(rank, stream, text)
+        sink.on_live(rank, stream, self._reader(rank, stream).live)
 
     def _drain_output(self, sink: RankSink) -> None:
         for stream in ("stdout", "stderr"):
             self.read(stream, drain=True, sink=sink)
-            self._deliver(stream, self._reader(stream).settle(), sink)  # the call ended: its bars are final
+        for (rank, stream), reader in list(self._lines.items()):
+            self._deliver(rank, stream, reader.settle(), sink)  # the call ended: its bars are final
 
     def close_pipe(self, kind: str, sink: RankSink) -> None:
-        """Close one pipe; a line left without a newline is delivered as the last line."""
+        """Close one pipe; once all are closed, a line left without a newline is delivered as the
+        last line of its stream."""
         os.close(self.pipes.pop(kind))
-        if kind != "events":
-            reader = self._lines.get(kind)
-            rest = reader.finish() if reader is not None else ""
+        if self.pipes:
+            return
+        for (rank, stream), reader in self._lines.items():
+            rest = reader.finish()
             if rest:
-                sink.on_text(self.first_rank, kind, rest)
+                sink.on_text(rank, stream, rest)
 
     def drain_and_close(self, sink: RankSink) -> None:
         """Read everything left on every pipe (what the process wrote before it ended), then close them."""

@@ -52,7 +52,8 @@ class Status:
 
 @dataclass(frozen=True)
 class Output:
-    """Text a rank printed, for ranks that share descriptors (torch_xla's threads)."""
+    """Text a rank wrote to ``sys.stdout``/``sys.stderr`` (sent as bytes, in the order written), or a
+    torch_xla host's lines for one of its ranks (sent as text)."""
 
     kind: ClassVar[str] = OUTPUT
     rank: int
@@ -177,9 +178,12 @@ def _status(rank: int, when: float, payload: Any) -> Status:
 def _output(rank: int, when: float, payload: Any) -> Output:
     if not (isinstance(payload, tuple) and len(payload) == 2 and payload[0] in ("stdout", "stderr")):
         raise ValueError("an output payload is (stream, text) with stream 'stdout' or 'stderr'")
-    if not isinstance(payload[1], str):
-        raise ValueError(f"output text must be a str, got {type(payload[1]).__name__}")
-    return Output(rank, when, payload[0], payload[1])
+    text = payload[1]
+    if isinstance(text, bytes):  # a rank's stream (``rank.ordered_output``)
+        text = text.decode("utf-8", "replace")
+    if not isinstance(text, str):
+        raise ValueError(f"output text must be bytes or a str, got {type(text).__name__}")
+    return Output(rank, when, payload[0], text)
 
 
 def _metric(rank: int, when: float, payload: Any) -> Metric:

@@ -4,7 +4,9 @@ The streams are taken when the view is made, on the thread that runs the cell; t
 thread writes to them from a copy of that thread's context, which is how ipykernel 7 knows the
 lines belong to the launching cell even after the cell has returned. A rank's ``display()`` shows
 as its text; a display updated in place (a progress table) is printed again at most every
-``UPDATE_EVERY`` seconds, and its last version when the launch ends.
+``UPDATE_EVERY`` seconds, and its last version when the launch ends. The kernel's two streams batch
+apart, so when the stream written to changes, the other is flushed first: a rank's stdout and stderr
+lines reach the cell in the order the rank wrote them.
 """
 
 from __future__ import annotations
@@ -37,6 +39,7 @@ class TextView(LaunchView):
         self._launch: LaunchState | None = None
         self._printed = {}  # (rank, index) of an updated display -> when it was last printed
         self._pending = set()
+        self._last_stream = "stdout"
 
     @property
     def launch(self) -> LaunchState:
@@ -50,6 +53,9 @@ class TextView(LaunchView):
     def on_output(self, rank, stream, text):
         prefix = line_prefix(self._template, rank)
         body = text[:-1] if text.endswith("\n") else text
+        if stream != self._last_stream:
+            self._streams[self._last_stream].flush()
+            self._last_stream = stream
         self._streams[stream].write(prefix + body.replace("\n", "\n" + prefix) + "\n")
 
     def on_display(self, rank, index, replaced):

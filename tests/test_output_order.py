@@ -1,0 +1,152 @@
+"""A rank's stdout and stderr keep the order the rank wrote them in, as a terminal and a plain cell do.
+
+Real kernels, real forked and spawned ranks: ``print`` alternating with ``print(file=sys.stderr)``,
+``logging`` (to stderr) and ``warnings`` between prints. The order must hold in the launch's lines,
+``logs()``, the text the cell shows and the static form the notebook saves.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from textwrap import dedent
+
+import pytest
+
+from tests.kernel_session import KernelSession
+
+WRITER = dedent("""
+    import logging, sys, warnings
+    def writer():
+        logging.basicConfig(level=logging.INFO, format="log %(message)s", force=True)
+        for i in range(3):
+            print(f"out {i}")
+            print(f"err {i}", file=sys.stderr)
+        print("before the log")
+        logging.info("a log record")
+        print("before the warning")
+        warnings.warn("a warning", stacklevel=1)
+        print("last")
+        sys.stdout.flush()  # as in any Python program, before writing to the buffer beneath
+        sys.stdout.buffer.write(b"bytes to stdout\\n")
+        print("after the bytes", file=sys.stderr)
+""")
+
+EXPECTED = [
+    ("stdout", "out 0"),
+    ("stderr", "err 0"),
+    ("stdout", "out 1"),
+    ("stderr", "err 1"),
+    ("stdout", "out 2"),
+    ("stderr", "err 2"),
+    ("stdout", "before the log"),
+    ("stderr", "log a log record"),
+    ("stdout", "before the warning"),
+    ("stderr", "warning"),  # warnings' two lines: the "UserWarning: a warning" line and its source line
+    ("stdout", "last"),
+    ("stdout", "bytes to stdout"),
+    ("stderr", "after the bytes"),
+]
+
+
+def _in_order(entries: list[tuple[str, str]]) -> list[tuple[str, str]]:
+    """The entries with warnings' lines taken as one, so they compare with ``EXPECTED``."""
+    merged: list[tuple[str, str]] = []
+    for stream, text in entries:
+        if "UserWarning: a warning" in text:
+            merged.append((stream, "warning"))
+        elif not (merged and merged[-1] == ("stderr", "warning") and stream == "stderr" and "warnings.warn" in text):
+            merged.append((stream, text))
+    return merged
+
+
+@pytest.fixture(scope="module")
+def kernel():
+    session = KernelSession()
+    yield session
+    session.shutdown()
+
+
+@pytest.mark.parametrize("method", ["fork", "spawn"])
+def test_a_ranks_two_streams_keep_the_order_it_wrote_them_in(kernel, method):
+    """In 20 launches before the fix, fork gave out, out, out, err, err, err in 18 and spawn in 14:
+    each stream was batched apart and the kernel read the two pipes in no fixed order."""
+    kernel.ok(WRITER)
+    result = kernel.ok(
+        dedent(f"""
+        from notebook_launcher import launch
+        from notebook_launcher.frontend.views.static import static_bundle
+        import json
+        runs = []
+        for _ in range(5):
+            job = launch(writer, num_processes=2, start_method={method!r}, display="text")
+            job.wait()
+            runs.append([[line.stream, line.text.rstrip("\\n")] for line in job.lines(1)])
+        logs = job.logs(1)
+        saved = static_bundle(job)["text/plain"]
+        print("RESULT", json.dumps([runs, logs, saved]))
+    """),
+        timeout=300,
+    )
+    runs, logs, saved = json.loads(result.stdout.split("RESULT ", 1)[1])
+    for run in runs:
+        assert _in_order([tuple(entry) for entry in run]) == EXPECTED
+    assert logs.index("out 0") < logs.index("err 0") < logs.index("out 1") < logs.index("err 2")
+    assert logs.index("before the log") < logs.index("log a log record") < logs.index("before the warning")
+    saved_rank_1 = [line for line in saved.splitlines() if "out " in line or "err " in line]
+    assert [re.sub(r".*?((out|err) \d).*", r"\1", line) for line in saved_rank_1][-6:] == [
+        "out 0",
+        "err 0",
+        "out 1",
+        "err 1",
+        "out 2",
+        "err 2",
+    ]
+    # what the cell showed while it ran: the stream outputs, in the order the front end got them
+    shown = [
+        (output["name"], line)
+        for output in result.outputs
+        if output.get("output_type", "stream") == "stream"
+        for line in output["text"].splitlines()
+        if line.startswith("[rank 1] ") and re.search(r"(out|err) \d$", line)
+    ]
+    assert [text.removeprefix("[rank 1] ") for _, text in shown[-6:]] == [
+        "out 0",
+        "err 0",
+        "out 1",
+        "err 1",
+        "out 2",
+        "err 2",
+    ]
+    assert [stream for stream, _ in shown[-6:]] == ["stdout", "stderr"] * 3
+
+
+def test_output_a_forked_child_of_a_rank_writes_reaches_the_log_and_leaves_the_channel_whole(kernel):
+    """A DataLoader worker or ``os.fork()`` child inherits the rank's streams: it writes to the
+    descriptors (frames from two processes on one channel would interleave), and what the rank had
+    not yet sent when it forked is sent once, by the rank."""
+    result = kernel.ok(
+        dedent("""
+        import os, sys
+        from notebook_launcher import launch
+        def forks():
+            print("before the fork")  # still buffered when the child is forked
+            pid = os.fork()
+            if pid == 0:
+                print("x" * 100_000)  # more than a frame's worth on the descriptor
+                print("from the child")
+                sys.stdout.flush()
+                os._exit(0)
+            os.waitpid(pid, 0)
+            print("after the child")
+            return "ok"
+        job = launch(forks, num_processes=1, start_method="fork", display="none")
+        job.wait()
+        texts = [line.text.rstrip("\\n") for line in job.lines(0)]
+        print("RESULT", json.dumps([job.results, texts.count("before the fork"), "from the child" in texts,
+                                    texts[-1], sum(len(t) for t in texts if set(t) == {"x"})]))
+    """),
+        timeout=120,
+    )
+    results, befores, child_line, last, xs = json.loads(result.stdout.split("RESULT ", 1)[1])
+    assert results == ["ok"] and befores == 1 and child_line and last == "after the child" and xs == 100_000
