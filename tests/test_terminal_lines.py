@@ -1,9 +1,11 @@
 """A rank's output becomes the lines a terminal would show: progress bars, nested or not, redraw in place.
 
-The byte streams are written by the real libraries (tqdm's nested bars, rich's progress) in a child
-process whose output is a pipe, with ipykernel's ``FORCE_COLOR=1`` as a rank has it; the reference is
-pyte, a terminal emulator, fed the same bytes. Every stream is also fed in small pieces, since a
-pipe read can end anywhere, inside an escape code or a UTF-8 character.
+The byte streams are written by the real libraries (tqdm's nested bars, rich's progress, a rich
+display that grows and shrinks by a row, Lightning's ``RichProgressBar``) in a child process whose
+output is a pipe, with ipykernel's ``FORCE_COLOR=1`` as a rank has it; the reference is pyte, a
+terminal emulator, fed the same bytes. A pipe read can end anywhere, inside an escape code or a
+UTF-8 character, or between two frames of a display: every stream is also read split at every
+point, and at random points, and must give the same lines.
 """
 
 from __future__ import annotations
@@ -60,6 +62,55 @@ PROGRAMS = {
                 progress.refresh()
         print("done", file=sys.stderr)
     """,
+    "rich display growing and shrinking by a row": """
+        from rich.console import Console
+        from rich.progress import BarColumn, Progress, TextColumn
+        columns = TextColumn("{task.description}"), BarColumn(), TextColumn("{task.fields[metrics]}")
+        print("before", file=sys.stderr, flush=True)
+        with Progress(*columns, console=Console(file=sys.stderr), auto_refresh=False) as progress:
+            for epoch in range(3):
+                task = progress.add_task(f"Epoch {epoch}", total=4, metrics="")
+                for step in range(4):
+                    metrics = f"train_loss: 0.{step}" + " val_loss: 0.123456789" * 3 * bool(epoch)
+                    progress.update(task, advance=1, metrics=metrics)
+                    progress.refresh()
+                validation = progress.add_task("Validation", total=2, metrics="")
+                for step in range(2):
+                    progress.advance(validation)
+                    progress.refresh()
+                progress.remove_task(validation)
+                progress.refresh()
+        print("after", file=sys.stderr)
+    """,
+    "Lightning's RichProgressBar, val_loss wrapping onto a second row": """
+        import logging, time, warnings
+        warnings.filterwarnings("ignore")
+        logging.disable(logging.WARNING)
+        import lightning as L
+        import torch
+        from lightning.pytorch.callbacks import RichProgressBar
+
+        class Model(L.LightningModule):
+            def __init__(self):
+                super().__init__()
+                self.layer = torch.nn.Linear(4, 1)
+            def training_step(self, batch, index):
+                time.sleep(0.01)
+                loss = self.layer(batch[0]).pow(2).mean()
+                self.log("train_loss", loss, prog_bar=True)
+                return loss
+            def validation_step(self, batch, index):
+                self.log("val_loss", self.layer(batch[0]).pow(2).mean(), prog_bar=True)
+            def configure_optimizers(self):
+                return torch.optim.SGD(self.parameters(), 0.1)
+
+        bar = RichProgressBar(refresh_rate=1, console_kwargs={"file": sys.stderr, "width": 100})
+        data = torch.utils.data.DataLoader(torch.utils.data.TensorDataset(torch.randn(64, 4)), batch_size=4)
+        trainer = L.Trainer(max_epochs=2, callbacks=[bar], logger=False, enable_checkpointing=False,
+                            enable_model_summary=False, accelerator="cpu")
+        trainer.fit(Model(), data, data)
+        print("fitted", file=sys.stderr)
+    """,
 }
 
 
@@ -72,8 +123,9 @@ def _stream(program: str) -> bytes:
 
 
 def _terminal(stream: bytes) -> list[str]:
-    """The rows a terminal shows for ``stream`` (a pty turns each line feed into CR LF)."""
-    screen = pyte.Screen(100, 60)
+    """The rows a terminal shows for ``stream`` (a pty turns each line feed into CR LF), on a screen
+    wider than the 100 columns the libraries draw for, so that no row wraps."""
+    screen = pyte.Screen(400, 100)
     screen.set_mode(pyte.modes.LNM)
     pyte.Stream(screen).feed(stream.decode())
     return [row.rstrip() for row in screen.display if row.strip()]
@@ -97,6 +149,33 @@ def test_the_log_holds_what_a_terminal_shows_at_the_end(name):
     for size in (len(stream), 1, 5, 64):
         lines, _ = _log(stream, size)
         assert lines == expected, f"read in pieces of {size} bytes"
+
+
+def _pieces(stream: bytes, cuts: list[int]) -> list[str]:
+    """The log lines read from ``stream`` cut at ``cuts``."""
+    reader, text, start = LineReader(), "", 0
+    for cut in [*cuts, len(stream)]:
+        text += reader.feed(stream[start:cut])
+        start = cut
+    text += reader.finish()
+    return [strip_ansi(line).rstrip() for line in text.splitlines() if line.strip()]
+
+
+@pytest.mark.parametrize("name", [name for name in PROGRAMS if "rich" in name or "nested" in name])
+def test_where_the_reads_split_a_stream_changes_nothing_in_the_log(name):
+    """Every split point (two reads), and 200 random splits into ten reads. Before: a rich display
+    that grew by a row (a validation bar, Lightning's metrics wrapping) left a stale frame of its
+    top row in the log for each read that ended between frames; read in one piece it left none."""
+    import random
+
+    stream = _stream(PROGRAMS[name])
+    expected = _terminal(stream)
+    for cut in range(len(stream) + 1):
+        assert _pieces(stream, [cut]) == expected, f"split at byte {cut} of {len(stream)}"
+    rng = random.Random(len(stream))
+    for _ in range(200):
+        cuts = sorted(rng.sample(range(1, len(stream)), 9))
+        assert _pieces(stream, cuts) == expected, f"split at {cuts}"
 
 
 def test_nested_bars_are_shown_live_on_their_own_rows_then_give_their_last_frames():

@@ -8,8 +8,12 @@ a row is given out as a line only once the stream can no longer come back to it:
 
 - a row drawn with a carriage return (a bar) is held while it is the row just above the cursor,
   since a bar below it may still move up to it;
-- once the stream has moved the cursor up by N rows, the N rows above the cursor stay open (and
-  N + 1 bar rows, for a bar one level deeper than any seen so far).
+- once the stream has moved the cursor up by N rows, the N + 1 rows above the cursor stay open: a
+  redrawn region grows a row at a time (tqdm's next level, rich's next task, a metric that wraps
+  Lightning's bar onto a second row), and its next redraw moves up one row further.
+
+A row is given out when the cursor moves down past it, by the rule as it stands at that byte, so
+what the log holds does not depend on where the pipe's reads split the stream.
 
 Open rows are what ``live`` shows (the bars being drawn); ``settle`` gives out all but the cursor's
 row (a ``%%dist`` call ended, so its bars are final) and ``finish`` all of them. A bar row left
@@ -83,7 +87,7 @@ class LineReader:
             self._held, self._partial = "", []
         new, self._cut = _split_cut(self._cut + new)
         self._screen.write(new)
-        return self._screen.commit(self._screen.keep())
+        return self._screen.take()
 
     def _plain(self, new: str) -> str:
         cut = new.rfind("\n") + 1
@@ -115,7 +119,7 @@ class LineReader:
     def settle(self) -> str:
         """Give out every open row above the cursor's (a call ended: its bars are final)."""
         if self._screen is not None:
-            return self._screen.commit(0)
+            return self._screen.take() + self._screen.commit(0)
         held, self._held = self._held, ""
         return held
 
@@ -125,7 +129,7 @@ class LineReader:
         self._cut = ""
         if self._screen is not None:
             self._screen.write(rest)
-            return self._screen.commit(0, final=True)
+            return self._screen.take() + self._screen.commit(0, final=True)
         held, self._held = self._held, ""
         line = "".join(self._partial) + rest
         self._partial = []
@@ -136,7 +140,8 @@ class _Screen:
     """The bottom of a terminal: the rows a stream may still rewrite, and its cursor.
 
     A row is a list of text pieces (appending is cheap however long the row grows). ``bars`` marks
-    rows drawn after a carriage return; ``reach`` is the furthest the stream has moved up.
+    rows drawn after a carriage return; ``reach`` is the furthest the stream has moved above the
+    lowest row drawn.
     """
 
     def __init__(self, held: str, partial: str) -> None:
@@ -147,6 +152,7 @@ class _Screen:
         self.cursor = len(self.rows) - 1
         self.start: str | None = "line"  # at its row's start after a "line" feed or a "return"; None: after text
         self.reach = 0
+        self.given: list[str] = []  # lines given out by cursor moves down, not yet taken
         self.write(partial)
 
     def write(self, text: str) -> None:
@@ -178,8 +184,9 @@ class _Screen:
         if final == "m":
             self._put(code)
         elif final in "AF":
-            self.reach = max(self.reach, count)
             self.cursor = max(0, self.cursor - count)
+            # how far above the lowest row drawn (rich moves up one row per code)
+            self.reach = max(self.reach, min(len(self.rows) - 1 - self.cursor, OPEN_ROWS))
             self.start = "return" if final == "F" else self.start
         elif final in "BE":
             self._down(count)
@@ -199,15 +206,21 @@ class _Screen:
             self.rows.append([])
             self.bars.append(False)
         self.start = "line"
+        if self.cursor > self.keep() or len(self.rows) > OPEN_ROWS:
+            self.given.append(self.commit(self.keep()))
 
     def keep(self) -> int:
-        """How many rows above the cursor stay open: as far as the stream has moved up, or the bar
-        rows just above the cursor, up to one more than that (bars nest one level at a time: a new
-        level's first line feeds come before its first move up)."""
-        bars = 0
-        while bars <= self.reach and bars < self.cursor and self.bars[self.cursor - 1 - bars]:
-            bars += 1
-        return max(self.reach, bars)
+        """How many rows above the cursor stay open: one more than the stream has moved up (a
+        redrawn region grows a row at a time, and its next redraw moves up that much further), or,
+        for a stream that never moved up, the bar just above the cursor."""
+        if self.reach:
+            return self.reach + 1
+        return 1 if self.cursor and self.bars[self.cursor - 1] else 0
+
+    def take(self) -> str:
+        """The lines given out since the last ``take``."""
+        given, self.given = "".join(self.given), []
+        return given
 
     def commit(self, keep: int, final: bool = False) -> str:
         """Give out the rows above the open ones (with ``final``, every row) as lines."""
