@@ -3,7 +3,7 @@
 Ranks are not interactive sessions, so these libraries take their script paths there: Fabric
 accepts strategy="ddp" under fork (it refuses it in an interactive session), and Trainer's progress
 display either falls back to its console form or, when the kernel already chose the notebook form,
-shows as one rich display that each update replaces.
+shows on rank 0 alone (as under torchrun) as one rich display that each update replaces.
 """
 
 from __future__ import annotations
@@ -66,6 +66,9 @@ def test_hugging_face_trainer_runs_on_two_ranks_and_its_progress_display_is_repl
     assert len(displays) == len(set(displays))  # every update replaced its display: no pile of tables
     page = kernel.eval("job.view.static['text/html']")
     assert "Epoch 2/2" in page  # the Trainer's progress display, its last update (the second epoch)
+    # only rank 0 draws it, as under torchrun (transformers picked the notebook table for every
+    # process when the kernel imported it: each rank drew its own)
+    assert kernel.eval("[line.text for line in job.lines(1) if line.bundle is not None or 'Epoch' in line.text]") == []
 
 
 RICH = dedent("""

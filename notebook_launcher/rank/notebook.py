@@ -25,6 +25,9 @@ machinery; used from the rank they would corrupt the kernel's connection. So:
 * ``input()`` and ``getpass.getpass()`` (ipykernel's, which ask the notebook on the kernel's copied
   stdin socket) raise ``EOFError``, as in a script whose stdin is empty, saying what to do instead;
 * tqdm's notebook bars the kernel already imported become text bars (one live line per rank);
+* Hugging Face Trainer's progress table, which transformers picked when the kernel imported it, is
+  drawn by rank 0 alone: the other ranks get the console callback, which draws nothing off rank 0,
+  as under torchrun;
 * ``exit()``/``quit()`` (the shell's, which only ask an interactive shell to close) end the rank as
   ``sys.exit()`` does, as in a script.
 
@@ -95,6 +98,18 @@ def make_safe(channel: Any) -> None:
     _refuse_sending()
     _refuse_input()
     _text_progress_bars()
+    _progress_table_on_rank_zero_only()
+
+
+def _progress_table_on_rank_zero_only() -> None:
+    """Off global rank 0, Trainers made from now on take transformers' console progress callback
+    (which draws only on the world's process zero) instead of the notebook table it fixed at import."""
+    trainer: Any = sys.modules.get("transformers.trainer")
+    if trainer is None or os.environ.get("RANK", "0") == "0":
+        return
+    console = getattr(trainer, "ProgressCallback", None)
+    if console is not None and getattr(trainer, "DEFAULT_PROGRESS_CALLBACK", console) is not console:
+        trainer.DEFAULT_PROGRESS_CALLBACK = console
 
 
 def _exit_ends_the_rank(shell: Any) -> None:
