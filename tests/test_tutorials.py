@@ -30,7 +30,8 @@ SETUP = dedent("""
     from trainer_core import Accelerator                      # was: from accelerate import Accelerator
     from notebook_launcher import notebook_launcher           # was: from accelerate import notebook_launcher
     from accelerate_offline import load_dataset, load as load_metric, make_tiny_bert  # stand-ins for downloads
-    from transformers import AutoModelForSequenceClassification, AutoTokenizer, get_linear_schedule_with_warmup, set_seed
+    from transformers import (AutoModelForSequenceClassification, AutoTokenizer, get_linear_schedule_with_warmup,
+                              set_seed)
     from tqdm.auto import tqdm
     import datasets, transformers
 
@@ -44,7 +45,8 @@ EXAMPLE_NOTEBOOK = dedent("""
         return tokenizer(examples["sentence1"], examples["sentence2"], truncation=True, padding="max_length",
                          max_length=64)
 
-    tokenized_datasets = raw_datasets.map(tokenize_function, batched=True, remove_columns=["idx", "sentence1", "sentence2"])
+    tokenized_datasets = raw_datasets.map(tokenize_function, batched=True,
+                                          remove_columns=["idx", "sentence1", "sentence2"])
     tokenized_datasets = tokenized_datasets.rename_column("label", "labels")
     tokenized_datasets.set_format("torch")
     model = AutoModelForSequenceClassification.from_pretrained(model_checkpoint, num_labels=2)
