@@ -9,11 +9,14 @@ from __future__ import annotations
 
 import os
 import signal
+import time
 from textwrap import dedent
 
 import psutil
 import pytest
 from kernel_session import KernelSession
+
+from notebook_launcher.starters.guardian import GUARDIAN_MARK
 
 STARTS_A_CHILD = dedent("""
     import subprocess, ctypes
@@ -201,3 +204,97 @@ def test_what_a_killed_kernel_left_in_tmp_is_removed_by_the_next_import(tmp_path
         assert [path for path in left if os.path.exists(path)] == []
     finally:
         fresh.shutdown()
+
+
+STARTS_ESCAPEES = dedent("""
+    import subprocess, sys
+    def starts_escapees(ending):
+        quiet = {"stdout": subprocess.DEVNULL, "stderr": subprocess.DEVNULL}
+        pids = [
+            subprocess.Popen(["sleep", "300"], start_new_session=True, **quiet).pid,
+            subprocess.Popen(["sleep", "300"], preexec_fn=os.setpgrp, **quiet).pid,  # process_group=0 before 3.11
+            subprocess.Popen(["setsid", "sleep", "300"], **quiet).pid,
+        ]
+        if sys.version_info >= (3, 11):
+            pids.append(subprocess.Popen(["sleep", "300"], process_group=0, **quiet).pid)
+        for script in ("sleep 300 >/dev/null 2>&1 & echo $!",            # job control (or none, without a terminal)
+                       "(setsid sleep 300 >/dev/null 2>&1 & echo $!)",   # a daemon: its parent is gone at once
+                       "nohup setsid sleep 300 >/dev/null 2>&1 & echo $!"):
+            done = subprocess.run(["bash", "-mc", script], capture_output=True, text=True, timeout=30)
+            pids.append(int(done.stdout.split()[-1]))
+        with open(os.environ["PIDS_FILE"] + os.environ["RANK"], "w") as file:
+            file.write(" ".join(map(str, pids)))
+        if ending == "SIGKILL":
+            os.kill(os.getpid(), signal.SIGKILL)
+        threading.Event().wait()
+""")
+
+
+def _escapees(tmp_path, rank=0):
+    return [int(pid) for pid in (tmp_path / f"pids{rank}").read_text().split()]
+
+
+@pytest.mark.parametrize("method", ["fork", "spawn"])
+def test_processes_that_left_the_ranks_group_die_with_a_killed_rank(kernel, tmp_path, method):
+    """Seven ways out of the rank's process group (a new session, a new group, ``setsid``, a shell's
+    background job, a daemon, ``nohup``): before, every one outlived a SIGKILLed rank with ppid 1."""
+    kernel.ok("import os, signal, threading")
+    kernel.ok(STARTS_ESCAPEES)
+    kernel.ok(f"os.environ['PIDS_FILE'] = {str(tmp_path / 'pids')!r}")
+    result = kernel.run(f"notebook_launcher(starts_escapees, ('SIGKILL',), num_processes=1, start_method={method!r})")
+    kernel.ok("del os.environ['PIDS_FILE']")
+    assert result.error["ename"] == "WorkerError"
+    pids = _escapees(tmp_path)
+    assert len(pids) >= 6
+    assert _wait_gone(pids, timeout=5) == []  # SIGKILLed before the cell returned
+
+
+@pytest.mark.parametrize("method", ["fork", "spawn"])
+def test_processes_that_left_the_ranks_group_die_with_a_killed_kernel(tmp_path, method):
+    session = KernelSession()
+    try:
+        session.ok("import os, signal, threading\nfrom notebook_launcher import launch")
+        session.ok(STARTS_ESCAPEES)
+        session.ok(f"os.environ['PIDS_FILE'] = {str(tmp_path / 'pids')!r}")
+        session.ok(
+            f"job = launch(starts_escapees, ('wait',), num_processes=1, start_method={method!r}, display='none')"
+        )
+        session.ok(
+            "import time\n_t = time.monotonic()\n"
+            f"while not os.path.exists({str(tmp_path / 'pids0')!r}):\n"
+            "    assert time.monotonic() - _t < 60\n"
+            "    job.join(0.05)\n"
+        )
+        pids = _escapees(tmp_path)
+        session.process.send_signal(signal.SIGKILL)
+        assert _wait_gone(pids, timeout=10) == []
+    finally:
+        session.shutdown()
+
+
+def test_a_guardian_killed_by_hand_is_replaced_by_one_that_knows_every_live_group(tmp_path):
+    """Before, the new guardian was told only of the group whose start made it, so the processes of
+    launches started earlier outlived a killed kernel."""
+    session = KernelSession()
+    try:
+        pids = _start_and_wait_for_children(session, tmp_path, "fork")
+        guardians = [p for p in session.process.children() if GUARDIAN_MARK in " ".join(p.cmdline())]
+        assert len(guardians) == 1
+        guardians[0].kill()
+        deadline = time.monotonic() + 10
+        while guardians[0].status() != psutil.STATUS_ZOMBIE:  # the kernel does not reap it
+            assert time.monotonic() < deadline
+            time.sleep(0.01)
+        session.ok(
+            "second = launch(lambda: threading.Event().wait(), num_processes=1, display='none')\n"
+            "_t = time.monotonic()\n"
+            "while second.rank_status(0) != 'running':  # its group is told to the guardian before it runs\n"
+            "    assert time.monotonic() - _t < 60\n"
+            "    second.join(0.05)\n"
+        )
+        assert [p for p in session.process.children() if GUARDIAN_MARK in " ".join(p.cmdline())]
+        family = [process.pid for process in session.process.children(recursive=True)]
+        session.process.send_signal(signal.SIGKILL)
+        assert _wait_gone(pids + family, timeout=10) == []
+    finally:
+        session.shutdown()

@@ -10,7 +10,9 @@ The bootstrap
 3. applies the rank's environment, caps intra-op threads, and makes the notebook machinery a fork
    inherits (display, widgets, tqdm's notebook bars) safe to use (``notebook``);
 4. runs ``function(*args)`` and sends back the return value, or the exception with its traceback;
-5. ends the processes the function started and left running (``descendants``).
+5. ends the processes the function started and left running (``descendants``); the programs they
+   start carry the rank's mark in their environment, by which the kernel finds those that left the
+   rank's process group should the rank die first (``marked``).
 
 Example (what a start method calls in the new process)::
 
@@ -40,6 +42,7 @@ from ..wire import (
 )
 from .capture import FLUSH_INTERVAL, Capture, flush_output
 from .descendants import PRCTL, become_subreaper, end_descendants
+from .marked import mark_rank
 from .notebook import make_safe
 from .stacks import collect_stacks
 
@@ -102,6 +105,7 @@ def prepare_process(spec, pipes, channel_lock=None):
     channel = ChannelWriter(pipes.events, rank=spec.rank, lock=channel_lock)
     capture = Capture.install(pipes, channel, frozenset({spec.parent_pid, spec.launcher_pid}), spec.flush_interval)
     apply_environment(spec.env, spec.encoded_env)
+    mark_rank(spec.launcher_pid or spec.parent_pid)
     _cap_threads(spec.threads)
     _forget_accelerate_state()
     set_rank_channel(channel)

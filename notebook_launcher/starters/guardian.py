@@ -7,7 +7,9 @@ would be orphaned, running on after a kernel killed for memory or restarted. So 
 one guardian, a tiny interpreter in a session of its own (out of reach of the signals that end the
 kernel's process group), and tells it through a pipe which groups are alive. The pipe's only
 writer is the kernel: when the kernel dies, for any reason, the guardian reads end-of-file and
-sends SIGKILL to every group it was told of, then exits.
+sends SIGKILL to every group it was told of, and to every process the ranks started that left its
+group (found by the mark in its environment, ``marked``), then exits. A guardian killed by hand
+is replaced at the next message, and told every group still alive.
 
 A rank that dies while the kernel lives has its group ended by the kernel (``reaper.end_group``).
 
@@ -26,61 +28,49 @@ import subprocess
 import sys
 import threading
 
+from ..rank import marked
+
 __all__ = ["watch_group", "forget_group", "GUARDIAN_MARK"]
 
 GUARDIAN_MARK = "notebook-launcher-guardian"  # in its command line, so tools can tell it apart
 
-# "+pgid" / "-pgid" lines on stdin; at end of file (the kernel is gone) SIGKILL what is left.
-_SCRIPT = """\
-import os, signal, sys
-groups = set()
-for line in sys.stdin.buffer:
-    try:
-        pgid = int(line[1:])
-    except ValueError:
-        continue
-    if line[:1] == b"+":
-        groups.add(pgid)
-    else:
-        groups.discard(pgid)
-for pgid in groups:
-    try:
-        os.killpg(pgid, signal.SIGKILL)
-    except OSError:
-        pass
-"""
-
 _lock = threading.Lock()
 _pipe: list[int] = []  # the write end, once the guardian runs
+_groups: set[int] = set()  # the groups alive, told again to a guardian that replaces a killed one
 
 
 def watch_group(pgid: int) -> None:
     """Have the guardian end process group ``pgid`` if the kernel dies before ``forget_group``."""
-    _tell(f"+{pgid}\n")
+    _tell(f"+{pgid}\n", pgid, alive=True)
 
 
 def forget_group(pgid: int) -> None:
     """The group ``pgid`` has ended (or is ended by the kernel): the guardian can let it go."""
-    _tell(f"-{pgid}\n")
+    _tell(f"-{pgid}\n", pgid, alive=False)
 
 
-def _tell(line: str) -> None:
+def _tell(line: str, pgid: int, alive: bool) -> None:
     with _lock:
+        if alive:
+            _groups.add(pgid)
+        else:
+            _groups.discard(pgid)
         if not _pipe:
             _start()
         try:
             os.write(_pipe[0], line.encode())
-        except OSError:  # the guardian is gone (killed by hand): start another and tell it again
+        except OSError:  # the guardian is gone (killed by hand): start another, tell it every group
             os.close(_pipe.pop())
             _start()
-            os.write(_pipe[0], line.encode())
+            os.write(_pipe[0], "".join(f"+{group}\n" for group in sorted(_groups)).encode() or b"\n")
 
 
 def _start() -> None:
     read_end, write_end = os.pipe()
     try:
+        # -I: the program's folder stays off sys.path (the package's modules must not shadow the standard library)
         subprocess.Popen(
-            [sys.executable, "-S", "-c", _SCRIPT, GUARDIAN_MARK],
+            [sys.executable, "-I", "-S", marked.__file__, GUARDIAN_MARK, str(os.getpid())],
             stdin=read_end,
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
@@ -97,6 +87,7 @@ def _forget_in_child() -> None:
     pipe: the guardian would never see end-of-file. A launch inside a rank starts its own guardian."""
     global _lock
     _lock = threading.Lock()
+    _groups.clear()
     while _pipe:
         try:
             os.close(_pipe.pop())

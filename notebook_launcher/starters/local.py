@@ -20,6 +20,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
+from ..rank.marked import kill_marked, rank_prefix
 from ..wire import STACKS_SIGNAL
 from .base import RankSink, StartedProcess
 from .guardian import forget_group, watch_group
@@ -97,9 +98,19 @@ class LocalRankGroup(PipedRankGroup):
         for process in self._processes:
             end_group(process.process.pid)
             forget_group(process.process.pid)
+            _end_what_left_the_group(process)
             process.drain_and_close(sink)
             process.process.release()
 
     def _on_exit(self, process: RankProcess, sink: RankSink) -> None:
         end_group(process.process.pid)  # what the rank started, before its pid can be reused
         super()._on_exit(process, sink)
+        _end_what_left_the_group(process)
+
+
+def _end_what_left_the_group(process: RankProcess) -> None:
+    """A rank that did not end cleanly (killed, ``os._exit``, a crash, an exception, or ended by the
+    launcher) may not have ended its descendants itself: SIGKILL those that left its group, found
+    by its mark. (A rank that returned ended all of them before it exited.)"""
+    if process.exitcode != 0 or process.signalled:
+        kill_marked(rank_prefix(os.getpid(), process.process.pid))
