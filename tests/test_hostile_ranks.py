@@ -51,6 +51,11 @@ HOSTILE = dedent("""
             rank_channel().send("status", "running", rank=7)
         threading.Event().wait()
 
+    def writes_to_the_event_pipe():
+        if rank_channel().rank == 0:
+            os.write(rank_channel()._fd, b"text written where the launcher's events go\\n")
+        return "returned"
+
     def ok():
         return "fine"
 """)
@@ -98,6 +103,11 @@ def test_a_return_value_whose_unpickling_exits_is_that_ranks_failure(hostile, me
         ("display_without_id", "rank 0 sent a 'display' event of the wrong shape (a display payload needs the keys"),
         ("undecodable_event", "rank 0 sent an event the kernel could not decode (SystemExit: unpickled)"),
         ("event_for_another_rank", "rank 0 sent a 'status' event for rank 7, which it does not run"),
+        # before: "exited with code 0 without returning" (the bytes swallowed the result's frame)
+        (
+            "writes_to_the_event_pipe",
+            "rank 0 sent an event the kernel could not decode (bytes that are not an event frame",
+        ),
     ],
 )
 def test_a_malformed_event_fails_the_rank_that_sent_it(hostile, function, words):

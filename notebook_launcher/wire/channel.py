@@ -65,6 +65,12 @@ STACKS_SIGNAL = signal.SIGRTMIN + 4 if hasattr(signal, "SIGRTMIN") else signal.S
 SIGNAL_SENDER_MARK = "[notebook-launcher] "
 
 _HEADER = struct.Struct("<Q")
+_PICKLE_START = 0x80  # pickle's PROTO opcode, the first byte of every frame's payload
+_MOST = 1 << 40  # bytes: a larger "frame" is bytes that are not one
+
+
+def _not_a_frame(start: bytes, size: int) -> str:
+    return f"bytes that are not an event frame ({size} read), starting {start[:48]!r}"
 
 
 class ChannelWriter:
@@ -106,17 +112,33 @@ class BadFrame:
 
 class FrameReader:
     """Reassembles events from chunks read off the pipe; a frame that cannot be decoded becomes a
-    ``BadFrame`` in its place, so the reader keeps going with the next one."""
+    ``BadFrame`` in its place, so the reader keeps going with the next one.
+
+    Bytes that are not a frame at all (something in the rank wrote to the pipe itself) become one
+    ``BadFrame`` saying so, as soon as they are seen, and the reader takes nothing more: where the
+    next frame starts can no longer be known.
+
+    Examples:
+        >>> FrameReader().feed(b"hello, this is not a frame")
+        [BadFrame("bytes that are not an event frame (26 read), starting b'hello, this is not a frame'")]
+    """
 
     def __init__(self) -> None:
         self._buffer = bytearray()
+        self._broken = False
 
     def feed(self, chunk: bytes) -> list[tuple]:
         """Add bytes; return the events completed by them, in order."""
+        if self._broken:
+            return []
         self._buffer += chunk
         events = []
         while len(self._buffer) >= _HEADER.size:
             (size,) = _HEADER.unpack_from(self._buffer)
+            if size > _MOST or (len(self._buffer) > _HEADER.size and self._buffer[_HEADER.size] != _PICKLE_START):
+                events.append(BadFrame(_not_a_frame(bytes(self._buffer[:64]), len(self._buffer))))
+                self._broken, self._buffer = True, bytearray()
+                break
             end = _HEADER.size + size
             if len(self._buffer) < end:
                 break
