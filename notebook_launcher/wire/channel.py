@@ -132,7 +132,7 @@ class FrameReader:
         if self._broken:
             return []
         self._buffer += chunk
-        events = []
+        events: list[Any] = []
         while len(self._buffer) >= _HEADER.size:
             (size,) = _HEADER.unpack_from(self._buffer)
             if size > _MOST or (len(self._buffer) > _HEADER.size and self._buffer[_HEADER.size] != _PICKLE_START):
