@@ -88,15 +88,19 @@ class WorkerTraceback(Exception):
         return "\n" + self.text.rstrip("\n") + "\n"
 
 
-def describe_exit(rank, exitcode):
-    """Say in words how a rank's process ended.
+def describe_exit(rank, exitcode, lost=None):
+    """Say in words how a rank's process ended (``lost``: what took it, when not the rank itself).
 
     Examples:
         >>> describe_exit(1, -9)
         'rank 1 was killed by signal SIGKILL (it may have run out of memory)'
         >>> describe_exit(0, 3)
         'rank 0 exited with code 3 without returning a result'
+        >>> describe_exit(1, -9, "its start server (pid 42) was killed by signal SIGKILL")
+        'rank 1 was lost: its start server (pid 42) was killed by signal SIGKILL'
     """
+    if lost:
+        return f"rank {rank} was lost: {lost}"
     if exitcode is not None and exitcode < 0:
         try:
             name = signal.Signals(-exitcode).name

@@ -273,7 +273,9 @@ def test_a_node_lost_mid_run_fails_the_launch_naming_the_rank_and_its_node(clust
         job.wait()
     assert time.monotonic() - killed < 30
     failed = caught.value.rank
-    assert "killed by signal SIGKILL" in str(caught.value)
+    # before: "killed by signal SIGKILL (it may have run out of memory)"
+    assert "was lost: its Ray actor on node 0 (127.0.0.3) died (its node may be gone)" in str(caught.value)
+    assert "out of memory" not in str(caught.value)
     note = f"rank {failed} on node 0 (127.0.0.3): its Ray actor died"
     assert note in job.logs(failed)
     assert pool_info() is None

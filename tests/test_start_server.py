@@ -87,9 +87,40 @@ def test_a_dead_server_is_a_clear_error_once_and_the_next_launch_gets_a_new_one(
     open_gates(tmp_path, [0, 1])
     psutil.Process(pid).kill()  # its ranks die with it (PDEATHSIG)
     failed = kernel.run("job.wait(timeout=30)", timeout=60)
-    assert failed.error["ename"] == "WorkerError" and "SIGKILL" in failed.error["evalue"]
+    assert failed.error["ename"] == "WorkerError"
+    # before: "rank 0 was killed by signal SIGKILL (it may have run out of memory)"
+    assert f"was lost: its start server (pid {pid}) was killed by signal SIGKILL" in failed.error["evalue"]
+    assert "out of memory" not in failed.error["evalue"]
     kernel.ok("notebook_launcher(probe, num_processes=1, start_method='spawn', display='none')")
     assert kernel.eval("start_server_info()['pid']") != pid
+
+
+def test_a_server_killed_while_it_starts_says_so_at_once(kernel):
+    """Before: "the spawn start server (pid N) exited to start"."""
+    kernel.ok("from notebook_launcher.starters.server import shutdown_start_server\nshutdown_start_server()")
+    result = kernel.run(
+        dedent("""
+        import threading, psutil, time
+        def kill_the_server():
+            while True:  # bounded by the launch: the server appears within its first seconds
+                for child in psutil.Process().children():
+                    if "notebook_launcher.rank.start_server" in " ".join(child.cmdline()):
+                        child.kill()
+                        return
+                time.sleep(0.005)
+        threading.Thread(target=kill_the_server, daemon=True).start()
+        t0 = time.monotonic()
+        try:
+            notebook_launcher(probe, num_processes=1, start_method='spawn', display='none')
+        finally:
+            took = time.monotonic() - t0
+    """),
+        timeout=120,
+    )
+    assert result.error["ename"] == "LaunchError"
+    assert "was killed by signal SIGKILL while starting" in result.error["evalue"]
+    assert kernel.eval("took") < 30
+    kernel.ok("notebook_launcher(probe, num_processes=1, start_method='spawn', display='none')")  # a new one
 
 
 def test_with_the_server_off_ranks_are_fresh_interpreters(kernel):

@@ -48,6 +48,7 @@ class RelayedExit:
         self.sentinel = self._read
         self.pid = 0
         self._code: int | None = None
+        self.lost: str | None = None  # set by the relay before the code, when the actor was lost
 
     def wait(self, timeout: float | None = None) -> int | None:
         if self._code is None and self._read is not None:
@@ -89,6 +90,8 @@ class _Relay(threading.Thread):
         except Exception as err:  # the actor or its node is gone, or the rank could not start
             self.lost = isinstance(err, ray.exceptions.RayActorError)
             what = "its Ray actor died" if self.lost else "it could not start"
+            if self.lost:
+                self.exit.lost = f"its Ray actor on {self.where} died (its node may be gone): {type(err).__name__}"
             note = f"\n{SIGNAL_SENDER_MARK}rank {self.rank} on {self.where}: {what}: {type(err).__name__}: {err}\n"
             self._write("stderr", note.encode())
             code = _LOST if self.lost else 1

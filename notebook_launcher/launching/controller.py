@@ -263,9 +263,10 @@ class Controller:
             return self._finish_ending()
         return []
 
-    def exited(self, ranks: list[int], exitcode: int | None, signalled: bool) -> list[Command]:
-        """The process (or actor) carrying ``ranks`` has ended; ``signalled``: the launcher ended it.
-        Called after everything it sent before its end has been handled."""
+    def exited(self, ranks: list[int], exitcode: int | None, signalled: bool, lost: str | None = None) -> list[Command]:
+        """The process (or actor) carrying ``ranks`` has ended; ``signalled``: the launcher ended it;
+        ``lost``: what took it, when not the rank itself. Called after everything it sent before its
+        end has been handled."""
         self._exited.update(ranks)
         commands: list[Command] = []
         for rank in ranks:
@@ -275,7 +276,7 @@ class Controller:
                 self._record.set_rank_status(rank, "stopped")
                 commands.append(ShowStatus(rank, "stopped"))
             else:
-                failure = WorkerError(rank, describe_exit(rank, exitcode), exitcode=exitcode)
+                failure = WorkerError(rank, describe_exit(rank, exitcode, lost), exitcode=exitcode)
                 for note in self._record.exit_notes(rank):  # e.g. who sent a SIGTERM the launcher did not send
                     if hasattr(failure, "add_note"):
                         failure.add_note(note)

@@ -280,8 +280,8 @@ class Supervisor:
     def on_live(self, rank: int, stream: str, text: str) -> None:
         self._notify(self._listener.on_live, rank, stream, text)
 
-    def on_exit(self, ranks: Sequence[int], exitcode: int | None, signalled: bool) -> None:
-        self._carry_out(self._control.exited(list(ranks), exitcode, signalled))
+    def on_exit(self, ranks: Sequence[int], exitcode: int | None, signalled: bool, lost: str | None = None) -> None:
+        self._carry_out(self._control.exited(list(ranks), exitcode, signalled, lost))
 
     def _on_status(self, event: Status) -> None:
         self._record.set_rank_status(event.rank, event.status)

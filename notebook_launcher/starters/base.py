@@ -33,9 +33,10 @@ class RankSink(Protocol):
     def on_live(self, rank: int, stream: str, text: str) -> None:
         """The unfinished last line of ``stream`` (a progress bar redrawing itself)."""
 
-    def on_exit(self, ranks: Sequence[int], exitcode: int | None, signalled: bool) -> None:
+    def on_exit(self, ranks: Sequence[int], exitcode: int | None, signalled: bool, lost: str | None = None) -> None:
         """The carrier of ``ranks`` ended, after everything it sent was delivered; ``signalled``:
-        this group ended it (``terminate`` or ``kill``)."""
+        this group ended it (``terminate`` or ``kill``); ``lost``: what took it, when that was not
+        the rank itself (its start server died, its Ray actor or node was lost)."""
 
 
 class RankGroup(Protocol):
@@ -132,6 +133,8 @@ class StartedProcess:
     fires exactly at the rank's exit even if the rank forked children (DataLoader workers) that
     still hold the start method's own sentinel pipe; elsewhere the start method's sentinel.
     """
+
+    lost: str | None = None  # what ended it when that was not the rank itself (its start server died)
 
     def __init__(self, pid: int, fallback_sentinel: int) -> None:
         self.pid = pid

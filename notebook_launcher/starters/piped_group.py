@@ -55,7 +55,7 @@ class PipedRankGroup:
         """The rank's carrier ended: its exit code, what it wrote last, then the sink is told."""
         process.exitcode = process.process.wait()
         process.drain_and_close(sink)
-        sink.on_exit(process.ranks, process.exitcode, process.signalled)
+        sink.on_exit(process.ranks, process.exitcode, process.signalled, getattr(process.process, "lost", None))
 
     def _live(self) -> list[RankProcess]:
         return [process for process in self._processes if not process.exited]

@@ -23,6 +23,7 @@ import atexit
 import os
 import pickle
 import select
+import signal
 import socket
 import struct
 import subprocess
@@ -88,7 +89,7 @@ class StartServer:
         """Block until the server has imported torch and answers (raises ``LaunchError`` if it cannot)."""
         if self.state == "warm":
             return
-        reply = self._receive(timeout, "to start")
+        reply = self._receive(timeout, "while starting")
         self.info = reply["ready"]
         self.state = "warm"
         _changed()
@@ -107,7 +108,7 @@ class StartServer:
                 except OSError as err:
                     self._failed()
                     raise LaunchError(f"the start server (pid {self.pid}) is gone: {err}") from None
-                reply = self._receive(30.0, "to start a rank")
+                reply = self._receive(30.0, "while starting a rank")
         except BaseException:
             os.close(exit_r)
             raise
@@ -125,13 +126,27 @@ class StartServer:
         ready, _, _ = select.select([self._socket], [], [], timeout)
         message = self._socket.recv(1 << 20) if ready else None
         if not message:
+            why = f"took more than {timeout:g} s {doing}" if not ready else f"{self.ending()} {doing}"
             self._failed()
-            why = f"took more than {timeout:g} s" if not ready else "exited"
             raise LaunchError(
-                f"the spawn start server (pid {self.pid}) {why} {doing}; its errors are in the kernel's log."
+                f"the spawn start server {why}; its errors are in the kernel's log."
                 " Set NOTEBOOK_LAUNCHER_START_SERVER=off to start every rank as a fresh interpreter"
             )
         return pickle.loads(message)
+
+    def ending(self) -> str:
+        """How the server ended, as a phrase: "(pid 42) was killed by signal SIGKILL"."""
+        try:
+            code = self._process.wait(1.0)  # it closed its socket: it is ending, if not gone already
+        except subprocess.TimeoutExpired:
+            return f"(pid {self.pid}) closed its socket"
+        if code < 0:
+            try:
+                name = signal.Signals(-code).name
+            except ValueError:
+                name = str(-code)
+            return f"(pid {self.pid}) was killed by signal {name}"
+        return f"(pid {self.pid}) exited with code {code}"
 
     def _failed(self) -> None:
         self.state = "failed"
@@ -182,8 +197,11 @@ class ServedProcess(StartedProcess):
         if not ready:
             return None
         data = os.read(self._exit_pipe, _EXIT_CODE.size)
-        # no code: the server died before reaping the rank, which died with it (PDEATHSIG)
-        self._code = _EXIT_CODE.unpack(data)[0] if len(data) == _EXIT_CODE.size else -9
+        if len(data) == _EXIT_CODE.size:
+            self._code = _EXIT_CODE.unpack(data)[0]
+        else:  # the server died before reaping the rank, which died with it (PDEATHSIG)
+            self._code = -9
+            self.lost = f"its start server {self._server.ending()}"
         return self._code
 
     def release(self) -> None:
