@@ -617,3 +617,21 @@ def test_a_fixed_port_in_time_wait_is_free_to_launch_on_and_a_listening_one_is_n
     client.close()
     listener.close()
     check_port_free("127.0.0.1", port)
+
+
+def test_a_file_at_the_snapshot_folders_name_gives_a_private_folder_instead(tmp_path, monkeypatch):
+    """Before: FileExistsError, and the server extension was not loaded (saved launches froze)."""
+    import stat
+    import tempfile
+
+    from notebook_launcher.frontend.saved_outputs import SNAPSHOTS_ENV
+    from notebook_launcher.frontend.server_extension import snapshots_folder
+
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    monkeypatch.delenv(SNAPSHOTS_ENV, raising=False)
+    squatter = tmp_path / f"notebook-launcher-snapshots-{os.getuid()}"
+    squatter.write_text("put here by someone else")
+    folder = snapshots_folder()
+    mode = folder.lstat().st_mode
+    assert folder != squatter and stat.S_ISDIR(mode) and not mode & 0o077
+    assert squatter.read_text() == "put here by someone else"

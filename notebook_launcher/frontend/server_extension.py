@@ -34,12 +34,16 @@ SNAPSHOT_ROUTE = "notebook-launcher/snapshots"
 def snapshots_folder() -> Path:
     """The snapshot folder: the one ``NOTEBOOK_LAUNCHER_SNAPSHOTS`` already names if it is this
     user's alone, else this user's in the temporary directory (mode 0700, made if missing); a folder
-    that anyone else owns or can read is never used."""
+    that anyone else owns or can read is never used, and where the usual name is taken (a file put
+    there, another user's folder) a new private folder is made instead."""
     preset = os.environ.get(SNAPSHOTS_ENV)
     if preset and _private(Path(preset)):
         return Path(preset)
     folder = Path(tempfile.gettempdir()) / f"notebook-launcher-snapshots-{os.getuid()}"
-    folder.mkdir(mode=0o700, exist_ok=True)
+    try:
+        folder.mkdir(mode=0o700, exist_ok=True)
+    except OSError:  # a file (anyone's) holds the name, or the folder cannot be made: a private one instead
+        pass
     return folder if _private(folder) else Path(tempfile.mkdtemp(prefix="notebook-launcher-snapshots-"))
 
 
