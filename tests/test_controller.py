@@ -14,6 +14,7 @@ from notebook_launcher.launching.controller import (
     COLLATERAL_WAIT,
     EXIT_AFTER_RESULT,
     STACKS_WAIT,
+    UNPICKLE_WAIT,
     AskStacks,
     Controller,
     FakeClock,
@@ -105,19 +106,44 @@ def test_a_lost_peer_error_after_the_failure_is_a_note_on_it():
 
 def test_every_rank_returned_the_ranks_get_a_while_to_exit_then_are_killed():
     control, record, _ = running(grace=2.0)
-    assert control.result(0, pickle.dumps(1), when=1.0) == [ShowStatus(0, "done")]
+    assert control.result(0, when=1.0) == [ShowStatus(0, "done")]
     assert control.kill_at is None
-    assert control.result(1, pickle.dumps(2), when=1.0) == [ShowStatus(1, "done")]
+    assert control.result(1, when=1.0) == [ShowStatus(1, "done")]
     assert control.kill_at == EXIT_AFTER_RESULT
     assert control.exited([0, 1], exitcode=0, signalled=False) == []
+    assert control.unpickling  # the ranks have exited; their values are still awaited
+    assert control.unpickled(1, 2) == [] and control.unpickled(0, 1) == []
+    assert not control.unpickling
     assert record.results == [1, 2] and record.failure is None
 
 
 def test_a_return_value_that_cannot_be_unpickled_is_the_ranks_failure():
     control, record, _ = running()
-    commands = control.result(0, b"not a pickle", when=1.0)
+    control.result(0, when=1.0)
+    commands = control.unreadable(0, pickle.UnpicklingError("not a pickle"), when=1.0)
     assert kinds(commands) == [ShowStatus, TellOtherNodes, Terminate]
     assert "could not be unpickled" in str(record.failure)
+
+
+def test_a_value_whose_unpickling_blocks_fails_its_rank_when_the_wait_runs_out():
+    """Unpickling runs the value's code; a value that never finishes must not keep the launch
+    "running" for ever. A value arriving after the wait is ignored."""
+    control, record, clock = running()
+    control.result(0, when=1.0)
+    assert control.deadline() == UNPICKLE_WAIT
+    clock.now = UNPICKLE_WAIT
+    assert kinds(control.tick()) == [ShowStatus, TellOtherNodes, Terminate]
+    assert "still being unpickled in the kernel after 120 s" in str(record.failure)
+    assert not control.unpickling and control.unpickled(0, "late") == []
+    assert record.results == [None, None]
+
+
+def test_a_stop_does_not_wait_for_values_being_unpickled():
+    control, _, _ = running()
+    control.result(0, when=1.0)
+    assert control.unpickling
+    control.stop()
+    assert not control.unpickling
 
 
 def test_a_stall_asks_for_stacks_then_fails_with_them():
@@ -146,7 +172,7 @@ def test_stacks_that_all_arrive_end_the_wait_at_once():
 
 def test_ranks_still_busy_after_another_returned_show_a_waiting_line():
     control, record, clock = running()
-    control.result(0, pickle.dumps(None), when=1.0)
+    control.result(0, when=1.0)
     clock.now = 42.0
     control.tick()
     assert record.waiting == "waiting for rank 1: another rank returned 42 s ago"
@@ -205,7 +231,7 @@ def test_a_rank_that_sends_garbage_fails_with_what_it_sent():
 
 def test_asking_for_stacks_skips_ranks_that_returned_or_ended():
     control, _, _ = running(3)
-    control.result(0, pickle.dumps(None), when=1.0)
+    control.result(0, when=1.0)
     control.exited([0], exitcode=0, signalled=False)
     assert control.ask_stacks() == [AskStacks((1, 2))]
 

@@ -30,6 +30,13 @@ HOSTILE = dedent("""
     def exits_when_loaded():
         return ExitsWhenLoaded()
 
+    class BlocksWhenLoaded:
+        def __reduce__(self):
+            return (time.sleep, (600,))
+
+    def blocks_when_loaded():
+        return BlocksWhenLoaded()
+
     # only rank 0 misbehaves, so which rank the error names does not depend on which event came first
     def unknown_kind():
         if rank_channel().rank == 0:
@@ -93,6 +100,24 @@ def test_a_return_value_whose_unpickling_exits_is_that_ranks_failure(hostile, me
     assert (
         "rank 0's return value could not be unpickled in the kernel: SystemExit: unpickled" in (result.error["evalue"])
     )
+    _next_launch_works(hostile)
+
+
+def test_a_return_value_whose_unpickling_blocks_does_not_hold_up_a_stop(hostile):
+    """Before: the supervisor unpickled on its own thread, so a Stop (or an interrupt) did nothing
+    until the value's code returned, and the launch read "running" meanwhile."""
+    hostile.ok("job = launch(blocks_when_loaded, num_processes=1, display='none')")
+    hostile.ok(
+        "_t = time.monotonic()\n"
+        "while job.rank_status(0) != 'done':  # the value arrived, and is being unpickled\n"
+        "    assert time.monotonic() - _t < 60\n"
+        "    job.join(0.05)\n"
+        "_t = time.monotonic()\n"
+        "stopped = job.stop(timeout=30)\n"
+        "took = time.monotonic() - _t"
+    )
+    assert hostile.eval("stopped") is True and hostile.eval("took") < 10
+    assert hostile.eval("job.status") == "stopped"
     _next_launch_works(hostile)
 
 

@@ -14,6 +14,8 @@ scripted list of events and a fake clock (tests/test_controller.py):
 * before a stall, a timeout or a stop with stacks ends the ranks, their stacks are asked for
   (``STACKS_WAIT`` at most);
 * once every rank has returned, the ranks get ``EXIT_AFTER_RESULT`` seconds to exit on their own;
+* a returned value is unpickled by the supervisor's helper thread (unpickling runs the value's own
+  code, which may block); one not unpickled within ``UNPICKLE_WAIT`` seconds is its rank's failure;
 * with several nodes, the other nodes' health is looked at every ``monitor_interval`` seconds.
 
 Examples:
@@ -31,7 +33,6 @@ Examples:
 from __future__ import annotations
 
 import enum
-import pickle
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -55,11 +56,13 @@ __all__ = [
     "COLLATERAL_WAIT",
     "EXIT_AFTER_RESULT",
     "STACKS_WAIT",
+    "UNPICKLE_WAIT",
 ]
 
 COLLATERAL_WAIT = 3.0  # seconds a "lost its peer" error waits for the peer's own failure to arrive
 EXIT_AFTER_RESULT = 10.0  # seconds a rank that returned may take to exit before it is ended
 STACKS_WAIT = 1.0  # seconds to wait for the stacks of ranks about to be ended
+UNPICKLE_WAIT = 120.0  # seconds a returned value may take to be unpickled in the kernel
 
 
 class Phase(enum.Enum):
@@ -163,6 +166,7 @@ class Controller:
         self.kill_at: float | None = None
         self.stopped = False
         self._reported: set[int] = set()  # ranks that sent a result or an error
+        self._unpickling: dict[int, float] = {}  # rank → when its value must be unpickled by
         self._exited: set[int] = set()
         self._ending_at: float | None = None  # after asking for stacks: when to end the ranks anyway
         self._pending_failure: BaseException | None = None
@@ -175,6 +179,11 @@ class Controller:
     @property
     def live_ranks(self) -> list[int]:
         return [rank for rank in self._record.ranks if rank not in self._exited]
+
+    @property
+    def unpickling(self) -> bool:
+        """Whether a returned value is still awaited from the unpickler (a stop waits for none)."""
+        return bool(self._unpickling) and not self.stopped
 
     def started(self) -> list[Command]:
         """Every rank has been started; a stop asked for while starting takes effect now."""
@@ -214,6 +223,7 @@ class Controller:
             self._ending_at,
             self._next_health_check if self._num_nodes > 1 and self.phase is Phase.RUNNING else None,
             self._collateral[3] if self._collateral else None,
+            min(self._unpickling.values(), default=None),
         ]
         return min((d for d in deadlines if d is not None), default=None)
 
@@ -223,19 +233,29 @@ class Controller:
         """A rank wrote output, logged a metric, changed status or sent anything else."""
         self._watchdog.activity(self._clock.monotonic())
 
-    def result(self, rank: int, payload: bytes, when: float) -> list[Command]:
-        """``rank`` returned; ``payload`` is its pickled return value."""
+    def result(self, rank: int, when: float) -> list[Command]:
+        """``rank`` returned; its value is being unpickled (``unpickled`` or ``unreadable`` follows)."""
         self._reported.add(rank)
-        self._watchdog.result(self._clock.monotonic())
-        try:
-            value = pickle.loads(payload)
-        except BaseException as err:  # SystemExit from a __reduce__ too: the supervisor must go on
-            why = f"rank {rank}'s return value could not be unpickled in the kernel: {type(err).__name__}: {err}"
-            return self._fail(rank, WorkerError(rank, why), when)
-        self._record.add_result(rank, value)
+        now = self._clock.monotonic()
+        self._watchdog.result(now)
+        self._unpickling[rank] = now + UNPICKLE_WAIT
+        self._record.set_rank_status(rank, "done")
         if len(self._reported) == len(self._record.ranks):
             self._kill_after(max(self._grace, EXIT_AFTER_RESULT))
         return [ShowStatus(rank, "done")]
+
+    def unpickled(self, rank: int, value: Any) -> list[Command]:
+        """``rank``'s return value, unpickled (ignored once its wait ran out)."""
+        if self._unpickling.pop(rank, None) is not None:
+            self._record.add_result(rank, value)
+        return []
+
+    def unreadable(self, rank: int, error: BaseException, when: float) -> list[Command]:
+        """Unpickling ``rank``'s return value raised ``error``: that is the rank's failure."""
+        if self._unpickling.pop(rank, None) is None:
+            return []
+        why = f"rank {rank}'s return value could not be unpickled in the kernel: {type(error).__name__}: {error}"
+        return self._fail(rank, WorkerError(rank, why), when)
 
     def error(self, rank: int, exception: BaseException, when: float) -> list[Command]:
         """``rank`` raised ``exception`` (rebuilt in the kernel) at ``when``."""
@@ -300,6 +320,14 @@ class Controller:
             commands += self.settle()
         if self._ending_at is not None and now >= self._ending_at:
             commands += self._finish_ending()
+        for rank, by in list(self._unpickling.items()):
+            if now >= by:
+                del self._unpickling[rank]
+                why = (
+                    f"rank {rank}'s return value was still being unpickled in the kernel after {UNPICKLE_WAIT:g} s"
+                    " (its __reduce__ or __setstate__ blocks?); the launch went on without it"
+                )
+                commands += self._fail(rank, WorkerError(rank, why), self._clock.wall())
         if self.kill_at is not None and now >= self.kill_at:
             commands += self._kill()
         if self.phase is Phase.RUNNING:

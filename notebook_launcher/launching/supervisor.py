@@ -52,6 +52,7 @@ from .plan import LaunchPlan
 from .readiness import wait_readable
 from .record import LaunchRecord
 from .threads import run_in_thread
+from .unpickler import Unpickler
 
 __all__ = ["Supervisor", "Phase", "STACKS_WAIT"]
 
@@ -104,6 +105,7 @@ class Supervisor:
         _sweep_once()
         self._stop_requested = False
         self._wake_r, self._wake_w = os.pipe()
+        self._unpickler = Unpickler(wake=lambda: self._wake(b"u"))
         self._done = threading.Event()
         self._handlers: dict[type, Callable[[Any], None]] = {
             Status: self._on_status,
@@ -215,7 +217,7 @@ class Supervisor:
         group = self._group
         assert group is not None
         refresh = None
-        while group.live_ranks:
+        while group.live_ranks or self._control.unpickling:
             deadlines = [d for d in (self._control.deadline(), refresh) if d is not None]
             timeout = min(_LONGEST_WAIT, max(0.0, min(deadlines) - time.monotonic())) if deadlines else None
             meeting = self._meeting.waitables()
@@ -232,7 +234,9 @@ class Supervisor:
     def _on_wake(self) -> None:
         """stop(), kill() or stacks() was called from another thread."""
         for byte in os.read(self._wake_r, 64):
-            if byte == ord("s"):
+            if byte == ord("u"):
+                self._take_unpickled()
+            elif byte == ord("s"):
                 self._carry_out(self._control.ask_stacks())
             elif byte == ord("k"):
                 self._carry_out(self._control.kill())
@@ -300,7 +304,15 @@ class Supervisor:
         self._notify(self._listener.on_display, event.rank, index, replaced)
 
     def _on_result(self, event: Result) -> None:
-        self._carry_out(self._control.result(event.rank, event.pickled, event.time))
+        self._carry_out(self._control.result(event.rank, event.time))
+        self._unpickler.submit(event.rank, event.pickled)
+
+    def _take_unpickled(self) -> None:
+        for rank, value, error in self._unpickler.take():
+            if error is None:
+                self._carry_out(self._control.unpickled(rank, value))
+            else:
+                self._carry_out(self._control.unreadable(rank, error, time.time()))
 
     def _on_reply(self, event: Reply) -> None:
         self._notify(self._listener.on_reply, event.rank, event.payload)
