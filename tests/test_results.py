@@ -67,6 +67,43 @@ def test_large_tensors_come_back_through_shared_memory_as_they_were(kernel, meth
     assert _ours(kernel) == []
 
 
+RAISES_WITH_A_TENSOR = dedent("""
+    class TooBig(Exception):
+        def __init__(self, message, tensor):
+            super().__init__(message)
+            self.tensor = tensor
+    def raises_with_a_tensor():
+        g = torch.Generator().manual_seed(int(os.environ["RANK"]))
+        raise TooBig("the batch held this", torch.randn(64, 1 << 20, generator=g))  # 256 MB
+""")
+
+
+@pytest.mark.parametrize("method", ["fork", "spawn"])
+def test_an_exception_holding_a_large_tensor_comes_back_through_shared_memory(kernel, method):
+    """Before: the exception was pickled twice (whole, and its attributes one by one) into the pipe,
+    and the kernel read and unpickled every byte (a 1 GB tensor: 11 s of the kernel's CPU)."""
+    kernel.ok("import torch, psutil")
+    kernel.ok(RAISES_WITH_A_TENSOR)
+    kernel.ok(
+        "cpu = psutil.Process().cpu_times()\n"
+        "try:\n"
+        f"    notebook_launcher(raises_with_a_tensor, num_processes=1, start_method={method!r}, display='none')\n"
+        "except TooBig as err:\n"
+        "    caught = err\n"
+        "kernel_cpu = sum(psutil.Process().cpu_times()[:2]) - sum(cpu[:2])"
+    )
+    assert kernel.eval("str(caught)") == "[rank 0] the batch held this"
+    expected = "torch.equal(caught.tensor, torch.randn(64, 1 << 20, generator=torch.Generator().manual_seed(0)))"
+    assert kernel.eval(expected) is True
+    maps = kernel.eval(
+        "[line.split()[-1] for line in open('/proc/self/maps') if 'notebook-launcher-' in line and '(deleted)' in line]"
+    )
+    assert maps, "the exception's tensor was not mapped from a shared file"
+    assert kernel.eval("kernel_cpu") < 2.0  # through the pipe: ~3 s for 256 MB, twice
+    kernel.ok("del caught")
+    assert _ours(kernel) == []
+
+
 def test_with_sharing_off_tensors_come_back_in_the_pickle(kernel):
     kernel.ok(STATE)
     kernel.ok("os.environ['NOTEBOOK_LAUNCHER_SHARED_DIR'] = 'off'")

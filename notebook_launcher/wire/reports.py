@@ -19,7 +19,8 @@ from typing import Any
 
 from ..errors import WorkerError, WorkerTraceback
 from ..tracebacks import frames_of, repeats_note, traceback_from
-from .values import dumps_for_kernel
+from .shared_tensors import TensorSharer, keeping_files
+from .values import dumps_for_kernel, new_sharer
 
 __all__ = ["error_report", "rebuild_exception"]
 
@@ -29,8 +30,9 @@ def error_report(exc: BaseException, skip_frame: Any = None, depth: int = 0) -> 
 
     It carries the type's name, the message, the traceback as text and as frames (as
     builtins, so the kernel can raise the exception with the rank's own frames: ``tracebacks``), the
-    pickled exception, its parts (class, args, attributes: for classes whose ``__init__`` does not
-    take their ``args``) and, up to three levels, the exception it was raised from.
+    pickled exception (large tensors it holds through shared memory, as a returned value's), or
+    when that does not load back, its parts (class, args, attributes: for classes whose ``__init__``
+    does not take their ``args``), and, up to three levels, the exception it was raised from.
     ``skip_frame`` is a code object whose frame is left out (the bootstrap's own).
 
     Examples:
@@ -49,8 +51,8 @@ def error_report(exc: BaseException, skip_frame: Any = None, depth: int = 0) -> 
         "message": _message(exc),
         "text": "".join(traceback.format_exception(type(exc), exc, tb, chain=False)),
         "frames": frames_of(tb),
-        "pickled": _pickle_exception(exc),
-        "parts": _exception_parts(exc),
+        "pickled": (pickled := _pickle_exception(exc, sharer := new_sharer())),
+        "parts": _exception_parts(exc, sharer) if pickled is None else None,
         "chained": error_report(chained, depth=depth + 1) if chained is not None and depth < 3 else None,
         "chain_kind": kind,
     }
@@ -71,28 +73,30 @@ def _chained(exc: BaseException) -> tuple[BaseException | None, str | None]:
     return None, None
 
 
-def _pickle_exception(exc: BaseException) -> bytes | None:
-    """Bytes that load back here, or None."""
+def _pickle_exception(exc: BaseException, sharer: TensorSharer | None) -> bytes | None:
+    """Bytes that load back here (their shared files left for the kernel), or None."""
     try:
-        data = dumps_for_kernel(exc, share_tensors=False)
-        pickle.loads(data)
+        data = dumps_for_kernel(exc, sharer=sharer)
+        with keeping_files():
+            pickle.loads(data)
     except BaseException:  # SystemExit from a __reduce__ too: the kernel rebuilds it from its parts
         return None
     return data
 
 
-def _exception_parts(exc: BaseException) -> dict | None:
-    """Class, args and attributes, pickled one by one (attributes that cannot be pickled are left out)."""
+def _exception_parts(exc: BaseException, sharer: TensorSharer | None) -> dict | None:
+    """Class, args and attributes, pickled one by one (attributes that cannot be pickled are left
+    out); large tensors in the files the whole exception's pickling wrote."""
     try:
         state = {}
         for name, value in vars(exc).items():
             try:
-                state[name] = dumps_for_kernel(value, share_tensors=False)
+                state[name] = dumps_for_kernel(value, sharer=sharer)
             except Exception:
                 continue
         return {
-            "cls": dumps_for_kernel(type(exc), share_tensors=False),
-            "args": dumps_for_kernel(exc.args, share_tensors=False),
+            "cls": dumps_for_kernel(type(exc), sharer=sharer),
+            "args": dumps_for_kernel(exc.args, sharer=sharer),
             "state": state,
         }
     except Exception:

@@ -34,15 +34,18 @@ Example (a rank's side, then the kernel's):
 
 from __future__ import annotations
 
+import contextlib
 import glob
 import os
 import sys
 import tempfile
+import threading
+from collections.abc import Iterator
 from typing import Any
 
 from ..scratch import pid_alive
 
-__all__ = ["MIN_BYTES", "TensorSharer", "new_prefix", "remove_leftovers", "sweep_dead_kernels"]
+__all__ = ["MIN_BYTES", "TensorSharer", "keeping_files", "new_prefix", "remove_leftovers", "sweep_dead_kernels"]
 
 MIN_BYTES = 1 << 20  # smaller storages are cheaper in the pickle than in a file of their own
 _NAME = "notebook-launcher-"
@@ -194,6 +197,25 @@ def _write(path: str, storage: Any, nbytes: int) -> None:
     target.copy_(storage)
 
 
+_keeping = threading.local()
+
+
+@contextlib.contextmanager
+def keeping_files() -> Iterator[None]:
+    """Load shared tensors on this thread without unlinking their files: a rank checking that what
+    it pickled loads back leaves the files for the kernel.
+
+    Examples:
+        >>> with keeping_files():
+        ...     pass
+    """
+    _keeping.on = True
+    try:
+        yield
+    finally:
+        _keeping.on = False
+
+
 def map_shared_file(path: str, nbytes: int) -> Any:
     """Map a shared file as a storage and unlink it (the mapping keeps the memory alive)."""
     import torch
@@ -201,10 +223,11 @@ def map_shared_file(path: str, nbytes: int) -> Any:
     try:
         return torch.UntypedStorage.from_file(path, shared=True, nbytes=nbytes)
     finally:
-        try:
-            os.unlink(path)
-        except FileNotFoundError:
-            pass
+        if not getattr(_keeping, "on", False):
+            try:
+                os.unlink(path)
+            except FileNotFoundError:
+                pass
 
 
 def rebuild_tensor(

@@ -21,7 +21,7 @@ from typing import Any
 
 from .shared_tensors import TensorSharer
 
-__all__ = ["dumps_for_kernel", "set_tensor_prefix"]
+__all__ = ["dumps_for_kernel", "new_sharer", "set_tensor_prefix"]
 
 # values that hold no tensor and no class of the kernel's: the standard pickler alone, made at once
 _PLAIN = frozenset({type(None), bool, int, float, complex, str, bytes})
@@ -35,15 +35,20 @@ def set_tensor_prefix(prefix: str | None) -> None:
     _prefix = prefix
 
 
-def dumps_for_kernel(value: Any, share_tensors: bool = True) -> bytes:
+def new_sharer() -> TensorSharer | None:
+    """A sharer of large tensors for one value (None outside a rank: nothing is shared)."""
+    return TensorSharer(_prefix) if _prefix is not None else None
+
+
+def dumps_for_kernel(value: Any, share_tensors: bool = True, sharer: TensorSharer | None = None) -> bytes:
     """Pickle ``value`` so the kernel gets back instances of *its own* classes.
 
     By reference first: under fork a class defined in a notebook cell is the kernel's very class,
     and the standard pickler checks the reference resolves to it. Otherwise (spawn, or classes made
     inside the function) by value with cloudpickle, whose class tracker maps classes the kernel sent
     by value back to the kernel's originals. In a rank, CPU tensors of 1 MiB and more go through
-    shared memory (``shared_tensors``) unless ``share_tensors`` is False (bytes the rank itself
-    loads back, such as an exception it checks).
+    shared memory (``shared_tensors``) unless ``share_tensors`` is False; ``sharer`` (see
+    ``new_sharer``) lets several picklings of one value share its files.
 
     Examples:
         >>> pickle.loads(dumps_for_kernel({"loss": 0.5}))
@@ -51,7 +56,8 @@ def dumps_for_kernel(value: Any, share_tensors: bool = True) -> bytes:
     """
     if type(value) in _PLAIN:  # most functions return None: no sharer or pickler of ours to make
         return pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL)
-    sharer = TensorSharer(_prefix) if share_tensors and _prefix is not None else None
+    if sharer is None and share_tensors:
+        sharer = new_sharer()
     try:
         return _dumps(pickle.Pickler, value, sharer)
     except Exception:
