@@ -146,3 +146,46 @@ def test_two_nodes_restart_together_on_a_fresh_attempt(kernel, node1, backend):
     assert first[3] == 1 and second[3] == 1  # both finished on the second attempt
     assert {first[0], second[0]} == {0, 2} and first[1] == second[1] == 4
     assert kernel.children() == [] and node1.children() == []
+
+
+def test_a_signed_failure_recorded_from_one_launch_does_not_verify_in_the_next(kernel, node1, tmp_path):
+    """Same secret, run id, attempt and port in both launches, as when a person re-runs the cells.
+    Before: the recorded "failed" value ended the next healthy launch in under a second, and the
+    attempt marker was the same in every launch."""
+    import torch.distributed as dist
+
+    kernel.ok(TRAIN)
+    kernel.ok(gate_code(tmp_path))
+    node1.ok(f"GATE_DIR = {str(tmp_path)!r}\n" + gate_code(tmp_path).split("for _r")[0])
+    for session in (kernel, node1):
+        session.ok("def gated():\n    wait_at_gate()\n    return short()")
+        session.ok(
+            "def fails_on_node_1():\n"
+            "    if os.environ['GROUP_RANK'] == '1':\n"
+            "        raise RuntimeError('node 1 failed on purpose')\n"
+            "    threading.Event().wait()"
+        )
+    port = free_port(kernel)
+    options = f"num_processes=1, num_nodes=2, use_port={port}, {SECRET}, display='none'"
+    # node 0 looks at the other node's health only every minute: its store stays up to be recorded
+    kernel.ok(f"first = launch(fails_on_node_1, node_rank=0, monitor_interval=60, {options})")
+    node1.ok(f"first = launch(fails_on_node_1, node_rank=1, {options})")
+    attacker = dist.TCPStore("127.0.0.1", port, 2, False, timeout=datetime.timedelta(seconds=60))
+    keys = ["notebook_launcher/none/0/failed", "notebook_launcher/none/0/attempt"]
+    attacker.wait(keys)
+    recorded = {key: attacker.get(key) for key in keys}
+    assert b"node 1 failed on purpose" in recorded[keys[0]]
+    del attacker
+    assert node1.run("first.wait(timeout=60)").error["ename"] == "RuntimeError"
+    kernel.ok("first.stop(timeout=60)")
+
+    kernel.ok(f"second = launch(gated, node_rank=0, {options})")
+    node1.ok(f"second = launch(gated, node_rank=1, {options})")
+    attacker = dist.TCPStore("127.0.0.1", port, 2, False, timeout=datetime.timedelta(seconds=60))
+    attacker.wait([keys[1]])
+    assert attacker.get(keys[1]) != recorded[keys[1]]  # a new session: the marker differs
+    attacker.set(keys[0], recorded[keys[0]])
+    open_gates(tmp_path, [0, 1])  # the ranks go on only once the replayed failure is on the store
+    assert kernel.eval("second.wait(timeout=120)")[:2] == (0, 2)
+    assert node1.eval("second.wait(timeout=120)")[:2] == (1, 2)
+    del attacker

@@ -26,6 +26,13 @@ Every attempt of a launch (``max_restarts``) meets under keys of its own, and a 
 the store it reached is the one of its attempt (node 0 signs an attempt marker when it hosts),
 so a node that restarts faster than node 0 never joins node 0's previous store.
 
+Launches of one notebook share their secret, run id and attempt numbers, so a signed value
+recorded from one launch would verify in the next. Each store's host therefore draws a random
+session, signs it as the attempt marker, and signs every later message with it (``signed_store``):
+a value from another launch never verifies. A marker can still be replayed, so a joining node
+writes a random challenge and goes on only once node 0 has signed it in the session: only a node
+holding the secret can, and only now.
+
 A node that does not come within ``rendezvous_timeout`` is a ``LaunchError`` naming what was
 waited for. While the ranks run, every node watches one key of the store: a node whose launch
 fails signs it, and the others end their ranks with that node's reason.
@@ -45,6 +52,7 @@ from __future__ import annotations
 
 import datetime
 import errno
+import secrets
 import socket
 import time
 from collections.abc import Callable
@@ -130,14 +138,16 @@ class Rendezvous:
             self.port = self.store.port
             self._signed = self._sign(self.store)
             if self.num_nodes > 1:
-                self._signed.set(_ATTEMPT, "hosted")
+                self._signed = self._hosted(self._signed)
             if self._meeting is not None:
                 self._meeting.set("master", f"{self.master_addr}:{self.port}")
         else:
             if self._meeting is not None:
                 self._read_master(deadline, stop_requested, waiting)
-            self.store = self._connect(self.master_addr, int(self.port or 0), deadline, stop_requested, waiting)
-            self._signed = self._sign(self.store)
+            self.store, self._signed = self._connect(
+                self.master_addr, int(self.port or 0), deadline, stop_requested, waiting
+            )
+            self._challenge_node_0(deadline, stop_requested, waiting)
         if self.num_nodes > 1:
             self._wait_for_nodes(deadline, stop_requested, waiting)
         assert self.port is not None
@@ -163,6 +173,13 @@ class Rendezvous:
     def _sign(self, store: Any) -> SignedStore:
         return SignedStore(store, self._secret, self.run_id, self.attempt)
 
+    @staticmethod
+    def _hosted(signed: SignedStore) -> SignedStore:
+        """Draw this store's session and sign it as the attempt marker; the store in that session."""
+        session = secrets.token_hex(16)
+        signed.set(_ATTEMPT, session)
+        return signed.in_session(session)
+
     def _host(self, address: str, port: int | None, workers: int, listener: socket.socket | None = None) -> Any:
         return host_store(address, port, workers, self.timeout, listener)
 
@@ -174,9 +191,10 @@ class Rendezvous:
         stop_requested: Callable[[], bool],
         waiting: Callable[[str], None],
         whose: str = "node 0's store",
-    ) -> Any:
+    ) -> tuple[Any, SignedStore]:
         """A client of the store at ``address:port`` once it is this attempt's (its host signed the
-        attempt marker); an earlier attempt's store, or none yet, is waited out."""
+        attempt marker), and the store in its host's session; an earlier attempt's store, or none
+        yet, is waited out."""
         import torch.distributed as dist
 
         target = f"{address}:{port}"
@@ -189,9 +207,10 @@ class Rendezvous:
                     raise ConnectionRefusedError(target)
                 store = dist.TCPStore(address, port, self.num_nodes, False, timeout=datetime.timedelta(seconds=1))
                 signed = self._sign(store)
-                if signed.get(_ATTEMPT) is not None:
+                session = signed.get(_ATTEMPT)
+                if session is not None:
                     store.set_timeout(datetime.timedelta(seconds=self.timeout))
-                    return store
+                    return store, signed.in_session(session)
                 forged += signed.forged
                 del store  # an earlier attempt's store, or one not signed with this launch's secret
             except Exception:  # not up yet: node 0 may start later
@@ -209,6 +228,36 @@ class Rendezvous:
             waiting(f"waiting for {whose} at {target}")
             time.sleep(_POLL)  # a poll for a store on another machine, bounded by the deadline
 
+    def _challenge_node_0(
+        self, deadline: float, stop_requested: Callable[[], bool], waiting: Callable[[str], None]
+    ) -> None:
+        """Go on only once node 0 has signed this node's fresh challenge in the store's session: a
+        marker replayed from another launch has no node 0 behind it to do so."""
+        signed = self._signed
+        assert signed is not None
+        challenge = secrets.token_hex(16)
+        signed.put_raw(f"challenge/{self.node_rank}", challenge)
+        while signed.get(f"answer/{self.node_rank}") != challenge:
+            if stop_requested():
+                raise LaunchError("stopped while waiting for node 0 to answer this node's challenge")
+            if time.monotonic() > deadline:
+                raise LaunchError(
+                    f"node 0 did not answer node {self.node_rank}'s challenge on the store at"
+                    f" {self.master_addr}:{self.port} within rendezvous_timeout={self.timeout:g} s: the"
+                    " store's marker may have been replayed from another launch" + _forgeries(signed)
+                )
+            waiting(f"waiting for node 0 at {self.master_addr}:{self.port} to answer")
+            time.sleep(_POLL)  # a poll of the store on another machine, bounded by the deadline
+
+    def _answer_challenges(self) -> None:
+        """Node 0: sign, in this store's session, each node's challenge not answered yet."""
+        signed = self._signed
+        assert signed is not None
+        for node in range(1, self.num_nodes):
+            challenge = signed.raw(f"challenge/{node}")
+            if challenge is not None and signed.get(f"answer/{node}") != challenge:
+                signed.set(f"answer/{node}", challenge)
+
     def _wait_for_nodes(
         self, deadline: float, stop_requested: Callable[[], bool], waiting: Callable[[str], None]
     ) -> None:
@@ -216,6 +265,8 @@ class Rendezvous:
         assert signed is not None
         signed.set(f"joined/{self.node_rank}", "joined")
         while True:
+            if self.node_rank == 0:
+                self._answer_challenges()
             joined = sum(signed.get(f"joined/{node}") is not None for node in range(self.num_nodes))
             if joined >= self.num_nodes:
                 return
@@ -242,13 +293,13 @@ class Rendezvous:
         waiting(f"joining the c10d rendezvous at {host}:{port} (run id {self.run_id!r})")
         try:
             store = self._host(host, int(port), self.num_nodes)
-            self._meeting = self._sign(store)
-            self._meeting.set(_ATTEMPT, "hosted")
+            self._meeting = self._hosted(self._sign(store))
         except LaunchError as err:
             if not isinstance(err.__cause__, OSError) or err.__cause__.errno not in _CANNOT_BIND:
                 raise
-            store = self._connect(host, int(port), deadline, stop_requested, waiting, "the c10d rendezvous store")
-            self._meeting = self._sign(store)
+            _, self._meeting = self._connect(
+                host, int(port), deadline, stop_requested, waiting, "the c10d rendezvous store"
+            )
         arrival = self._meeting.count("arrivals")
         if arrival > self.num_nodes:
             raise LaunchError(
