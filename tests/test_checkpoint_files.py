@@ -165,3 +165,36 @@ def test_the_checkpoint_just_written_is_never_pruned(tmp_path):
         os.makedirs(os.path.join(config.checkpoints_dir, f"checkpoint_{number}"))
     project.prune_checkpoints(config, keep=os.path.join(config.checkpoints_dir, "checkpoint_3"))
     assert sorted(os.listdir(config.checkpoints_dir)) == ["checkpoint_3", "checkpoint_8"]
+
+
+def test_a_save_that_cannot_write_says_so_once_and_leaves_no_partial_copy(tmp_path):
+    """A write that fails mid-save (here a real file size limit, RLIMIT_FSIZE, which fails writes
+    past it with EFBIG as a full disk fails them with ENOSPC): before, torch's or safetensors' own
+    error chained to the OSError under it, and the unfinished ``.tmp`` copy kept the disk full."""
+    import resource
+    import signal
+
+    from trainer_core.checkpoint import CheckpointNotWritten
+
+    files = user_files(tmp_path)
+    accelerator = Accelerator(cpu=True)
+    model = accelerator.prepare(nn.Linear(512, 512))  # 1 MiB of weights
+    accelerator.save_state(str(tmp_path))  # a first, complete checkpoint
+    before = {name: (tmp_path / name).read_bytes() for name in atomic.written(str(tmp_path))}
+    with torch.no_grad():
+        model.weight.fill_(3.0)
+    soft, hard = resource.getrlimit(resource.RLIMIT_FSIZE)
+    previous = signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # past the limit: EFBIG, not the signal's end
+    resource.setrlimit(resource.RLIMIT_FSIZE, (64 * 1024, hard))
+    try:
+        with pytest.raises(CheckpointNotWritten) as caught:
+            accelerator.save_state(str(tmp_path))
+    finally:
+        resource.setrlimit(resource.RLIMIT_FSIZE, (soft, hard))
+        signal.signal(signal.SIGXFSZ, previous)
+    message = str(caught.value)
+    assert message.startswith(f"save_state could not write the checkpoint for {tmp_path} (File too large;")
+    assert "Nothing was published" in message and caught.value.__suppress_context__
+    assert not (tmp_path.parent / f"{tmp_path.name}.tmp").exists()
+    assert still_there(tmp_path, files)
+    assert {name: (tmp_path / name).read_bytes() for name in atomic.written(str(tmp_path))} == before

@@ -36,7 +36,7 @@ import shutil
 from collections.abc import Callable
 from typing import Any, BinaryIO
 
-__all__ = ["begin", "publish", "resolve", "atomic_file", "is_complete", "written", "COMPLETE", "WRITING"]
+__all__ = ["begin", "abandon", "publish", "resolve", "atomic_file", "is_complete", "written", "COMPLETE", "WRITING"]
 
 COMPLETE = "COMPLETE"
 WRITING = "WRITING"
@@ -54,6 +54,19 @@ def begin(final: str) -> str:
     os.makedirs(tmp)
     open(os.path.join(tmp, WRITING), "w").close()
     return tmp
+
+
+def abandon(tmp: str) -> None:
+    """Remove an unfinished ``<final>.tmp`` that ``begin`` made (a write into it failed): a full
+    disk must not stay full of a checkpoint that will never be published.
+
+    Examples:
+        >>> import os, tempfile
+        >>> tmp = begin(os.path.join(tempfile.mkdtemp(), "ckpt"))
+        >>> abandon(tmp); os.path.exists(tmp)
+        False
+    """
+    _remove_ours(tmp)
 
 
 def is_complete(directory: str) -> bool:

@@ -27,6 +27,8 @@ from __future__ import annotations
 import json
 import os
 import random
+import re
+import shutil
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -36,7 +38,13 @@ import torch
 
 from . import atomic, ops
 
-__all__ = ["CheckpointContext", "save_state", "load_state", "atomic_save", "model_file_names"]
+__all__ = ["CheckpointContext", "CheckpointNotWritten", "save_state", "load_state", "atomic_save", "model_file_names"]
+
+
+class CheckpointNotWritten(OSError):
+    """``save_state`` could not write its files (a full disk, a quota, a file size limit). Nothing
+    was published: the folder is as it was, and the unfinished copy has been removed."""
+
 
 _EXTRA = "notebook_launcher_state.json"
 
@@ -98,10 +106,36 @@ def save_state(prepared, context, output_dir):
     )
     if state.is_main_process:
         assert tmp is not None
-        _write(tmp, prepared, context, rng_by_rank, whole_models=not sharded)
+        try:
+            _write(tmp, prepared, context, rng_by_rank, whole_models=not sharded)
+        except Exception as err:  # torch, safetensors and json each say "disk full" their own way
+            atomic.abandon(tmp)
+            raise _not_written(output_dir, err) from None
         atomic.publish(tmp, output_dir)
     state.barrier()
     return output_dir
+
+
+def _not_written(output_dir: str, err: BaseException) -> CheckpointNotWritten:
+    """One error that says what happened, instead of a serializer's own (torch's "enforce fail …
+    unexpected pos") chained to the OSError under it."""
+    cause: BaseException | None = err
+    while cause is not None and not isinstance(cause, OSError):
+        cause = cause.__cause__ or cause.__context__
+    if not isinstance(cause, OSError):  # safetensors (Rust) names the system error in its text
+        found = re.search(r"(?:code: |os error )(\d+)", str(err))
+        cause = OSError(int(found.group(1)), os.strerror(int(found.group(1)))) if found else None
+    why = cause.strerror if isinstance(cause, OSError) and cause.strerror else str(err).strip().splitlines()[0]
+    try:
+        free = f"{shutil.disk_usage(os.path.dirname(os.path.abspath(output_dir))).free / 2**20:.1f} MiB free there"
+    except OSError:
+        free = "free space unknown"
+    error = CheckpointNotWritten(
+        f"save_state could not write the checkpoint for {output_dir} ({why}; {free}). Nothing was"
+        " published: the folder is as it was, and the unfinished copy was removed"
+    )
+    error.errno = cause.errno if isinstance(cause, OSError) else None
+    return error
 
 
 def _write(directory, prepared, context, rng_by_rank, whole_models=True):
