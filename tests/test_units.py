@@ -119,19 +119,37 @@ def test_an_exception_whose_init_takes_other_arguments_keeps_its_type():
     assert type(rebuilt.__cause__) is KeyError and rebuilt.__cause__.args == ("first",)
 
 
+class _Odd(ValueError):
+    """Its ``__init__`` does not take its ``args``: it does not unpickle, so the report has its parts."""
+
+    def __init__(self, message, extra):
+        super().__init__(message)
+        self.extra = extra
+
+
 def test_a_report_whose_class_cannot_be_loaded_becomes_worker_error_with_the_rank_frames():
     try:
-        raise ValueError("odd")
+        raise _Odd("odd", 1)
     except ValueError as caught:
         report = error_report(caught)
-    report["pickled"] = b"not a pickle"
+    assert report["pickled"] is None and report["parts"] is not None
     report["parts"]["cls"] = b"not a pickle either"
     err = rebuild_exception(1, report)
     assert isinstance(err, WorkerError)
-    assert str(err).startswith("rank 1 raised ValueError: odd (its class could not be loaded in the kernel")
-    assert traceback.extract_tb(err.__traceback__)[-1].line == 'raise ValueError("odd")'
-    assert 'raise ValueError("odd")' in err.remote_traceback
+    assert str(err).startswith("rank 1 raised _Odd: odd (its class could not be loaded in the kernel")
+    assert traceback.extract_tb(err.__traceback__)[-1].line == 'raise _Odd("odd", 1)'
+    assert 'raise _Odd("odd", 1)' in err.remote_traceback
     assert pickle.loads(pickle.dumps(err)).rank == 1
+
+
+def test_a_report_that_unpickles_carries_no_parts():
+    """The parts are for an exception that does not load back; one that does is sent once."""
+    try:
+        raise ValueError("plain")
+    except ValueError as caught:
+        report = error_report(caught)
+    assert report["pickled"] is not None and report["parts"] is None
+    assert str(rebuild_exception(0, report)) == "[rank 0] plain"
 
 
 def _entries(tb):
