@@ -446,3 +446,41 @@ def test_a_script_that_exits_with_a_launch_running_ends_its_ranks_and_exits():
     assert done.returncode == 0, done.stderr
     rank_pid = int(done.stdout.split()[-1])
     assert not psutil.pid_exists(rank_pid) or psutil.Process(rank_pid).status() == psutil.STATUS_ZOMBIE
+
+
+def test_a_forked_rank_keeps_none_of_the_kernels_server_sockets(kernel, tmp_path):
+    """Before: every forked rank held the kernel's ZeroMQ sockets and the listening socket of any
+    store the kernel hosted (a fixed port stayed taken while persistent workers ran). A client
+    socket the cell opened to another server is kept: the function may use it."""
+    kernel.ok(gate_code(tmp_path))
+    result = kernel.ok(
+        dedent("""
+        import psutil, socket, threading, time
+        from ipykernel.kernelapp import IPKernelApp
+        app = IPKernelApp.instance()
+        kernel_ports = {app.shell_port, app.iopub_port, app.stdin_port, app.control_port, app.hb_port}
+        def holds_a_store():
+            import torch.distributed as dist
+            dist.init_process_group("gloo")
+            wait_at_gate()
+        first = launch(holds_a_store, num_processes=1, display="none")
+        store_port, t0 = None, time.monotonic()
+        while store_port is None:  # the kernel hosts the first launch's store once its rank connects
+            assert time.monotonic() - t0 < 60
+            first.join(0.05)
+            if first.master_port and any(c.laddr.port == first.master_port and c.status == psutil.CONN_LISTEN
+                                         for c in psutil.Process().net_connections(kind="inet")):
+                store_port = first.master_port
+        outside = socket.create_server(("127.0.0.1", 0))
+        client = socket.create_connection(outside.getsockname())
+        client_port = client.getsockname()[1]
+        def ports_held():
+            return sorted({c.laddr.port for c in psutil.Process().net_connections(kind="inet") if c.laddr})
+        held = notebook_launcher(ports_held, num_processes=1, start_method="fork", display="none")
+        print("RESULT", sorted(kernel_ports & set(held)), store_port in held, client_port in held)
+    """),
+        timeout=120,
+    )
+    open_gates(tmp_path, [0])
+    kernel.ok("first.wait(timeout=60)\nclient.close(); outside.close()")
+    assert result.stdout.split("RESULT ", 1)[1].split() == ["[]", "False", "True"]

@@ -21,6 +21,7 @@ from .base import ProcessStarter
 from .caller_state import keep_caller_state
 from .forked_process import fork_process
 from .frozen_gc import frozen_for_fork
+from .served_sockets import close_descriptors, served_sockets
 from .warmup import TORCH_MODULES, wait_for_warmup
 
 
@@ -32,6 +33,7 @@ class ForkStarter(ProcessStarter):
         self._global_state = GlobalState.lost_in_a_fork()
         before_forking_ranks()
         keep_caller_state()
+        self._served = served_sockets()
         self._flushed = False
         wait_for_warmup(waiter="notebook-launcher: the launch")
         if "torch" in sys.modules:
@@ -43,13 +45,14 @@ class ForkStarter(ProcessStarter):
         if not self._flushed:  # here, after the launch's own display (which flushes them too)
             flush_kernel_streams()
             self._flushed = True
-        return fork_rank_process(_fork_main, (spec, pipes, plan.function, plan.args, self._global_state))
+        return fork_rank_process(_fork_main, (spec, pipes, plan.function, plan.args, self._global_state), self._served)
 
 
-def fork_rank_process(target, args):
+def fork_rank_process(target, args, served=()):
     """Fork a process that runs ``target(*args)`` and sets itself up as a rank (``rank.bootstrap``);
     the started ``ForkedProcess`` (``forked_process``). Call ``before_forking_ranks`` and
-    ``flush_kernel_streams`` once per launch first.
+    ``flush_kernel_streams`` once per launch first; ``served`` (``served_sockets()``, noted once per
+    launch) are closed in the process before anything else.
 
     The kernel's objects are frozen for the garbage collector while it forks (``frozen_gc``: a
     rank's collections never examine, and so never copy, them). The process holds an interrupt
@@ -59,7 +62,12 @@ def fork_rank_process(target, args):
     (ending it unflushed) and its requests for stacks (never answered).
     """
     with interrupts_blocked(also=WATCHED_SIGNALS), frozen_for_fork():
-        return fork_process(target, args)
+        return fork_process(_without_served_sockets, (served, target, args))
+
+
+def _without_served_sockets(served, target, args):
+    close_descriptors(served)
+    return target(*args)
 
 
 def _fork_main(spec, pipes, function, args, global_state):
