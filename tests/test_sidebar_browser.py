@@ -7,6 +7,7 @@ Screenshots are saved under test-artifacts/.
 from __future__ import annotations
 
 import os
+import re
 
 import pytest
 from browser import CHROMIUM, contrasts, open_notebook, run_all, screenshot
@@ -15,6 +16,7 @@ pytestmark = pytest.mark.skipif(not os.path.exists(CHROMIUM), reason="Debian's c
 
 CELL = """
 import os
+import re
 from notebook_launcher import notebook_launcher
 sizes = notebook_launcher(lambda: os.environ["WORLD_SIZE"], display="text")
 print("world size:", sizes)
@@ -109,3 +111,31 @@ def test_the_sidebar_works_in_notebook_7(browser, tmp_path):
         page.close()
     finally:
         server.stop()
+
+
+def test_reloading_the_page_leaves_the_kernel_one_sidebar_to_send_to(lab, browser):
+    """Each page load opens a sidebar comm. Before, none was ever closed: after three reloads the
+    kernel sent every update four times, three of them to pages that were gone."""
+    page = open_notebook(browser, lab, "reloads.ipynb", ["import notebook_launcher"])
+    run_all(page)
+    cpus = len(os.sched_getaffinity(0))
+    for _ in range(4):
+        page.locator('.jp-SideBar .lm-TabBar-tab[data-id="notebook-launcher-sidebar"]').click()
+        page.locator("#notebook-launcher-sidebar").get_by_text(f"CPU: {cpus} cores").wait_for(timeout=60_000)
+        page.reload()
+        page.get_by_text("# loaded").first.wait_for(timeout=60_000)
+        page.locator(".jp-StatusBar-TextItem", has_text=re.compile(r"\|\s*Idle")).first.wait_for(timeout=90_000)
+    page.locator('.jp-SideBar .lm-TabBar-tab[data-id="notebook-launcher-sidebar"]').click()
+    page.locator("#notebook-launcher-sidebar").get_by_text(f"CPU: {cpus} cores").wait_for(timeout=60_000)
+    page.locator(".jp-Cell").last.click()
+    page.keyboard.press("Escape")
+    page.keyboard.press("b")
+    page.locator(".jp-Cell").last.locator(".cm-content").click()
+    page.keyboard.insert_text(
+        "from notebook_launcher.frontend.comm import open_sidebars\nprint('sidebars:', open_sidebars())"
+    )
+    page.keyboard.press("Shift+Enter")
+    printed = page.locator(".jp-OutputArea-output", has_text="sidebars: ").first
+    printed.wait_for(timeout=60_000)
+    assert printed.inner_text().strip() == "sidebars: 1"
+    page.close()

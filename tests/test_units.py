@@ -653,3 +653,46 @@ def test_a_file_at_the_snapshot_folders_name_gives_a_private_folder_instead(tmp_
     mode = folder.lstat().st_mode
     assert folder != squatter and stat.S_ISDIR(mode) and not mode & 0o077
     assert squatter.read_text() == "put here by someone else"
+
+
+class _RecordingComm:
+    """The comm edge of a sidebar channel: what the kernel sends, and whether it closed it."""
+
+    def __init__(self):
+        self.sent, self.closed = [], False
+
+    def on_msg(self, callback):
+        self.receive = lambda data: callback({"content": {"data": data}})
+
+    def on_close(self, callback):
+        self.close_from_front_end = lambda: callback({})
+
+    def send(self, message):
+        self.sent.append(message["type"])
+
+    def close(self):
+        self.closed = True
+
+
+def test_a_sidebar_that_went_silent_is_closed_instead_of_sent_to_for_ever():
+    """Before: every sidebar comm ever opened (each page reload opens one) got every update."""
+    from notebook_launcher.frontend.comm import _SidebarChannel, open_sidebars
+
+    now = [0.0]
+    before = open_sidebars()
+    comm = _RecordingComm()
+    channel = _SidebarChannel(comm, silent_after=90.0, clock=lambda: now[0])
+    comm.receive({"type": "alive"})
+    now[0] = 60.0
+    channel._settings_changed({})
+    assert comm.sent == ["settings"] and open_sidebars() == before + 1
+    now[0] = 151.0  # 91 s without a word
+    channel._settings_changed({})
+    assert comm.sent == ["settings"] and comm.closed and open_sidebars() == before
+    quiet = _RecordingComm()  # an older sidebar that never says it is alive: kept
+    old = _SidebarChannel(quiet, silent_after=90.0, clock=lambda: now[0])
+    now[0] = 10_000.0
+    old._settings_changed({})
+    assert quiet.sent == ["settings"] and not quiet.closed
+    quiet.close_from_front_end()
+    assert open_sidebars() == before

@@ -5,6 +5,7 @@ import { ISignal, Signal } from '@lumino/signaling';
 import type { JSONObject } from '@lumino/coreutils';
 
 import {
+  ALIVE_EVERY_MS,
   COMM_TARGET,
   FrontEndMsg,
   ILaunchInfo,
@@ -29,11 +30,14 @@ export type Connection =
  * kernel's state. Kernels that import the package announce themselves (a comm the kernel opens
  * to this front end), so the panel connects without a click. It sends only checked settings and
  * requests to stop a launch; Stop interrupts the kernel only when a cell is waiting on the launch.
+ * The comm is closed when the page goes (a reload, a closed tab), and while open it says it is
+ * alive every `ALIVE_EVERY_MS`: the kernel stops sending to a sidebar that went silent.
  */
 export class KernelLink {
   constructor(tracker: INotebookTracker) {
     this._tracker = tracker;
     tracker.currentChanged.connect(this._follow, this);
+    window.addEventListener('pagehide', this._onPageHide);
   }
 
   /** Emitted whenever `connection` changes. */
@@ -84,9 +88,14 @@ export class KernelLink {
 
   dispose(): void {
     this._tracker.currentChanged.disconnect(this._follow, this);
+    window.removeEventListener('pagehide', this._onPageHide);
     this._unfollow();
     this._close();
   }
+
+  private _onPageHide = (): void => {
+    this._close();
+  };
 
   // -- following the notebook and its kernel ----------------------------------------------------
 
@@ -177,11 +186,16 @@ export class KernelLink {
     this._comm = comm;
     this._set({ phase: 'connecting' });
     comm.open({ type: 'get_state' });
+    this._alive = window.setInterval(() => this._send({ type: 'alive' }), ALIVE_EVERY_MS);
   }
 
   private _close(): void {
     const comm = this._comm;
     this._comm = null;
+    if (this._alive !== null) {
+      window.clearInterval(this._alive);
+      this._alive = null;
+    }
     if (comm && !comm.isDisposed) {
       try {
         comm.close();
@@ -243,4 +257,5 @@ export class KernelLink {
   private _changed = new Signal<this, Connection>(this);
   private _requests = 0;
   private _restarting = false;
+  private _alive: number | null = null;
 }

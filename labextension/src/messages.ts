@@ -147,7 +147,15 @@ export interface IStopLaunchMsg {
   id: string;
 }
 
-export type FrontEndMsg = IGetStateMsg | ISetSettingsMsg | IStopLaunchMsg;
+/** The sidebar is still there (sent every `ALIVE_EVERY_MS`; a silent one is dropped by the kernel). */
+export interface IAliveMsg {
+  type: 'alive';
+}
+
+/** How often an open sidebar says it is still there. */
+export const ALIVE_EVERY_MS = 30_000;
+
+export type FrontEndMsg = IGetStateMsg | ISetSettingsMsg | IStopLaunchMsg | IAliveMsg;
 
 // -- validation ------------------------------------------------------------------------------
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import sys
 import threading
+import time
 
 from ..cluster.info import cluster_info
 from ..cluster.pool import observe_pool
@@ -23,9 +24,10 @@ from ..launching.handle import active_launches, find_launch, observe_launches
 from .messages import HISTORY, launch_info, start_server_message
 from .settings import SETTING_CHOICES, kernel_settings
 
-__all__ = ["register", "TARGET"]
+__all__ = ["register", "open_sidebars", "TARGET", "SILENT_AFTER"]
 
 TARGET = "notebook_launcher"
+SILENT_AFTER = 90.0  # seconds: a sidebar that said it is alive and then nothing for this long is gone
 _finished: list = []  # LaunchInfo of the last finished launches (snapshots: no results are kept alive)
 _lock = threading.Lock()
 _registered = False
@@ -127,9 +129,24 @@ def _start_server():
     return start_server_message(start_server_info())
 
 
+_channels: set = set()  # the open sidebar comms (``open_sidebars``)
+
+
+def open_sidebars() -> int:
+    """How many sidebars this kernel sends to (each open page's one, until it closes or goes silent)."""
+    with _lock:
+        return len(_channels)
+
+
 class _SidebarChannel:
-    def __init__(self, comm):
+    def __init__(self, comm, silent_after=SILENT_AFTER, clock=time.monotonic):
         self._comm = comm
+        self._clock = clock
+        self._silent_after = silent_after
+        self._heard = clock()
+        self._says_alive = False  # a sidebar that never said so (an older one) is never dropped
+        with _lock:
+            _channels.add(self)
         self._stop_observing = observe_launches(self._launch_changed)
         self._stop_settings = kernel_settings().observe(self._settings_changed)
         from ..starters.server import observe_start_server
@@ -137,20 +154,26 @@ class _SidebarChannel:
         self._stop_server = observe_start_server(self._server_changed)
         self._stop_pool = observe_pool(self._pool_changed)
         self._handlers = {
-            "get_state": lambda data: self._comm.send(state()),
+            "get_state": lambda data: self._send(state()),
             "set_settings": self._set_settings,
             "stop_launch": self._stop_launch,
+            "alive": self._alive,
         }
         comm.on_msg(self._on_msg)
         comm.on_close(lambda _msg: self._close())
 
     def _close(self):
+        with _lock:
+            if self not in _channels:
+                return
+            _channels.discard(self)
         self._stop_observing()
         self._stop_settings()
         self._stop_server()
         self._stop_pool()
 
     def _on_msg(self, msg):
+        self._heard = self._clock()
         data = msg.get("content", {}).get("data") or {}
         kind = data.get("type") if isinstance(data, dict) else None
         handler = self._handlers.get(kind) if isinstance(kind, str) else None
@@ -159,6 +182,20 @@ class _SidebarChannel:
             self._reply(data, f"unknown message type {kind!r}; expected one of {expected}")
         else:
             handler(data)
+
+    def _alive(self, data):
+        self._says_alive = True
+
+    def _send(self, message):
+        """Send, unless the sidebar went silent: then its comm is closed and nothing is sent to it again."""
+        if self._says_alive and self._clock() - self._heard > self._silent_after:
+            self._close()
+            try:
+                self._comm.close()
+            except Exception:  # the kernel's connection is going
+                pass
+            return
+        self._comm.send(message)
 
     def _set_settings(self, data):
         try:
@@ -178,7 +215,7 @@ class _SidebarChannel:
 
     def _reply(self, data, error):
         request = data.get("request_id") if isinstance(data, dict) else None
-        self._comm.send(
+        self._send(
             {
                 "type": "reply",
                 "request_id": request,
@@ -189,16 +226,16 @@ class _SidebarChannel:
         )
 
     def _launch_changed(self, launch):
-        self._comm.send({"type": "launch", "launch": launch_info(launch)})
+        self._send({"type": "launch", "launch": launch_info(launch)})
 
     def _settings_changed(self, settings):
-        self._comm.send({"type": "settings", "settings": settings})
+        self._send({"type": "settings", "settings": settings})
 
     def _pool_changed(self):
-        self._comm.send({"type": "cluster", "cluster": cluster_info()})
+        self._send({"type": "cluster", "cluster": cluster_info()})
 
     def _server_changed(self, info):
-        self._comm.send({"type": "start_server", "start_server": start_server_message(info)})
+        self._send({"type": "start_server", "start_server": start_server_message(info)})
 
 
 def _open(comm, open_msg):

@@ -8,6 +8,7 @@ Front end → kernel:
     GetState      {"type": "get_state"}
     SetSettings   {"type": "set_settings", "request_id": str, "settings": {field: value, ...}}
     StopLaunch    {"type": "stop_launch", "request_id": str, "id": str}
+    Alive         {"type": "alive"}   (every 30 s while the sidebar is open; no reply)
 
 Kernel → front end:
     Hello         {"type": "hello"}                      (on a comm the kernel opens)
@@ -20,7 +21,10 @@ Kernel → front end:
     StartServerUpdate {"type": "start_server", "start_server": StartServerInfo}
     ClusterUpdate {"type": "cluster", "cluster": ClusterInfo | None}   (its warm actors changed)
 
-``history`` is how many finished launches the kernel keeps listed; the panel keeps as many.
+``history`` is how many finished launches the kernel keeps listed; the panel keeps as many. The
+sidebar closes its comm when its page goes (a reload, a closed tab); a page that went without
+closing it (a crash, a lost network) stops saying ``Alive``, and the kernel closes a comm that said
+it once and then nothing for ``SILENT_AFTER`` seconds, instead of sending to it for ever.
 Nothing the kernel receives is executed: settings are checked against the choices and the devices
 found, a stop names a launch by id, and a bad message gets ``ok: false`` with the reason and changes
 nothing.
