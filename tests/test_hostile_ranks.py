@@ -226,7 +226,7 @@ def test_interrupting_a_rank_that_holds_the_gil_ends_it_and_says_only_what_is_tr
 
 
 SOAK = dedent("""
-    import glob, psutil, subprocess
+    import glob, psutil, subprocess, tempfile
     me = psutil.Process()
     CHILDREN = []
 
@@ -249,6 +249,23 @@ SOAK = dedent("""
         import torch
         return torch.ones(1 << 19)          # 2 MiB: travels through /dev/shm
 
+    def escapes_then_killed():
+        quiet = {"stdout": subprocess.DEVNULL, "stderr": subprocess.DEVNULL}
+        children = [subprocess.Popen(["sleep", "300"], start_new_session=True, **quiet),
+                    subprocess.Popen(["setsid", "sleep", "300"], **quiet)]
+        with open(os.environ["SOAK_PIDS"], "a") as file:
+            file.write("".join(f"{child.pid}\\n" for child in children))
+        os.kill(os.getpid(), signal.SIGKILL)
+
+    class HoldsATensor(Exception):
+        def __init__(self, tensor):
+            super().__init__("held")
+            self.tensor = tensor
+
+    def raises_holding_a_tensor():
+        import torch
+        raise HoldsATensor(torch.ones(1 << 20))  # 4 MiB: through /dev/shm, as a result's
+
     ROUNDS = [
         ("ok", lambda: launch(ok, num_processes=2, display="none")),
         ("broken_str", lambda: launch(broken_str, num_processes=1, display="none")),
@@ -260,6 +277,9 @@ SOAK = dedent("""
         ("stopped", lambda: launch(hangs, num_processes=2, display="none")),
         ("big", lambda: launch(big_result, num_processes=2, display="none")),
         ("ok spawn", lambda: launch(ok, num_processes=1, display="none", start_method="spawn")),
+        ("escapes", lambda: launch(escapes_then_killed, num_processes=1, display="none")),
+        ("garbage", lambda: launch(writes_to_the_event_pipe, num_processes=2, display="none")),
+        ("tensor error", lambda: launch(raises_holding_a_tensor, num_processes=1, display="none")),
     ]
 
     def soak_round(i):
@@ -277,6 +297,13 @@ SOAK = dedent("""
     def shm():
         return sorted(glob.glob(f"/dev/shm/*{os.getpid()}*"))
 
+    def tmp():
+        return sorted(glob.glob(f"{tempfile.gettempdir()}/notebook-launcher-*{os.getpid()}*"))
+
+    def marked_anywhere():
+        from notebook_launcher.rank.marked import kernel_prefix, marked
+        return marked(kernel_prefix(os.getpid()))
+
     def helpers(process):
         line = " ".join(process.cmdline())
         return "notebook_launcher.rank.start_server" in line or "notebook-launcher-guardian" in line
@@ -284,26 +311,29 @@ SOAK = dedent("""
 
 
 def test_a_hundred_launches_with_faults_leave_the_kernel_as_they_found_it(hostile, tmp_path):
-    """100 launches in one kernel, every tenth an ordinary one and the rest hostile (a rank killed with
-    a child running, bad events, unloadable results, stops, large results through /dev/shm): the
-    kernel ends with the process count, descriptors, threads and /dev/shm files it started with, no
-    rank's child is left anywhere, and the last launch works."""
+    """100 launches in one kernel, the rest hostile around ordinary ones (a rank killed with a child
+    running, children that left the rank's session, bytes written to the event pipe, bad events,
+    unloadable results, an exception holding a tensor, stops, large results through /dev/shm): the
+    kernel ends with the process count, descriptors, threads, /dev/shm and temporary files it started
+    with, no process its ranks started is left anywhere on the machine, and the last launch works."""
     hostile.ok(SOAK)
     hostile.ok(f"os.environ['SOAK_PIDS'] = {str(tmp_path / 'pids')!r}")
     hostile.ok(
         dedent("""
         for i in range(len(ROUNDS)): soak_round(i)        # warm up lazily opened descriptors and threads
-        before = (me.num_fds(), me.num_threads(), shm(), [c.pid for c in me.children(recursive=True)])
+        before = (me.num_fds(), me.num_threads(), shm(), [c.pid for c in me.children(recursive=True)], tmp())
         statuses = [soak_round(i) for i in range(100)]
-        after = (me.num_fds(), me.num_threads(), shm(), [c.pid for c in me.children(recursive=True)])
+        after = (me.num_fds(), me.num_threads(), shm(), [c.pid for c in me.children(recursive=True)], tmp())
         left = [c for c in me.children(recursive=True) if not helpers(c)]
+        anywhere = marked_anywhere()
     """),
         timeout=900,
     )
     assert hostile.eval("(after[0] - before[0], after[1] - before[1])") == (0, 0)
     assert hostile.eval("after[2] == before[2] == []") is True
     assert hostile.eval("sorted(after[3]) == sorted(before[3])") is True  # the helpers only, the same ones
-    assert hostile.eval("left") == []
+    assert hostile.eval("after[4] == before[4]") is True
+    assert hostile.eval("left") == [] and hostile.eval("anywhere") == []
     assert hostile.eval("sorted(set(statuses))") == ["failed", "stopped", "succeeded"]
     pids = [int(pid) for pid in (tmp_path / "pids").read_text().split()]
     assert len(pids) >= 20  # a child from every killed and exiting round (a sibling may be ended first)
