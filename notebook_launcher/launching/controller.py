@@ -34,10 +34,10 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Callable
-from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any
 
 from ..errors import LaunchError, LaunchStalled, LaunchTimeout, WorkerError, describe_exit, lost_a_peer
+from .commands import AskStacks, Clock, Command, FakeClock, Kill, ShowStatus, TellOtherNodes, Terminate
 from .plan import FaultPolicy
 from .record import LaunchRecord
 from .watchdog import Watchdog
@@ -71,60 +71,6 @@ class Phase(enum.Enum):
     RUNNING = "running"
     ENDING = "ending"
     FINISHED = "finished"
-
-
-@dataclass(frozen=True)
-class Terminate:
-    """End every live rank now (SIGTERM for a local process); ``Kill`` follows after the grace period."""
-
-
-@dataclass(frozen=True)
-class Kill:
-    """End every live rank, and whatever a terminated one left, at once (SIGKILL)."""
-
-
-@dataclass(frozen=True)
-class AskStacks:
-    """Ask these running ranks where they are; their answers come back as ``stacks`` events."""
-
-    ranks: tuple[int, ...]
-
-
-@dataclass(frozen=True)
-class TellOtherNodes:
-    """This node failed: the other nodes of a multi-node launch must end their ranks too."""
-
-    text: str
-
-
-@dataclass(frozen=True)
-class ShowStatus:
-    """A rank's status changed for a reason the rank did not send itself (done, failed, stopped)."""
-
-    rank: int
-    status: str
-
-
-Command = Terminate | Kill | AskStacks | TellOtherNodes | ShowStatus
-
-
-class Clock(Protocol):
-    def monotonic(self) -> float: ...  # for deadlines
-
-    def wall(self) -> float: ...  # for the time a failure is recorded at (the ranks' events carry theirs)
-
-
-class FakeClock:
-    """A clock that moves only when told (``clock.now += 1.5``); the wall clock follows it."""
-
-    def __init__(self, now: float = 0.0) -> None:
-        self.now = now
-
-    def monotonic(self) -> float:
-        return self.now
-
-    def wall(self) -> float:
-        return 1_000_000.0 + self.now
 
 
 class Controller:

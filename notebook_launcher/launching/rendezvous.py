@@ -60,6 +60,9 @@ from typing import Any
 
 from ..errors import LaunchError
 from .signed_store import SignedStore
+from .stores import bind as _bind
+from .stores import host_store
+from .stores import listening as _listening
 
 __all__ = ["Rendezvous", "host_store"]
 
@@ -384,59 +387,6 @@ class Rendezvous:
         if self._listener is not None:  # never served: the launch ended before its ranks started
             self._listener.close()
             self._listener = None
-
-
-def host_store(
-    address: str, port: int | None, workers: int, timeout: float, listener: socket.socket | None = None
-) -> Any:
-    """A TCPStore server bound to ``address`` only (``port`` None: a free one), on ``listener``
-    when it is already bound. Its port is ``store.port``.
-
-    Examples:
-        >>> store = host_store("127.0.0.1", None, workers=1, timeout=10.0)
-        >>> store.set("k", "v"); store.get("k")
-        b'v'
-    """
-    import torch.distributed as dist
-
-    listener = listener or _bind(address, port)
-    # the store takes the socket over (and closes it when it is deleted)
-    return dist.TCPStore(
-        address,
-        listener.getsockname()[1],
-        max(1, workers),
-        True,
-        timeout=datetime.timedelta(seconds=timeout),
-        wait_for_workers=False,
-        master_listen_fd=listener.detach(),
-        use_libuv=True,
-    )
-
-
-def _listening(address: str, port: int) -> bool:
-    """Whether something accepts connections at ``address:port``, asked without torch: its client
-    retries a closed port for seconds (deaf to a stop meanwhile) and prints a C++ stack into the cell
-    at each try."""
-    try:
-        with socket.create_connection((address, port), timeout=_POLL * 5):
-            return True
-    except OSError:
-        return False
-
-
-def _bind(address: str, port: int | None) -> socket.socket:
-    listener = socket.socket(socket.AF_INET6 if ":" in address else socket.AF_INET, socket.SOCK_STREAM)
-    listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    try:
-        listener.bind((address, port or 0))
-        listener.listen(1024)
-    except OSError as err:
-        listener.close()
-        taken = f"port {port} is already in use on {address}" if port else str(err)
-        raise LaunchError(
-            f"cannot host the rendezvous store: {taken}; pass another use_port, or use_port=None to pick a free one"
-        ) from err
-    return listener
 
 
 def _forgeries(signed: SignedStore) -> str:
