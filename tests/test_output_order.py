@@ -137,3 +137,29 @@ def test_output_a_forked_child_of_a_rank_writes_reaches_the_log_and_leaves_the_c
     )
     results, befores, child_line, last, xs = json.loads(result.stdout.split("RESULT ", 1)[1])
     assert results == ["ok"] and befores == 1 and child_line and last == "after the child" and xs == 100_000
+
+
+@pytest.mark.parametrize("method", ["fork", "spawn"])
+def test_a_line_c_code_is_half_way_through_does_not_take_in_a_python_line(kernel, method):
+    """C code writes to descriptor 1 in pieces (gloo's "[Gloo] Rank " then "1 is connected ..."), and
+    Python's lines travel apart: a Python line read in between stays a line of its own, and the C
+    line stays whole. Before, the two met in one reader: "[Gloo] Rank training" then "1 is connected"."""
+    result = kernel.ok(
+        dedent(f"""
+        import os, sys, json
+        from notebook_launcher import launch
+        def half_lines():
+            from notebook_launcher.rank.capture import wait_until_read
+            os.write(1, b"[C] half ")
+            wait_until_read()  # the kernel has read the half line before the Python line is sent
+            print("python line", flush=True)
+            sys.stdout.flush()
+            os.write(1, b"and the rest\\n")
+        job = launch(half_lines, num_processes=1, start_method={method!r}, display="none")
+        job.wait()
+        print("RESULT", json.dumps(sorted(line.text.rstrip("\\n") for line in job.lines(0))))
+    """),
+        timeout=120,
+    )
+    lines = json.loads(result.stdout.split("RESULT ", 1)[1])
+    assert lines == ["[C] half and the rest", "python line"]

@@ -3,7 +3,9 @@
 Reading turns the raw bytes into what they mean: events from the channel (decoded frame by frame)
 and output lines (split as a terminal would). Output comes two ways: what Python's streams wrote,
 as ``OUTPUT`` events in the order written (``rank.ordered_output``), and what C code and
-subprocesses wrote to descriptors 1 and 2. Both ways feed one line reader per rank and stream.
+subprocesses wrote to descriptors 1 and 2. Each way has a line reader of its own per rank and
+stream: a line C code is half-way through (gloo prints in pieces) must not take in a line Python
+wrote meanwhile, which the kernel may read first.
 Output on the descriptors belongs to the process's first rank; events name their own rank (a
 torch_xla host carries several). A reply to a ``%%dist`` call comes after everything the rank
 printed before it: the output pipes are drained before the reply is delivered.
@@ -33,8 +35,8 @@ class RankProcess:
         self.process = process
         self.pipes = {"events": pipes.events, "stdout": pipes.stdout, "stderr": pipes.stderr}
         self._frames = FrameReader()
-        # (rank, stream) → its reader, made at the first output (a quick rank may print nothing)
-        self._lines: dict[tuple[int, str], LineReader] = {}
+        # (rank, stream, way: "events" or "fd") → its reader, made at the first output (a quick rank may print nothing)
+        self._lines: dict[tuple[int, str, str], LineReader] = {}
         self.exitcode: int | None = None
         self.signalled = False  # the launcher ended it (a sibling failed, or a stop)
 
@@ -77,11 +79,13 @@ class RankProcess:
                 output = self._output(event)
                 if output is not None:
                     rank, stream, data = output
-                    self._deliver(rank, stream, self._reader(rank, stream).feed(data), sink)
+                    reader = self._reader(rank, stream, "events")
+                    self._deliver(rank, stream, reader.feed(data), reader, sink)
                 else:
                     sink.on_event(self.ranks, event)
             return
-        self._deliver(self.first_rank, kind, self._reader(self.first_rank, kind).feed(chunk), sink)
+        reader = self._reader(self.first_rank, kind, "fd")
+        self._deliver(self.first_rank, kind, reader.feed(chunk), reader, sink)
 
     def _output(self, event: Any) -> tuple[int, str, bytes] | None:
         """(rank, stream, bytes) of a well-formed output event from one of this process's ranks;
@@ -96,23 +100,23 @@ class RankProcess:
             return event[3], payload[0], data.encode("utf-8", "backslashreplace")
         return (event[3], payload[0], data) if type(data) is bytes else None
 
-    def _reader(self, rank: int, stream: str) -> LineReader:
-        reader = self._lines.get((rank, stream))
+    def _reader(self, rank: int, stream: str, way: str) -> LineReader:
+        reader = self._lines.get((rank, stream, way))
         if reader is None:
-            reader = self._lines[(rank, stream)] = LineReader()
+            reader = self._lines[(rank, stream, way)] = LineReader()
         return reader
 
-    def _deliver(self, rank: int, stream: str, text: str, sink: RankSink) -> None:
+    def _deliver(self, rank: int, stream: str, text: str, reader: LineReader, sink: RankSink) -> None:
         """Lines made final (if any), then what the stream still shows live."""
         if text:
             sink.on_text(rank, stream, text)
-        sink.on_live(rank, stream, self._reader(rank, stream).live)
+        sink.on_live(rank, stream, reader.live)
 
     def _drain_output(self, sink: RankSink) -> None:
         for stream in ("stdout", "stderr"):
             self.read(stream, drain=True, sink=sink)
-        for (rank, stream), reader in list(self._lines.items()):
-            self._deliver(rank, stream, reader.settle(), sink)  # the call ended: its bars are final
+        for (rank, stream, _), reader in list(self._lines.items()):
+            self._deliver(rank, stream, reader.settle(), reader, sink)  # the call ended: its bars are final
 
     def close_pipe(self, kind: str, sink: RankSink) -> None:
         """Close one pipe; once all are closed, a line left without a newline is delivered as the
@@ -120,7 +124,7 @@ class RankProcess:
         os.close(self.pipes.pop(kind))
         if self.pipes:
             return
-        for (rank, stream), reader in self._lines.items():
+        for (rank, stream, _), reader in self._lines.items():
             rest = reader.finish()
             if rest:
                 sink.on_text(rank, stream, rest)
