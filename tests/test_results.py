@@ -73,8 +73,7 @@ RAISES_WITH_A_TENSOR = dedent("""
             super().__init__(message)
             self.tensor = tensor
     def raises_with_a_tensor():
-        g = torch.Generator().manual_seed(int(os.environ["RANK"]))
-        raise TooBig("the batch held this", torch.randn(64, 1 << 20, generator=g))  # 256 MB
+        raise TooBig("the batch held this", torch.arange(64 << 20, dtype=torch.int32))  # 256 MB
 """)
 
 
@@ -93,8 +92,7 @@ def test_an_exception_holding_a_large_tensor_comes_back_through_shared_memory(ke
         "kernel_cpu = sum(psutil.Process().cpu_times()[:2]) - sum(cpu[:2])"
     )
     assert kernel.eval("str(caught)") == "[rank 0] the batch held this"
-    expected = "torch.equal(caught.tensor, torch.randn(64, 1 << 20, generator=torch.Generator().manual_seed(0)))"
-    assert kernel.eval(expected) is True
+    assert kernel.eval("caught.tensor.shape[0] == 64 << 20 and caught.tensor[-1].item() == (64 << 20) - 1") is True
     maps = kernel.eval(
         "[line.split()[-1] for line in open('/proc/self/maps') if 'notebook-launcher-' in line and '(deleted)' in line]"
     )

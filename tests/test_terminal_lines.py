@@ -10,6 +10,7 @@ point, and at random points, and must give the same lines.
 
 from __future__ import annotations
 
+import functools
 import os
 import subprocess
 import sys
@@ -114,8 +115,9 @@ PROGRAMS = {
 }
 
 
+@functools.cache
 def _stream(program: str) -> bytes:
-    """What ``program`` writes on stderr when stderr is a pipe, as a rank's is."""
+    """What ``program`` writes on stderr when stderr is a pipe, as a rank's is (run once per program)."""
     env = {**os.environ, "FORCE_COLOR": "1", "COLUMNS": "100"}
     source = "import sys\n" + dedent(program)
     done = subprocess.run([sys.executable, "-c", source], capture_output=True, env=env, timeout=120, check=True)
