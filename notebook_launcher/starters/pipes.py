@@ -22,6 +22,7 @@ from typing import Any
 
 from ..rank.bootstrap import RankPipes
 from ..wire import OUTPUT, REPLY, FrameReader, LineReader
+from ..wire.events import output_parts
 from .base import RankSink, StartedProcess
 
 __all__ = ["RankProcess", "make_pipes", "close_pipes"]
@@ -92,13 +93,11 @@ class RankProcess:
         None for any other event (the supervisor decodes those, and rejects what is malformed)."""
         if not (type(event) is tuple and len(event) == 4 and event[0] == OUTPUT and event[3] in self.ranks):
             return None
-        payload = event[1]
-        if not (type(payload) is tuple and len(payload) == 2 and payload[0] in ("stdout", "stderr")):
+        parts = output_parts(event[1])
+        if parts is None:
             return None
-        data = payload[1]
-        if type(data) is str:  # a torch_xla host's lines
-            return event[3], payload[0], data.encode("utf-8", "backslashreplace")
-        return (event[3], payload[0], data) if type(data) is bytes else None
+        stream, data = parts
+        return event[3], stream, data.encode("utf-8", "backslashreplace") if isinstance(data, str) else data
 
     def _reader(self, rank: int, stream: str, way: str) -> LineReader:
         reader = self._lines.get((rank, stream, way))

@@ -37,6 +37,7 @@ __all__ = [
     "Stacks",
     "Status",
     "decode_event",
+    "output_parts",
 ]
 
 
@@ -175,15 +176,26 @@ def _status(rank: int, when: float, payload: Any) -> Status:
     return Status(rank, when, payload)
 
 
+def output_parts(payload: Any) -> tuple[str, bytes | str] | None:
+    """``(stream, data)`` of a well-formed output payload, else None: bytes from a rank's streams
+    (``rank.ordered_output``), text from a torch_xla host. The kernel's pipe reader takes these
+    before decoding (a character may be split between two events).
+
+    Examples:
+        >>> output_parts(("stderr", b"x\\n")), output_parts(("stdin", "x"))
+        (('stderr', b'x\\n'), None)
+    """
+    if not (type(payload) is tuple and len(payload) == 2 and payload[0] in ("stdout", "stderr")):
+        return None
+    return payload if type(payload[1]) in (bytes, str) else None
+
+
 def _output(rank: int, when: float, payload: Any) -> Output:
-    if not (isinstance(payload, tuple) and len(payload) == 2 and payload[0] in ("stdout", "stderr")):
-        raise ValueError("an output payload is (stream, text) with stream 'stdout' or 'stderr'")
-    text = payload[1]
-    if isinstance(text, bytes):  # a rank's stream (``rank.ordered_output``)
-        text = text.decode("utf-8", "replace")
-    if not isinstance(text, str):
-        raise ValueError(f"output text must be bytes or a str, got {type(text).__name__}")
-    return Output(rank, when, payload[0], text)
+    parts = output_parts(payload)
+    if parts is None:
+        raise ValueError("an output payload is (stream, data) with stream 'stdout' or 'stderr' and bytes or text")
+    stream, data = parts
+    return Output(rank, when, stream, data.decode("utf-8", "replace") if isinstance(data, bytes) else data)
 
 
 def _metric(rank: int, when: float, payload: Any) -> Metric:
