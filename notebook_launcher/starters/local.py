@@ -98,7 +98,8 @@ class LocalRankGroup(PipedRankGroup):
         for process in self._processes:
             end_group(process.process.pid)
             forget_group(process.process.pid)
-            _end_what_left_the_group(process)
+            if process.pipes:  # not through ``_on_exit`` (ended at shutdown), which ends these itself
+                _end_what_left_the_group(process)
             process.drain_and_close(sink)
             process.process.release()
 
