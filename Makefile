@@ -50,7 +50,8 @@ labextension: $(LABEXT)
 # without the standalone `comm` package, accelerate 1.14. Kaggle: torch 2.10, ipykernel 6.17,
 # ipywidgets 8.1.5 (with `comm`). Those torch releases exist on the package index only as CUDA
 # builds (~3 GB each with their CUDA libraries, which `import torch` needs even without a GPU); the
-# environments are kept between local runs, as the XLA one is.
+# environments are kept between local runs, as the XLA one is. Both drop triton (0.6 GB each), which
+# only torch.compile uses and these tests never call: CI's disk holds every environment at once.
 COLAB_VENV := .venv-colab
 COLAB_STAMP := $(COLAB_VENV)/.installed-torch-2.11
 KAGGLE_VENV := .venv-kaggle
@@ -62,6 +63,7 @@ KERNEL_EXTRAS := cloudpickle psutil scikit-learn tqdm matplotlib safetensors
 $(COLAB_STAMP): pyproject.toml
 	rm -rf $(COLAB_VENV) && $(PYTHON) -m venv $(COLAB_VENV)
 	$(COLAB_VENV)/bin/pip install --quiet torch==2.11.0
+	$(COLAB_VENV)/bin/pip uninstall --quiet --yes triton
 	$(COLAB_VENV)/bin/pip install --quiet ipykernel==6.17.1 ipywidgets==7.7.1 accelerate==1.14.0 $(KERNEL_EXTRAS)
 	! $(COLAB_VENV)/bin/python -c "import comm" 2>/dev/null  # Colab's kernel has no standalone comm
 	touch $(COLAB_STAMP)
@@ -69,18 +71,26 @@ $(COLAB_STAMP): pyproject.toml
 $(KAGGLE_STAMP): pyproject.toml
 	rm -rf $(KAGGLE_VENV) && $(PYTHON) -m venv $(KAGGLE_VENV)
 	$(KAGGLE_VENV)/bin/pip install --quiet torch==2.10.0
+	$(KAGGLE_VENV)/bin/pip uninstall --quiet --yes triton
 	$(KAGGLE_VENV)/bin/pip install --quiet ipykernel==6.17.1 ipywidgets==8.1.5 accelerate $(KERNEL_EXTRAS)
 	touch $(KAGGLE_STAMP)
 
-# torch_xla 2.9 pins torch 2.9 (a CUDA build: ~7 GB); kept between local runs. Its CPU device
-# (PJRT_DEVICE=CPU) runs the XLA launch path here.
+# torch_xla 2.9 pins torch 2.9, a CUDA build whose CUDA libraries (4.3 GB) are the very releases
+# torch 2.10 takes (CUDA 12.8), so this environment links Kaggle's instead of installing a second copy
+# (CI's disk ran out with both). Its CPU device (PJRT_DEVICE=CPU) runs the XLA launch path here.
 XLA_VENV := .venv-xla
-XLA_STAMP := $(XLA_VENV)/.installed
+XLA_STAMP := $(XLA_VENV)/.installed-sharing-cuda
+TORCH_2_9_DEPS := filelock fsspec jinja2 networkx sympy typing-extensions
+TORCH_XLA_2_9_DEPS := absl-py numpy pyyaml requests
+SITE_PACKAGES = $$($(1)/bin/python -c 'import sysconfig; print(sysconfig.get_path("purelib"))')
 
-$(XLA_STAMP):
-	$(PYTHON) -m venv $(XLA_VENV)
-	$(XLA_VENV)/bin/pip install --quiet torch==2.9.0 torch_xla==2.9.0
+$(XLA_STAMP): $(KAGGLE_STAMP)
+	rm -rf $(XLA_VENV) && $(PYTHON) -m venv $(XLA_VENV)
+	$(XLA_VENV)/bin/pip install --quiet --no-deps torch==2.9.0 torch_xla==2.9.0
+	$(XLA_VENV)/bin/pip install --quiet $(TORCH_2_9_DEPS) $(TORCH_XLA_2_9_DEPS)
+	ln -s $(call SITE_PACKAGES,$(abspath $(KAGGLE_VENV)))/nvidia $(call SITE_PACKAGES,$(XLA_VENV))/nvidia
 	$(XLA_VENV)/bin/pip install --quiet ipykernel ipywidgets cloudpickle psutil scikit-learn safetensors
+	PJRT_DEVICE=CPU $(XLA_VENV)/bin/python -c 'import torch_xla.core.xla_model as xm; xm.xla_device()'
 	touch $(XLA_STAMP)
 
 # Seconds: lint, format, types (Python and TypeScript), unit tests and doctests. `make test` runs it first.
