@@ -121,6 +121,16 @@ class LocalRayCluster:
         self._wait_for(lambda: sum(node["Alive"] for node in ray.nodes()) >= 2, "both nodes to join")
         self._wait_for(lambda: ray.cluster_resources().get("CPU", 0) >= 2 * self.cpus, "both nodes' CPUs")
 
+    def wait_for_nodes_unconnected(self) -> None:
+        """Block until both nodes are alive, asking ``ray status`` (so that this process never
+        becomes a driver of the cluster: Ray would end it when a test kills the head)."""
+        self._wait_for(lambda: self._active_nodes() >= 2, "both nodes to join")
+
+    def _active_nodes(self) -> int:
+        status = subprocess.run([RAY, "status", "--address", self.address], capture_output=True, text=True, timeout=60)
+        active = status.stdout.partition("Active:")[2].partition("Pending:")[0]
+        return sum(1 for line in active.splitlines() if "node_" in line)
+
     def _wait_for(self, condition, what: str) -> None:
         deadline = time.monotonic() + START_TIMEOUT
         while not condition():

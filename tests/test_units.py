@@ -696,3 +696,23 @@ def test_a_sidebar_that_went_silent_is_closed_instead_of_sent_to_for_ever():
     assert quiet.sent == ["settings"] and not quiet.closed
     quiet.close_from_front_end()
     assert open_sidebars() == before
+
+
+def test_a_head_that_stops_answering_is_lost_once_and_the_kernel_leaves_its_cluster():
+    """The head watch with a fake probe and clock: answers keep it alive, three seconds of silence
+    make it lost, ``on_lost`` runs once with a reason naming the address, and ``left`` is then set."""
+    from notebook_launcher.cluster.head_watch import HeadWatch
+
+    answers = iter([True, False, True, *[False] * 50])
+    now = iter(range(1000))
+    calls = []
+    watch = HeadWatch(
+        "10.0.0.1:6379", calls.append, probe=lambda address: next(answers), clock=lambda: next(now), every=0.01
+    )
+    watch.start()
+    assert watch.left.wait(30), "the head was never taken as lost"
+    watch.join(5)
+    assert len(calls) == 1 and calls[0] == watch.reason
+    assert calls[0].startswith("the Ray head at 10.0.0.1:6379 stopped answering at ")
+    assert "this kernel leaves it and lives on" in calls[0]
+    assert next(answers) is False and next(now) == 7  # lost at the 4th silent probe after the last answer

@@ -3,7 +3,8 @@
 The kernel becomes a Ray *driver* of the cluster ``ray.init()`` would find (``RAY_ADDRESS``, or a
 head already running on this machine), or of a Ray Client address (``ray://host:10001``). It never
 starts a cluster of its own: a launch that finds none says which address it tried. A kernel that
-called ``ray.init`` itself keeps its connection.
+called ``ray.init`` itself keeps its connection. Either way the head is watched (``head_watch``):
+when it is lost, the kernel leaves its cluster before Ray would end the kernel for it.
 
 Examples:
     >>> ray_address_tried(None, {"RAY_ADDRESS": "10.0.0.1:6379"})
@@ -17,14 +18,17 @@ from __future__ import annotations
 import logging
 import os
 import socket
+import threading
 from collections.abc import Mapping
 from typing import Any, NoReturn
 
 from ..errors import LaunchError
+from . import head_watch
 
 __all__ = ["import_ray", "connect", "ray_address_tried"]
 
 connected_address = ""  # the address this kernel connected to ("" for "auto", or a ray.init of the user's)
+SHUTDOWN_WAIT = 15.0  # seconds ``ray.shutdown()`` may take to leave a cluster whose head is gone (~5 s seen)
 CLIENT_ATTEMPTS = 3  # a Ray Client connection whose server failed to start is tried again
 # the head's own server for this client died as it started (a crash in gRPC's fork handling in the
 # process the head forks: the check failure "next_worker->state == KICKED"); the next one usually starts
@@ -57,8 +61,15 @@ def connect(address: str | None) -> Any:
         LaunchError: Ray is not installed, or no cluster answers at the address tried.
     """
     ray = import_ray()
-    if ray.is_initialized():
-        return ray
+    head_watch.wait_left(head_watch.LEAVE_WAIT + SHUTDOWN_WAIT)
+    if not ray.is_initialized():
+        _init(ray, address)
+    _watch_head(ray)
+    return ray
+
+
+def _init(ray: Any, address: str | None) -> None:
+    """``ray.init`` the cluster at ``address`` (or the one Ray finds), with the errors ``connect`` gives."""
     tried = ray_address_tried(address)
     unreachable = _unreachable(tried)
     if unreachable:
@@ -76,7 +87,35 @@ def connect(address: str | None) -> Any:
             _refuse(tried, err, attempt)
     global connected_address
     connected_address = "" if tried == "auto" else tried
-    return ray
+
+
+def _watch_head(ray: Any) -> None:
+    """Watch the head of the cluster this kernel is connected to (``head_watch``), once per connection."""
+    if head_watch.watching():
+        return
+    try:
+        if ray.util.client.ray.is_connected():
+            head = connected_address.removeprefix("ray://")  # the client server, the kernel's one link
+        else:
+            head = str(ray.get_runtime_context().gcs_address)
+    except Exception:  # a Ray that says neither: nothing to watch
+        return
+    if head:
+        head_watch.watch(head, lambda reason: _leave(ray))
+
+
+def _leave(ray: Any) -> None:
+    """The head is lost: forget the warm actors, let the launch using them end, then leave the
+    cluster before Ray ends this process for having lost it."""
+    from .pool import forget_pool, wait_unused
+
+    forget_pool()
+    wait_unused(head_watch.LEAVE_WAIT)
+    leaving = threading.Thread(target=ray.shutdown, name="notebook-launcher-ray-leave", daemon=True)
+    leaving.start()
+    leaving.join(SHUTDOWN_WAIT)
+    global connected_address
+    connected_address = ""
 
 
 def worth_another_try(address: str, err: BaseException) -> bool:

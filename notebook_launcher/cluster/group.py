@@ -6,7 +6,8 @@ local rank's (``starters.pipes.RankProcess``: the same frame and line readers, t
 The rank's log starts with the node it runs on. The exit code arrives last and is written to an
 exit pipe, the rank's "sentinel". The controller's commands go to the actors: stacks and
 SIGTERM/SIGKILL to the rank's process tree on its node. A rank whose actor dies (its node was
-lost) ends with a note naming its node, and the pool is not reused.
+lost) ends with a note naming its node, and the pool is not reused; when the cluster's head is lost
+(``head_watch``), every rank ends with that reason within seconds, even one whose actor still answers.
 
 Example (what the starter does for one attempt)::
 
@@ -30,6 +31,7 @@ from ..starters.base import RankSink
 from ..starters.piped_group import PipedRankGroup
 from ..starters.pipes import RankProcess, make_pipes
 from ..wire import SIGNAL_SENDER_MARK, STACKS_SIGNAL
+from .head_watch import lost_reason
 from .pool import RankPool
 
 __all__ = ["RayRankGroup"]
@@ -37,6 +39,11 @@ __all__ = ["RayRankGroup"]
 _CODE = struct.Struct("<i")
 _POLL = 1.0  # seconds one long poll of an actor waits for news
 _LOST = -9  # the exit code of a rank whose actor (or node) is gone
+_SLACK = 5.0  # seconds past its long poll an actor may take to answer before the head is looked at
+
+
+class HeadLost(Exception):
+    """The cluster's head was lost while the rank ran (``head_watch``): the rank is given up."""
 
 
 class RelayedExit:
@@ -87,11 +94,16 @@ class _Relay(threading.Thread):
                 "stdout", f"{SIGNAL_SENDER_MARK}rank {self.rank} runs on {self.where}, pid {self.exit.pid}\n".encode()
             )
             code = self._relay(ray)
+        except HeadLost as lost:
+            self.lost = True
+            self.exit.lost = str(lost)
+            self._write("stderr", f"\n{SIGNAL_SENDER_MARK}rank {self.rank} on {self.where}: {lost}\n".encode())
         except Exception as err:  # the actor or its node is gone, or the rank could not start
             self.lost = isinstance(err, ray.exceptions.RayActorError)
             what = "its Ray actor died" if self.lost else "it could not start"
             if self.lost:
-                self.exit.lost = f"its Ray actor on {self.where} died (its node may be gone): {type(err).__name__}"
+                gone = f"its Ray actor on {self.where} died (its node may be gone): {type(err).__name__}"
+                self.exit.lost = lost_reason(check_now=True) or gone
             note = f"\n{SIGNAL_SENDER_MARK}rank {self.rank} on {self.where}: {what}: {type(err).__name__}: {err}\n"
             self._write("stderr", note.encode())
             code = _LOST if self.lost else 1
@@ -105,10 +117,16 @@ class _Relay(threading.Thread):
 
     def _relay(self, ray: Any) -> int:
         while True:
-            for kind, data in ray.get(self.actor.poll.remote(_POLL)):
+            answer = self.actor.poll.remote(_POLL)
+            while not ray.wait([answer], timeout=_POLL + _SLACK)[0]:
+                if (reason := lost_reason()) is not None:  # a poll of a lost cluster may never answer
+                    raise HeadLost(reason)
+            for kind, data in ray.get(answer):
                 if kind == "exit":
                     return int(data)
                 self._write(kind, data)
+            if (reason := lost_reason()) is not None:
+                raise HeadLost(reason)
 
     def _write(self, kind: str, data: bytes) -> None:
         fd = self.fds[kind]
@@ -191,7 +209,11 @@ class RayRankGroup(PipedRankGroup):
 
     def _tell(self, processes: list[RankProcess], method: str, *args: Any) -> None:
         for process in processes:
-            getattr(self._pool.actors[process.first_rank], method).remote(*args)
+            try:
+                getattr(self._pool.actors[process.first_rank], method).remote(*args)
+            except Exception:  # the kernel has left a cluster whose head was lost: its relay ends the rank
+                if lost_reason() is None:
+                    raise
 
     def _kill_actor(self, rank: int) -> None:
         import ray
@@ -199,6 +221,8 @@ class RayRankGroup(PipedRankGroup):
         for relay in self._relays:
             if relay.rank == rank:
                 relay.lost = True
+        if lost_reason() is not None:
+            return  # killing an actor asks the head, which is gone
         try:
             ray.kill(self._pool.actors[rank], no_restart=True)
         except Exception:

@@ -14,6 +14,7 @@ from __future__ import annotations
 import sys
 from typing import Any
 
+from .head_watch import lost_reason
 from .pool import _resources, pool_info, resource_amounts
 
 __all__ = ["cluster_info"]
@@ -37,6 +38,10 @@ def cluster_info() -> dict | None:
         "warm": pool_info(),
         "error": None,
     }
+    lost = lost_reason()
+    if lost is not None:  # asking a cluster whose head is gone waits, and the kernel is leaving it
+        info["error"] = lost
+        return info
     try:
         nodes = ray.nodes()
     except Exception as err:  # the head went away under a connected kernel

@@ -29,14 +29,25 @@ from typing import Any
 
 from .._version import __version__
 from ..errors import LaunchError
+from .head_watch import lost_reason
 from .host import RankHost
 from .options import ClusterPlan
 from .placement import Layout, Spot
 
-__all__ = ["RankPool", "acquire", "done_with", "release_pool", "pool_info", "observe_pool"]
+__all__ = [
+    "RankPool",
+    "acquire",
+    "done_with",
+    "release_pool",
+    "forget_pool",
+    "wait_unused",
+    "pool_info",
+    "observe_pool",
+]
 
 _POLL = 0.2  # seconds between looks at a stop request while waiting for the cluster
 _CONCURRENCY = 8  # actor calls at once: a poll waits while signals and starts go through
+RELEASE_WAIT = 10.0  # seconds a release waits for the head to answer (it may be lost meanwhile)
 
 
 class RankPool:
@@ -55,7 +66,21 @@ class RankPool:
 
 
 def _remove(actors: list[Any], group: Any) -> None:
-    """Kill ``actors`` and remove their placement ``group``, whatever is already gone."""
+    """Kill ``actors`` and remove their placement ``group``, whatever is already gone.
+
+    Both ask the head; one lost while they wait would hold the caller until Ray ends the process,
+    so they run on a thread of their own, waited on for ``RELEASE_WAIT`` s at most.
+    """
+    if lost_reason(check_now=True) is not None:
+        return  # the cluster went with its head: asking it would only wait
+    releasing = threading.Thread(
+        target=_kill_and_remove, args=(actors, group), name="notebook-launcher-ray-release", daemon=True
+    )
+    releasing.start()
+    releasing.join(RELEASE_WAIT)
+
+
+def _kill_and_remove(actors: list[Any], group: Any) -> None:
     import ray
     from ray.util.placement_group import remove_placement_group
 
@@ -75,6 +100,8 @@ class _Registry:
         self.lock = threading.Lock()
         self.pool: RankPool | None = None
         self.in_use = False
+        self.unused = threading.Event()  # set while no launch holds the pool
+        self.unused.set()
         self.timer: threading.Timer | None = None
         self.observers: list[Callable[[], None]] = []
 
@@ -122,17 +149,22 @@ def acquire(
             _registry.timer.cancel()
             _registry.timer = None
         pool = _registry.pool
-        if pool is not None and pool.key != key:
+        other_shape = pool is not None and pool.key != key
+        if other_shape:
             _registry.pool = None
+        _registry.in_use = True
+        _registry.unused.clear()
+    try:
+        if other_shape:
+            assert pool is not None
             pool.release()
             pool = None
-        _registry.in_use = True
-    try:
         if pool is None:
             pool = _create(plan, ranks, time.monotonic() + timeout, timeout, stop_requested, waiting)
     except BaseException:
         with _registry.lock:
             _registry.in_use = False
+            _registry.unused.set()
         _changed()
         raise
     with _registry.lock:
@@ -151,21 +183,23 @@ def done_with(pool: RankPool, healthy: bool) -> None:
 
 
 def _keep_or_release(pool: RankPool, healthy: bool) -> None:
+    keep = float(os.environ.get("NOTEBOOK_LAUNCHER_RAY_KEEP_WARM", "600"))
     with _registry.lock:
-        _registry.in_use = False
-        if not healthy:
-            if _registry.pool is pool:
-                _registry.pool = None
-            pool.release()
+        if healthy and keep > 0 and _registry.pool is pool:
+            _registry.timer = threading.Timer(keep, release_pool)
+            _registry.timer.daemon = True
+            _registry.timer.start()
+            _registry.in_use = False
+            _registry.unused.set()
             return
-        keep = float(os.environ.get("NOTEBOOK_LAUNCHER_RAY_KEEP_WARM", "600"))
-        if keep <= 0:
+        if _registry.pool is pool:
             _registry.pool = None
-            pool.release()
-            return
-        _registry.timer = threading.Timer(keep, release_pool)
-        _registry.timer.daemon = True
-        _registry.timer.start()
+    try:
+        pool.release()
+    finally:
+        with _registry.lock:
+            _registry.in_use = False
+            _registry.unused.set()
 
 
 def release_pool() -> bool:
@@ -186,6 +220,22 @@ def release_pool() -> bool:
     pool.release()
     _changed()
     return True
+
+
+def forget_pool() -> None:
+    """Drop the warm pool without asking the cluster anything (its head is lost: the actors went
+    with it); a launch holding it ends on its own."""
+    with _registry.lock:
+        _registry.pool = None
+        if _registry.timer is not None:
+            _registry.timer.cancel()
+            _registry.timer = None
+    _changed()
+
+
+def wait_unused(timeout: float) -> bool:
+    """Wait up to ``timeout`` s until no launch holds the pool; whether none does."""
+    return _registry.unused.wait(timeout)
 
 
 def pool_info() -> dict | None:

@@ -1,0 +1,163 @@
+"""Keeping the kernel alive when its Ray head dies: watch the head, and leave its cluster in time.
+
+A kernel connected as a Ray driver is ended by Ray itself (the whole process, every variable in
+it) about a minute after the cluster's head stops answering. So while the kernel is connected, a
+thread probes the head's address; once it has not answered for ``LOST_AFTER`` seconds, the head is
+*lost*: the running launch's ranks end with that reason, nothing more is asked of the dead cluster,
+and once no launch uses it the kernel leaves it (``ray.shutdown()``), well before Ray's deadline.
+The next cluster launch connects again, to the same address once a head answers there or to another.
+
+``HeadLiveness`` is the policy (pure, tested with a fake clock); ``HeadWatch`` the thread.
+
+Examples:
+    >>> state = HeadLiveness(lost_after=3.0)
+    >>> state.observe(answered=False, now=10.0), state.observe(answered=False, now=12.0)
+    (False, False)
+    >>> state.observe(answered=False, now=13.0)
+    True
+    >>> lost_reason() is None       # no head is watched in this process
+    True
+"""
+
+from __future__ import annotations
+
+import socket
+import threading
+import time
+from collections.abc import Callable
+
+__all__ = ["HeadLiveness", "HeadWatch", "watch", "watching", "lost_reason", "head_answers", "wait_left"]
+
+LOST_AFTER = 3.0  # seconds without an answer from the head before it is taken as lost
+PROBE_EVERY = 0.5  # seconds between probes
+PROBE_TIMEOUT = 1.0  # seconds one probe waits for the head's port to accept
+LEAVE_WAIT = 15.0  # seconds a lost head waits for the launch using it to end before the kernel leaves anyway
+
+
+class HeadLiveness:
+    """Whether the head is lost, from probe results in time order: lost once every probe of the
+    last ``lost_after`` seconds went unanswered (one answer resets it)."""
+
+    def __init__(self, lost_after: float = LOST_AFTER) -> None:
+        self.lost_after = lost_after
+        self._silent_since: float | None = None
+
+    def observe(self, answered: bool, now: float) -> bool:
+        """Take one probe's result at ``now`` (monotonic seconds); True once the head is lost.
+
+        Examples:
+            >>> state = HeadLiveness(lost_after=3.0)
+            >>> state.observe(False, now=0.0), state.observe(True, now=2.0), state.observe(False, now=4.0)
+            (False, False, False)
+            >>> state.observe(False, now=7.0)
+            True
+        """
+        if answered:
+            self._silent_since = None
+            return False
+        if self._silent_since is None:
+            self._silent_since = now
+        return now - self._silent_since >= self.lost_after
+
+
+def head_answers(address: str, timeout: float = PROBE_TIMEOUT) -> bool:
+    """Whether something accepts a connection at ``address`` ("host:port", "[v6]:port").
+
+    Examples:
+        >>> head_answers("127.0.0.1:1")
+        False
+    """
+    host, _, port = address.rpartition(":")
+    try:
+        socket.create_connection((host.strip("[]"), int(port)), timeout=timeout).close()
+    except (OSError, ValueError):
+        return False
+    return True
+
+
+class HeadWatch(threading.Thread):
+    """Probes ``address`` until stopped; on loss sets ``reason`` and calls ``on_lost(reason)``."""
+
+    def __init__(
+        self,
+        address: str,
+        on_lost: Callable[[str], None],
+        probe: Callable[[str], bool] = head_answers,
+        clock: Callable[[], float] = time.monotonic,
+        every: float = PROBE_EVERY,
+    ) -> None:
+        super().__init__(name="notebook-launcher-ray-head-watch", daemon=True)
+        self.address = address
+        self.reason: str | None = None
+        self.left = threading.Event()  # set once the kernel has left the lost cluster
+        self._on_lost = on_lost
+        self._probe = probe
+        self._clock = clock
+        self._every = every
+        self._stopped = threading.Event()
+
+    def run(self) -> None:
+        liveness = HeadLiveness()
+        while not self._stopped.wait(self._every):
+            if liveness.observe(self._probe(self.address), self._clock()):
+                self.reason = _gone(self.address, f"stopped answering at {time.strftime('%H:%M:%S')}")
+                try:
+                    self._on_lost(self.reason)
+                finally:
+                    self.left.set()
+                return
+
+    def stop(self) -> None:
+        self._stopped.set()
+
+
+def _gone(address: str, what: str) -> str:
+    """The reason a launch ends when the head at ``address`` is lost.
+
+    Examples:
+        >>> _gone("10.0.0.1:6379", "does not answer")  # doctest: +ELLIPSIS
+        'the Ray head at 10.0.0.1:6379 does not answer: the cluster is gone; this kernel leaves it and lives on ...'
+    """
+    return (
+        f"the Ray head at {address} {what}: the cluster is gone; this kernel leaves it and lives on"
+        " (launch again: locally, or on a cluster once one answers)"
+    )
+
+
+_watch: HeadWatch | None = None
+
+
+def watch(address: str, on_lost: Callable[[str], None]) -> HeadWatch:
+    """Start watching the head at ``address`` (the one watch of this kernel; a previous one stops)."""
+    global _watch
+    if _watch is not None:
+        _watch.stop()
+    _watch = HeadWatch(address, on_lost)
+    _watch.start()
+    return _watch
+
+
+def watching() -> bool:
+    """Whether a head is being watched now (a connection whose head has not been lost)."""
+    return _watch is not None and _watch.is_alive() and _watch.reason is None
+
+
+def lost_reason(check_now: bool = False) -> str | None:
+    """Why the watched head is lost, or None while it answers (or nothing is watched).
+
+    ``check_now``: probe once now instead of waiting for the watch to decide (a rank's actor has
+    just died: was it its node, or the head?).
+    """
+    current = _watch
+    if current is None:
+        return None
+    if current.reason is None and check_now and not head_answers(current.address):
+        return _gone(current.address, "does not answer")
+    return current.reason
+
+
+def wait_left(timeout: float) -> None:
+    """If the watched head was lost, wait up to ``timeout`` s for the kernel to have left its cluster."""
+    current = _watch
+    if current is not None and current.reason is not None:
+        current.left.wait(timeout)

@@ -1,0 +1,78 @@
+"""A kernel outlives its Ray head: the head of a real two-node cluster is killed mid-launch.
+
+Its own file: the head is killed, so the cluster cannot be the one ``test_ray_cluster`` shares.
+Ray ends a driver process that has not left a cluster whose head is gone once
+``gcs_rpc_server_reconnect_timeout_s`` has passed (60 s by default); the kernel here has it at
+``RAY_DEADLINE`` so that surviving past it is shown in a bounded wait.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+
+import pytest
+
+pytest.importorskip("ray")
+
+from kernel_session import KernelSession
+from ray_cluster import LocalRayCluster
+
+pytestmark = pytest.mark.slow
+RAY_DEADLINE = 30  # seconds after the head's loss at which Ray ends a driver still connected
+
+TRAIN_FOREVER = (
+    "from notebook_launcher import notebook_launcher\n"
+    "def train_forever():\n"
+    "    import torch, torch.distributed as dist\n"
+    "    dist.init_process_group('gloo')\n"
+    "    print('training', flush=True)\n"
+    "    while True:\n"
+    "        dist.all_reduce(torch.ones(1))\n"
+)
+
+
+def test_a_lost_head_ends_the_launch_in_seconds_and_the_kernel_lives_to_launch_again():
+    """Two ranks, one per node, in a collective; the head node is SIGKILLed (its machine lost).
+    The cell ends within seconds with an error that names the lost head; the kernel is alive past
+    Ray's deadline with its variables; a local launch works; and a cluster launch works again on a
+    new cluster (the kernel left the dead one, so it can connect anew)."""
+    cluster = LocalRayCluster(cpus=1).start()
+    cluster.wait_for_nodes_unconnected()
+    second = None
+    kernel = KernelSession(
+        env={"RAY_ADDRESS": cluster.address, "RAY_gcs_rpc_server_reconnect_timeout_s": str(RAY_DEADLINE)}
+    )
+    try:
+        kernel.ok("kept = 'a variable the user keeps'\n" + TRAIN_FOREVER)
+        msg_id = kernel.submit("notebook_launcher(train_forever, num_processes=2, cluster='ray')")
+        kernel.collect(msg_id, timeout=180, until=lambda result: result.stdout.count("training") == 2)
+
+        cluster.kill_node(0)
+        lost_at = time.monotonic()
+        result = kernel.collect(msg_id, timeout=60)
+        assert result.error is not None, result.stdout
+        assert re.search(
+            rf"the Ray head at [\d.]+:{cluster.port} .*: the cluster is gone; this kernel leaves it",
+            result.error["evalue"],
+        ), result.error["evalue"]
+        assert time.monotonic() - lost_at < 30
+
+        while time.monotonic() < lost_at + RAY_DEADLINE + 5:  # samples the kernel past Ray's deadline
+            assert kernel.eval("kept", timeout=20) == "a variable the user keeps"
+        assert kernel.eval("__import__('ray').is_initialized()") is False
+
+        local = "print(notebook_launcher(lambda: 'local again', num_processes=2))"
+        assert kernel.ok(local, timeout=120).stdout.strip().endswith("local again")
+
+        cluster.stop()
+        second = LocalRayCluster(cpus=1).start()
+        second.wait_for_nodes_unconnected()
+        kernel.ok(f"import os; os.environ['RAY_ADDRESS'] = {second.address!r}")
+        again = "print(notebook_launcher(lambda: 'cluster again', num_processes=2, cluster='ray'))"
+        assert kernel.ok(again, timeout=180).stdout.strip().endswith("cluster again")
+    finally:
+        kernel.shutdown()
+        cluster.stop()
+        if second is not None:
+            second.stop()
