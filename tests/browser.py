@@ -178,6 +178,11 @@ def screenshot(target, name):
     return path
 
 
+# The text of every log pane a person sees (drawn, visible, with a height): one under a tab bar.
+VISIBLE_PANES = """() => [...document.querySelectorAll('.nl-logbox')]
+    .filter(box => box.checkVisibility() && box.getBoundingClientRect().height > 0)
+    .map(box => box.innerText)"""
+
 PARKED_LAUNCH = """
 import os
 from notebook_launcher import launch, notebook_launcher

@@ -13,6 +13,7 @@ import os
 import pytest
 from browser import (
     CHROMIUM,
+    VISIBLE_PANES,
     contrasts,
     make_gates,
     notebook7_page,
@@ -27,10 +28,6 @@ from browser import (
 pytestmark = pytest.mark.skipif(not os.path.exists(CHROMIUM), reason="Debian's chromium is not installed")
 
 HEIGHT_BUDGET = 650  # px of live output, whatever the number of ranks (a header, tabs, one log, the buttons)
-
-VISIBLE_PANES = """() => [...document.querySelectorAll('.nl-logbox')]
-    .filter(box => box.checkVisibility() && box.getBoundingClientRect().height > 0)
-    .map(box => box.innerText)"""
 
 # Every text the kernel's status takes from now on, in order (JupyterLab's status bar, or Notebook
 # 7's execution indicator), recorded by the page itself as it changes.
@@ -137,3 +134,30 @@ def test_notebook_7_shows_one_pane_and_stays_busy_while_the_launch_runs(lab, bro
         busy = [i for i, text in enumerate(seen) if text == "busy"]
         assert busy, seen
         assert "idle" not in seen[busy[0] :], f"the execution indicator during the launch: {seen}"
+
+
+PARKED_DIST_CELL = """%%dist
+import os
+rank = int(os.environ["RANK"])
+for step in range({lines}):
+    print(f"rank {{rank}}: step {{step}}")
+with open(os.path.join({gates!r}, "{gate}" + os.environ["RANK"])) as gate:   # a FIFO the test opens
+    gate.read()
+"""
+
+
+def test_a_running_dist_cell_shows_one_pane_and_a_click_shows_one_rank(lab, browser):
+    """The persistent workers' ``%%dist`` cell draws the same live view as a launch: one pane
+    under its tab bar, rank 1's lines alone after a click on its tab, within the height budget."""
+    gates = make_gates(lab.root / "dist-pane-gates", "d")
+    cells = [
+        "import notebook_launcher  # registers %dist\n%dist start 2 --backend gloo",
+        PARKED_DIST_CELL.format(gates=str(gates), gate="d", lines=40),
+        "%dist stop",
+    ]
+    page = open_notebook(browser, lab, "dist-panes.ipynb", cells)
+    run_all(page)
+    _check_running_launch(page, ranks=2, lines=40, artifact="live-dist-cell.png")
+    release_gates(gates, "d")
+    page.get_by_text("%%dist on ranks 0, 1 · ").first.wait_for(timeout=60_000)
+    page.close()

@@ -404,6 +404,7 @@ import os
 from notebook_launcher import notebook_launcher
 {gates}
 def on_the_cluster():
+    print("rank", os.environ["RANK"], "waits", flush=True)
     wait_at_gate()
     return os.environ["NODE_RANK"]
 print("nodes:", notebook_launcher(on_the_cluster, num_processes=4, cluster="ray", placement_strategy="SPREAD"))
@@ -417,8 +418,9 @@ def section_shown(sidebar):
 def test_the_widget_and_the_sidebar_show_which_node_each_rank_runs_on_in_a_browser(cluster, browser, tmp_path):
     """In JupyterLab (a kernel connected through RAY_ADDRESS): the live widget's tabs name each
     rank's node, the sidebar lists the cluster's nodes, what is free and the kernel's warm actors,
-    and the finished launch's saved form says where each rank ran."""
-    from browser import CHROMIUM, LabServer, open_notebook, run_all, screenshot
+    and the finished launch's saved form says where each rank ran. One log pane is shown under
+    the tab bar, and a click on a rank's tab shows that rank's lines alone."""
+    from browser import CHROMIUM, VISIBLE_PANES, LabServer, open_notebook, run_all, screenshot
     from gates import gate_code, open_gates
 
     if not os.path.exists(CHROMIUM):
@@ -448,6 +450,13 @@ def test_the_widget_and_the_sidebar_show_which_node_each_rank_runs_on_in_a_brows
             "rank 2 · node 1",
             "rank 3 · node 1",
         ]
+        page.wait_for_function(f"() => ({VISIBLE_PANES})().some(text => text.includes('rank 3 waits'))")
+        panes = page.evaluate(VISIBLE_PANES)
+        assert len(panes) == 1 and "[rank 0] rank 0 waits" in panes[0], panes
+        tabs.filter(has_text="rank 3 · node 1").click()
+        page.wait_for_function(f"() => ({VISIBLE_PANES})().every(text => !text.includes('rank 0 waits'))")
+        panes = page.evaluate(VISIBLE_PANES)
+        assert len(panes) == 1 and "rank 3 waits" in panes[0], panes
         places = page.locator(".nl-places").first.inner_text()
         # Ray names a node on 127.0.0.1 by the machine's address: read the addresses from the ranks
         found = re.fullmatch(r"ranks 0, 1 on node 0 \((\S+)\) · ranks 2, 3 on node 1 \((\S+)\)", places)
