@@ -112,7 +112,7 @@ test: check $(STAMP) $(LABEXT) browser
 	$(MAKE) gpu-dry-run
 	rm -rf $(GPU_DRY_VENV) .gpu-kit-dry
 	$(MAKE) $(COLAB_STAMP) $(KAGGLE_STAMP) $(XLA_STAMP)
-	$(PY) -m pytest
+	$(PY) -m pytest --durations=25  # the slowest tests, for keeping CI under its 45 minutes
 	@echo "--- again with Colab's kernel versions (torch 2.11, ipykernel 6.17, ipywidgets 7.7, no comm) ---"
 	PYTHONPATH=$(CURDIR) NL_TEST_KERNEL_PYTHON=$(abspath $(COLAB_VENV))/bin/python $(PY) -m pytest $(KERNEL_TESTS)
 	@echo "--- again with Kaggle's kernel versions (torch 2.10, ipykernel 6.17, ipywidgets 8.1.5) ---"

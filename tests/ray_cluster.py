@@ -31,11 +31,12 @@ def _free_port() -> int:
 
 
 class LocalRayCluster:
-    """Two Ray nodes with ``cpus`` CPUs each; ``address`` is what ``RAY_ADDRESS`` takes,
-    ``client_address`` what Ray Client connects to."""
+    """Two Ray nodes (or ``nodes=1``: the head alone) with ``cpus`` CPUs each; ``address`` is what
+    ``RAY_ADDRESS`` takes, ``client_address`` what Ray Client connects to."""
 
-    def __init__(self, cpus: int = 2) -> None:
+    def __init__(self, cpus: int = 2, nodes: int = 2) -> None:
         self.cpus = cpus
+        self.nodes = nodes  # 1: the head alone
         self.port = _free_port()
         self.address = f"127.0.0.1:{self.port}"
         self.client_port = _free_port()
@@ -69,7 +70,8 @@ class LocalRayCluster:
             ]
         )
         self._wait_for(lambda: self._listening(), "the head to listen")
-        self._start_node(["--address", self.address, "--node-ip-address", "127.0.0.2", *common])
+        if self.nodes > 1:
+            self._start_node(["--address", self.address, "--node-ip-address", "127.0.0.2", *common])
         return self
 
     def add_node(self, address: str, cpus: int, resources: dict[str, float]) -> int:
@@ -122,9 +124,9 @@ class LocalRayCluster:
         self._wait_for(lambda: ray.cluster_resources().get("CPU", 0) >= 2 * self.cpus, "both nodes' CPUs")
 
     def wait_for_nodes_unconnected(self) -> None:
-        """Block until both nodes are alive, asking ``ray status`` (so that this process never
+        """Block until every node is alive, asking ``ray status`` (so that this process never
         becomes a driver of the cluster: Ray would end it when a test kills the head)."""
-        self._wait_for(lambda: self._active_nodes() >= 2, "both nodes to join")
+        self._wait_for(lambda: self._active_nodes() >= self.nodes, "every node to join")
 
     def _active_nodes(self) -> int:
         status = subprocess.run([RAY, "status", "--address", self.address], capture_output=True, text=True, timeout=60)

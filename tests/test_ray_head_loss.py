@@ -66,7 +66,7 @@ def test_a_lost_head_ends_the_launch_in_seconds_and_the_kernel_lives_to_launch_a
         assert kernel.ok(local, timeout=120).stdout.strip().endswith("local again")
 
         cluster.stop()
-        second = LocalRayCluster(cpus=1).start()
+        second = LocalRayCluster(cpus=2, nodes=1).start()  # a head alone is cluster enough here
         second.wait_for_nodes_unconnected()
         kernel.ok(f"import os; os.environ['RAY_ADDRESS'] = {second.address!r}")
         again = "print(notebook_launcher(lambda: 'cluster again', num_processes=2, cluster='ray'))"
