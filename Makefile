@@ -93,6 +93,20 @@ $(XLA_STAMP): $(KAGGLE_STAMP)
 	PJRT_DEVICE=CPU $(XLA_VENV)/bin/python -c 'import torch_xla.core.xla_model as xm; xm.xla_device()'
 	touch $(XLA_STAMP)
 
+# JupyterLab with real-time collaboration (jupyter-collaboration), for the collaborator's view of a
+# launch (tests/test_collaboration_browser.py): the main environment's packages, through a .pth
+# file, with jupyter-collaboration on top (its server extension and lab extension then load only in
+# servers this environment starts; the main environment's JupyterLab stays without it).
+RTC_VENV := .venv-rtc
+RTC_STAMP := $(RTC_VENV)/.installed-collaboration-5
+
+$(RTC_STAMP): $(STAMP)
+	rm -rf $(RTC_VENV) && $(PYTHON) -m venv $(RTC_VENV)
+	echo "import site; site.addsitedir('$$($(PY) -c 'import sysconfig; print(sysconfig.get_path("purelib"))')')" \
+		> $$($(RTC_VENV)/bin/python -c 'import sysconfig; print(sysconfig.get_path("purelib"))')/main_environment.pth
+	$(RTC_VENV)/bin/pip install --quiet jupyter-collaboration==5.0.4
+	touch $(RTC_STAMP)
+
 # Seconds: lint, format, types (Python and TypeScript), unit tests and doctests. `make test` runs it first.
 check: $(STAMP) labextension/node_modules
 	$(VENV)/bin/ruff check .
@@ -107,7 +121,7 @@ labextension/node_modules: labextension/package.json labextension/package-lock.j
 
 # The dry GPU pass comes first and its environment goes after it: CI's disk then holds the other
 # environments (about 19 GB in all) without it.
-test: check $(STAMP) $(LABEXT) browser
+test: check $(STAMP) $(LABEXT) browser $(RTC_STAMP)
 	@echo "--- the GPU pass, dry (no GPU here: the kit is complete, the pass runs, the GPU tests skip) ---"
 	$(MAKE) gpu-dry-run
 	rm -rf $(GPU_DRY_VENV) .gpu-kit-dry
@@ -186,4 +200,4 @@ bench: $(STAMP)
 	$(PY) bench/sharded_training.py
 
 clean:
-	rm -rf $(VENV) $(COLAB_VENV) $(KAGGLE_VENV) $(XLA_VENV) $(GPU_DRY_VENV) .gpu-kit .gpu-kit-dry .pytest_cache test-artifacts labextension/node_modules labextension/lib notebook_launcher/labextension
+	rm -rf $(VENV) $(COLAB_VENV) $(KAGGLE_VENV) $(XLA_VENV) $(RTC_VENV) $(GPU_DRY_VENV) .gpu-kit .gpu-kit-dry .pytest_cache test-artifacts labextension/node_modules labextension/lib notebook_launcher/labextension

@@ -40,9 +40,10 @@ CHROMIUM_ARGS = [
 
 
 class LabServer:
-    """``app="jupyterlab"`` (JupyterLab) or ``app="notebook"`` (Notebook 7)."""
+    """``app="jupyterlab"`` (JupyterLab) or ``app="notebook"`` (Notebook 7), run by ``python``
+    (another environment's: JupyterLab with real-time collaboration) with ``env`` added."""
 
-    def __init__(self, root, app="jupyterlab"):
+    def __init__(self, root, app="jupyterlab", python=sys.executable, env=None):
         from notebook_launcher.launching.ports import free_port
 
         self.root = Path(root)
@@ -55,7 +56,7 @@ class LabServer:
         )
         # as a person's server starts: without what importing the package in this test process set
         unset = ("NOTEBOOK_LAUNCHER_DISPLAY", "PYTORCH_NVML_BASED_CUDA_CHECK")
-        env = {k: v for k, v in os.environ.items() if k not in unset}
+        env = {**{k: v for k, v in os.environ.items() if k not in unset}, **(env or {})}
         # the server extension keeps running launches' snapshots here (its own, not the user's)
         self.snapshots = self.root / ".snapshots"
         self.snapshots.mkdir(mode=0o700, exist_ok=True)
@@ -64,7 +65,7 @@ class LabServer:
         settings_class = "LabApp" if app == "jupyterlab" else "JupyterNotebookApp"
         self.process = subprocess.Popen(
             [
-                sys.executable,
+                python,
                 "-m",
                 app,
                 "--no-browser",

@@ -218,7 +218,10 @@ def test_a_failed_launch_keeps_what_ran_and_the_rank_traceback(kernel):
     kernel.ok(
         dedent("""
         def second_rank_fails():
+            import torch.distributed as dist
+            dist.init_process_group("gloo")
             print("before the failure on rank", os.environ["RANK"], flush=True)
+            dist.barrier()  # rank 0 has printed: rank 1's failure would otherwise stop it first on a loaded machine
             if os.environ["RANK"] == "1":
                 raise KeyError("label_column")
             threading.Event().wait()

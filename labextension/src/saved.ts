@@ -2,43 +2,16 @@ import { ISessionContext } from '@jupyterlab/apputils';
 import { DocumentRegistry } from '@jupyterlab/docregistry';
 import { INotebookModel, NotebookPanel } from '@jupyterlab/notebook';
 import { IRenderMime, IRenderMimeRegistry, MimeModel } from '@jupyterlab/rendermime';
-import { ServerConnection } from '@jupyterlab/services';
 import { IDisposable } from '@lumino/disposable';
 import { Panel, Widget } from '@lumino/widgets';
+
+import { LIVE_MIME, LiveLaunchRenderer } from './live';
+import { latestSnapshot } from './snapshots';
 
 /** A launch output saved mid-launch: the widget reference the server moved out of the way. */
 export const SAVED_MIME = 'application/vnd.notebook-launcher.saved-launch+json';
 const WIDGET_MIME = 'application/vnd.jupyter.widget-view+json';
 const WIDGET_ERROR = 'Error displaying widget';
-/** Where the package's server extension serves a launch's latest static form (server_extension.py). */
-const SNAPSHOT_ROUTE = 'notebook-launcher/snapshots/';
-
-/** A launch's latest static form as the server keeps it, and whether the launch has ended. */
-interface ISnapshot {
-  'text/plain'?: string;
-  'text/html'?: string;
-  state?: string;
-}
-
-/**
- * The latest static form of the launch this output's metadata names, or null (the server has none:
- * swept, another server, no server extension).
- */
-async function latestSnapshot(metadata: IRenderMime.IMimeModel['metadata']): Promise<ISnapshot | null> {
-  const mark = metadata?.notebook_launcher as { snapshot?: unknown } | undefined;
-  if (typeof mark?.snapshot !== 'string') {
-    return null;
-  }
-  const settings = ServerConnection.makeSettings();
-  try {
-    const url = settings.baseUrl + SNAPSHOT_ROUTE + encodeURIComponent(mark.snapshot);
-    const response = await ServerConnection.makeRequest(url, {}, settings);
-    return response.ok ? ((await response.json()) as ISnapshot) : null;
-  } catch {
-    return null;
-  }
-}
-
 /**
  * Shows a launch output that a notebook saved while the launch ran: its latest static form (the
  * final one when the launch has ended since — the server keeps it — else the newest the server has,
@@ -165,6 +138,20 @@ export class SavedLaunchExtension implements DocumentRegistry.IWidgetExtension<N
       },
       10 // before the static form's text/html (50): the extension decides which to show
     );
-    return { isDisposed: false, dispose: () => rendermime.removeMimeType(SAVED_MIME) };
+    rendermime.addFactory(
+      {
+        safe: true, // what it draws goes through the static form's own renderer, trusted or not as the output
+        mimeTypes: [LIVE_MIME],
+        createRenderer: () => new LiveLaunchRenderer(rendermime)
+      },
+      20 // after the widget (0) where the page may draw it, before the static form's text/html (50)
+    );
+    return {
+      isDisposed: false,
+      dispose: () => {
+        rendermime.removeMimeType(SAVED_MIME);
+        rendermime.removeMimeType(LIVE_MIME);
+      }
+    };
   }
 }

@@ -21,12 +21,12 @@ rewritten to say that the launch ended with its kernel, and when (``views/epitap
 Examples:
     >>> notebook = {"cells": [{"cell_type": "code", "outputs": [{
     ...     "output_type": "display_data", "metadata": output_metadata("123-ab12cd34"),
-    ...     "data": {WIDGET_MIME: {"model_id": "f00"}, "text/plain": "launch ab12cd34 · running"}}]}]}
+    ...     "data": {WIDGET_MIME: {"model_id": "f00"}, LIVE_MIME: {}, "text/plain": "launch ab12cd34 · running"}}]}]}
     >>> keep_static_forms(notebook, snapshots=None)
     1
     >>> saved = notebook["cells"][0]["outputs"][0]["data"]
-    >>> saved[SAVED_MIME], WIDGET_MIME in saved, saved["text/plain"]
-    ({'model_id': 'f00'}, False, 'launch ab12cd34 · running')
+    >>> saved[SAVED_MIME], WIDGET_MIME in saved, LIVE_MIME in saved, saved["text/plain"]
+    ({'model_id': 'f00'}, False, False, 'launch ab12cd34 · running')
 """
 
 from __future__ import annotations
@@ -41,6 +41,7 @@ __all__ = [
     "SNAPSHOTS_ENV",
     "WIDGET_MIME",
     "SAVED_MIME",
+    "LIVE_MIME",
     "OUTPUT_KEY",
     "output_metadata",
     "snapshot_path",
@@ -55,6 +56,10 @@ __all__ = [
 SNAPSHOTS_ENV = "NOTEBOOK_LAUNCHER_SNAPSHOTS"
 WIDGET_MIME = "application/vnd.jupyter.widget-view+json"
 SAVED_MIME = "application/vnd.notebook-launcher.saved-launch+json"
+# In a running launch's output beside the widget, for a reader whose page cannot draw the widget (a
+# collaborator: the output is not trusted on their page): the lab extension shows the latest
+# snapshot there, refreshed until the launch ends. Never saved.
+LIVE_MIME = "application/vnd.notebook-launcher.live-launch+json"
 OUTPUT_KEY = "notebook_launcher"
 STATE_KEY, FINAL, RUNNING = "state", "final", "running"  # a snapshot file's state: the launch ended or not
 _WRITER = "writer"  # the kernel process that wrote a snapshot file
@@ -104,6 +109,7 @@ def keep_static_forms(notebook: dict, snapshots: str | Path | None) -> int:
                 continue
             if WIDGET_MIME not in data and SAVED_MIME not in data:
                 continue  # a finished launch: its output is the final static form
+            data.pop(LIVE_MIME, None)
             reference = data.pop(WIDGET_MIME, None)
             if isinstance(reference, dict) and isinstance(reference.get("model_id"), str):
                 data[SAVED_MIME] = {"model_id": reference["model_id"]}

@@ -22,7 +22,15 @@ import os
 from collections.abc import Mapping
 from typing import Any, Protocol
 
-from ..saved_outputs import SNAPSHOT_GAP, SNAPSHOTS_ENV, WIDGET_MIME, output_metadata, snapshot_path, write_snapshot
+from ..saved_outputs import (
+    LIVE_MIME,
+    SNAPSHOT_GAP,
+    SNAPSHOTS_ENV,
+    WIDGET_MIME,
+    output_metadata,
+    snapshot_path,
+    write_snapshot,
+)
 
 __all__ = ["Snapshots", "FileSnapshots", "OutputSnapshots", "snapshots_for"]
 
@@ -31,6 +39,7 @@ class Snapshots(Protocol):
     metadata: dict  # the launch output's metadata, on every version of it
     longest: float  # the longest gap between two snapshots, in seconds
     settles: bool  # also taken once the ranks go quiet (cheap: no redraw), so a save then has it all
+    live: bool  # the server serves them: pages that cannot draw the widget show them as they come
 
     def keep(self, handle: Any, static: dict, model_id: str) -> None:
         """Keep ``static`` as the launch's latest static form (the widget is ``model_id``)."""
@@ -40,14 +49,25 @@ class Snapshots(Protocol):
         holds an older one, so keep this one where that notebook finds it."""
 
 
-def widget_output(static: dict, model_id: str) -> dict:
-    """The output's bundle while the widget lives: the widget's view and the static form."""
-    return {**static, WIDGET_MIME: {"version_major": 2, "version_minor": 0, "model_id": model_id}}
+def widget_output(static: dict, model_id: str, live: bool = False) -> dict:
+    """The output's bundle while the widget lives: the widget's view and the static form, and with
+    ``live`` the mark for pages that cannot draw the widget to show the server's latest snapshot.
+
+    Examples:
+        >>> sorted(widget_output({"text/plain": "running"}, "f00", live=True))  # doctest: +NORMALIZE_WHITESPACE
+        ['application/vnd.jupyter.widget-view+json', 'application/vnd.notebook-launcher.live-launch+json',
+         'text/plain']
+    """
+    bundle = {**static, WIDGET_MIME: {"version_major": 2, "version_minor": 0, "model_id": model_id}}
+    if live:
+        bundle[LIVE_MIME] = {}
+    return bundle
 
 
 class OutputSnapshots:
     longest = 60.0
     settles = False
+    live = False
 
     def __init__(self) -> None:
         self.metadata = output_metadata(None)
@@ -62,6 +82,7 @@ class OutputSnapshots:
 class FileSnapshots:
     longest = SNAPSHOT_GAP
     settles = True
+    live = True
 
     def __init__(self, folder: str, launch_id: str) -> None:
         name = f"{os.getpid()}-{launch_id}"

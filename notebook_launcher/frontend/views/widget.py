@@ -242,7 +242,7 @@ class WidgetView(LaunchView):
         self._dirty.update({"header", "lines", "metrics"})
         self.render()
         self.static = static_bundle(launch)
-        self._show(widget_output(self.static, self.root.model_id))
+        self._show(widget_output(self.static, self.root.model_id, live=self._snapshots.live))
 
     def _title_tabs(self) -> None:
         """Name each rank's tab, with its node once a cluster has placed it ("rank 2 · node 1")."""
