@@ -15,8 +15,6 @@ Examples:
     (False, False)
     >>> state.observe(answered=False, now=13.0)
     True
-    >>> lost_reason() is None       # no head is watched in this process
-    True
 """
 
 from __future__ import annotations
