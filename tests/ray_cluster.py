@@ -21,6 +21,16 @@ from pathlib import Path
 import psutil
 
 RAY = str(Path(sys.executable).with_name("ray"))
+# a kernel cell: ranks that print "training" once, then all-reduce until they are ended
+TRAIN_FOREVER = (
+    "from notebook_launcher import notebook_launcher\n"
+    "def train_forever():\n"
+    "    import torch, torch.distributed as dist\n"
+    "    dist.init_process_group('gloo')\n"
+    "    print('training', flush=True)\n"
+    "    while True:\n"
+    "        dist.all_reduce(torch.ones(1))\n"
+)
 START_TIMEOUT = 180.0  # seconds for both nodes to come up on a loaded 2-core machine
 
 

@@ -15,7 +15,7 @@ import pytest
 
 ray = pytest.importorskip("ray")
 
-from ray_cluster import LocalRayCluster  # noqa: E402
+from ray_cluster import TRAIN_FOREVER, LocalRayCluster  # noqa: E402
 
 from notebook_launcher import launch, notebook_launcher  # noqa: E402
 from notebook_launcher.cluster.pool import pool_info, release_pool  # noqa: E402
@@ -182,15 +182,7 @@ def test_a_kernel_interrupt_ends_the_cluster_ranks_and_frees_the_cluster(cluster
     release_pool()  # this process's warm actors would hold the cluster's CPUs
     kernel = KernelSession(env={"RAY_ADDRESS": cluster.address})
     try:
-        kernel.ok(
-            "from notebook_launcher import notebook_launcher\n"
-            "def train_forever():\n"
-            "    import torch, torch.distributed as dist\n"
-            "    dist.init_process_group('gloo')\n"
-            "    print('training', flush=True)\n"
-            "    while True:\n"
-            "        dist.all_reduce(torch.ones(1))\n"
-        )
+        kernel.ok(TRAIN_FOREVER)
         msg_id = kernel.submit("notebook_launcher(train_forever, num_processes=4, cluster='ray')")
         kernel.collect(msg_id, timeout=120, until=lambda result: result.stdout.count("training") == 4)
         assert free_cpus() == 0

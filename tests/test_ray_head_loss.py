@@ -16,20 +16,10 @@ import pytest
 pytest.importorskip("ray")
 
 from kernel_session import KernelSession
-from ray_cluster import LocalRayCluster
+from ray_cluster import TRAIN_FOREVER, LocalRayCluster
 
 pytestmark = pytest.mark.slow
 RAY_DEADLINE = 30  # seconds after the head's loss at which Ray ends a driver still connected
-
-TRAIN_FOREVER = (
-    "from notebook_launcher import notebook_launcher\n"
-    "def train_forever():\n"
-    "    import torch, torch.distributed as dist\n"
-    "    dist.init_process_group('gloo')\n"
-    "    print('training', flush=True)\n"
-    "    while True:\n"
-    "        dist.all_reduce(torch.ones(1))\n"
-)
 
 
 def test_a_lost_head_ends_the_launch_in_seconds_and_the_kernel_lives_to_launch_again():
