@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import logging
 import os
-import socket
 import threading
 from collections.abc import Mapping
 from typing import Any, NoReturn
@@ -71,7 +70,7 @@ def connect(address: str | None) -> Any:
 def _init(ray: Any, address: str | None) -> None:
     """``ray.init`` the cluster at ``address`` (or the one Ray finds), with the errors ``connect`` gives."""
     tried = ray_address_tried(address)
-    unreachable = _unreachable(tried)
+    unreachable = head_watch.unreachable(tried)
     if unreachable:
         raise LaunchError(
             f"no Ray cluster could be reached at {tried!r}: {unreachable}; is the head running, and is that"
@@ -143,22 +142,3 @@ def _refuse(tried: str, err: BaseException, attempts: int = 1) -> NoReturn:
     raise LaunchError(
         f"no Ray cluster could be reached at {tried!r}{times}: {type(err).__name__}: {err}; {hint}"
     ) from None
-
-
-def _unreachable(address: str, timeout: float = 3.0) -> str | None:
-    """Why nothing listens at ``host:port`` (``ray.init`` would retry for minutes), or None.
-
-    Examples:
-        >>> _unreachable("auto") is None
-        True
-        >>> "refused" in _unreachable("127.0.0.1:1")
-        True
-    """
-    host, sep, port = address.removeprefix("ray://").rpartition(":")
-    if not sep or not port.isdigit():
-        return None  # "auto", or a form Ray resolves itself
-    try:
-        socket.create_connection((host.strip("[]"), int(port)), timeout=timeout).close()
-    except OSError as err:
-        return f"nothing answers at {host}:{port} ({err.strerror or err})"
-    return None

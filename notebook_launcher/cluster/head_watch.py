@@ -24,7 +24,16 @@ import threading
 import time
 from collections.abc import Callable
 
-__all__ = ["HeadLiveness", "HeadWatch", "watch", "watching", "lost_reason", "head_answers", "wait_left"]
+__all__ = [
+    "HeadLiveness",
+    "HeadWatch",
+    "watch",
+    "watching",
+    "lost_reason",
+    "head_answers",
+    "unreachable",
+    "wait_left",
+]
 
 LOST_AFTER = 3.0  # seconds without an answer from the head before it is taken as lost
 PROBE_EVERY = 0.5  # seconds between probes
@@ -58,6 +67,26 @@ class HeadLiveness:
         return now - self._silent_since >= self.lost_after
 
 
+def unreachable(address: str, timeout: float = 3.0) -> str | None:
+    """Why nothing listens at ``host:port`` (or ``ray://host:port``), or None: something does, or
+    the address is not of that form ("auto", which Ray resolves itself).
+
+    Examples:
+        >>> unreachable("auto") is None
+        True
+        >>> "refused" in unreachable("127.0.0.1:1")
+        True
+    """
+    host, sep, port = address.removeprefix("ray://").rpartition(":")
+    if not sep or not port.isdigit():
+        return None
+    try:
+        socket.create_connection((host.strip("[]"), int(port)), timeout=timeout).close()
+    except OSError as err:
+        return f"nothing answers at {host}:{port} ({err.strerror or err})"
+    return None
+
+
 def head_answers(address: str, timeout: float = PROBE_TIMEOUT) -> bool:
     """Whether something accepts a connection at ``address`` ("host:port", "[v6]:port").
 
@@ -65,12 +94,7 @@ def head_answers(address: str, timeout: float = PROBE_TIMEOUT) -> bool:
         >>> head_answers("127.0.0.1:1")
         False
     """
-    host, _, port = address.rpartition(":")
-    try:
-        socket.create_connection((host.strip("[]"), int(port)), timeout=timeout).close()
-    except (OSError, ValueError):
-        return False
-    return True
+    return unreachable(address, timeout) is None
 
 
 class HeadWatch(threading.Thread):
