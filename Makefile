@@ -102,8 +102,8 @@ RTC_STAMP := $(RTC_VENV)/.installed-collaboration-5
 
 $(RTC_STAMP): $(STAMP)
 	rm -rf $(RTC_VENV) && $(PYTHON) -m venv $(RTC_VENV)
-	echo "import site; site.addsitedir('$$($(PY) -c 'import sysconfig; print(sysconfig.get_path("purelib"))')')" \
-		> $$($(RTC_VENV)/bin/python -c 'import sysconfig; print(sysconfig.get_path("purelib"))')/main_environment.pth
+	echo "import site; site.addsitedir('$(call SITE_PACKAGES,$(abspath $(VENV)))')" \
+		> $(call SITE_PACKAGES,$(RTC_VENV))/main_environment.pth
 	$(RTC_VENV)/bin/pip install --quiet jupyter-collaboration==5.0.4
 	touch $(RTC_STAMP)
 
