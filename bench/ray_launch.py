@@ -57,7 +57,7 @@ def main() -> None:
     from ray_cluster import LocalRayCluster
 
     from notebook_launcher import notebook_launcher
-    from notebook_launcher.cluster import release_pool
+    from notebook_launcher.backends.ray import release_pool
 
     cluster = LocalRayCluster(cpus=2).start()
     os.environ["RAY_ADDRESS"] = cluster.address

@@ -79,7 +79,7 @@ _registered = False
 
 def _register_in_kernel():
     """Importing the package inside a Jupyter kernel makes the sidebar work without %load_ext, and
-    starts warming the lazy imports ranks would otherwise each do (``starters.warmup``). Once."""
+    starts warming the lazy imports ranks would otherwise each do (``backends.local.warmup``). Once."""
     import sys
 
     global _registered
@@ -89,8 +89,8 @@ def _register_in_kernel():
     ipython = sys.modules.get("IPython")
     if ipython is not None and getattr(ipython.get_ipython(), "kernel", None) is not None:
         load_ipython_extension(ipython.get_ipython())
+        from .backends.local.warmup import warm_in_kernel
         from .frontend.notices import register as register_notices
-        from .starters.warmup import warm_in_kernel
 
         register_notices(ipython.get_ipython())
         warm_in_kernel()

@@ -7,13 +7,13 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
+from .backends.local import select_starter
 from .frontend.picker import device_picker
 from .frontend.settings import kernel_settings, set_defaults
 from .frontend.views import select_view
 from .launching.handle import Launch, last_launch
 from .launching.plan import make_plan
 from .launching.watchdog import STRAGGLER_TIMEOUT
-from .starters import select_starter
 
 __all__ = ["notebook_launcher", "launch", "plan_launch", "start_launch"]
 

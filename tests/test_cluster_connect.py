@@ -10,7 +10,7 @@ import socket
 
 import pytest
 
-from notebook_launcher.cluster import connect as connecting
+from notebook_launcher.backends.ray import connect as connecting
 from notebook_launcher.errors import LaunchError
 
 

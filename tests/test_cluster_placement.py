@@ -4,8 +4,8 @@ The GPU case cannot run here (no GPU); Ray's GPU ids are given as data, which is
 
 from __future__ import annotations
 
-from notebook_launcher.cluster.options import ClusterPlan
-from notebook_launcher.cluster.placement import Layout, Spot
+from notebook_launcher.backends.ray.options import ClusterPlan
+from notebook_launcher.backends.ray.placement import Layout, Spot
 
 
 def test_ranks_are_numbered_node_by_node_with_bundle_0_as_rank_0():

@@ -16,7 +16,7 @@ import psutil
 import pytest
 from kernel_session import KernelSession
 
-from notebook_launcher.starters.guardian import GUARDIAN_MARK
+from notebook_launcher.backends.local.guardian import GUARDIAN_MARK
 
 STARTS_A_CHILD = dedent("""
     import subprocess, ctypes

@@ -199,7 +199,7 @@ def test_one_nodes_store_starts_when_the_first_rank_connects():
     early waits in the socket's backlog and is then served."""
     import torch.distributed as dist
 
-    from notebook_launcher.launching.rendezvous import Rendezvous
+    from notebook_launcher.backends.local.rendezvous import Rendezvous
 
     meeting = Rendezvous("127.0.0.1", None, node_rank=0, num_nodes=1, timeout=30)
     port = meeting.open(lambda: False, lambda text: None)

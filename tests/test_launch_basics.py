@@ -375,7 +375,9 @@ def test_importing_the_package_warms_torchs_lazy_imports_in_the_background():
         session.ok("import torch, sys")
         assert session.eval("'torch._dynamo' in sys.modules") is False  # torch imports it lazily
         session.ok("import notebook_launcher")
-        warmed = session.eval("__import__('notebook_launcher.starters.warmup').starters.warmup.wait_for_warmup(120)")
+        warmed = session.eval(
+            "__import__('notebook_launcher.backends.local.warmup').backends.local.warmup.wait_for_warmup(120)"
+        )
         assert warmed is True and session.eval("'torch._dynamo' in sys.modules") is True  # with no launch yet
         assert session.eval("notebook_launcher.notebook_launcher(lambda: 5, num_processes=2)") == 5
     finally:
@@ -395,7 +397,7 @@ def test_a_cell_or_a_launch_that_waits_long_for_the_warm_up_says_so_and_not_as_a
         session.ok(
             f"import os, sys\nsys.path.insert(0, {str(tmp_path)!r})\nos.mkfifo({str(tmp_path / 'gate')!r})\n"
             "from notebook_launcher import notebook_launcher\n"
-            "from notebook_launcher.starters import warmup\nwarmup.SAY_AFTER = 1.0\n"
+            "from notebook_launcher.backends.local import warmup\nwarmup.SAY_AFTER = 1.0\n"
             "warmup.start_warmup(('held_import',))"
         )
         for cell, waiter in (

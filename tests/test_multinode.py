@@ -134,8 +134,8 @@ def test_an_interrupt_ends_the_wait_for_a_node(kernel):
 def test_waiting_for_node_0_polls_quietly_and_stops_when_asked(capfd):
     """A node that starts first polls node 0's port without torch's client, which retries a closed
     port for seconds (deaf to a stop meanwhile) and prints a C++ stack into the cell at each try."""
+    from notebook_launcher.backends.local.rendezvous import Rendezvous
     from notebook_launcher.errors import LaunchError
-    from notebook_launcher.launching.rendezvous import Rendezvous
 
     with socket.socket() as closed:  # a port nobody listens on
         closed.bind(("127.0.0.1", 0))

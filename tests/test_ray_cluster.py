@@ -18,7 +18,7 @@ ray = pytest.importorskip("ray")
 from ray_cluster import TRAIN_FOREVER, LocalRayCluster  # noqa: E402
 
 from notebook_launcher import launch, notebook_launcher  # noqa: E402
-from notebook_launcher.cluster.pool import pool_info, release_pool  # noqa: E402
+from notebook_launcher.backends.ray.pool import pool_info, release_pool  # noqa: E402
 from notebook_launcher.errors import LaunchError, WorkerError  # noqa: E402
 
 pytestmark = pytest.mark.slow
@@ -193,7 +193,7 @@ def test_a_kernel_interrupt_ends_the_cluster_ranks_and_frees_the_cluster(cluster
         assert "every rank has ended; where the ranks were" in result.error["evalue"]
         for rank in range(4):
             assert re.search(rf"rank {rank}: in train_forever .*dist.all_reduce", result.error["evalue"])
-        assert kernel.eval("__import__('notebook_launcher.cluster').cluster.pool_info()") is None
+        assert kernel.eval("__import__('notebook_launcher.backends.ray').cluster.pool_info()") is None
         wait_until(lambda: free_cpus() == 4, "the interrupted launch's actors to be released", timeout=20)
         again = "print(notebook_launcher(lambda: 'again', num_processes=2, cluster='ray'))"
         assert kernel.ok(again, timeout=120).stdout.strip().endswith("again")
@@ -235,7 +235,7 @@ def test_a_node_lost_mid_run_fails_the_launch_naming_the_rank_and_its_node(clust
     """A third node (127.0.0.3) carries both ranks; it is killed, with everything it started, while
     one waits in a collective for the other: the launch fails within seconds, naming a rank and that node, the
     warm pool is dropped, and the cluster marks the node lost (the sidebar shows it so)."""
-    from notebook_launcher.cluster.info import cluster_info
+    from notebook_launcher.backends.ray.info import cluster_info
 
     node = cluster.add_node("127.0.0.3", cpus=2, resources={"doomed": 2})
     wait_until(lambda: ray.cluster_resources().get("doomed", 0) == 2, "the third node to join", timeout=90)

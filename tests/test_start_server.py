@@ -12,7 +12,7 @@ from kernel_session import KernelSession, is_start_server
 
 PROBE = dedent("""
     import os, sys
-    from notebook_launcher.starters.server import start_server_info, shutdown_start_server
+    from notebook_launcher.backends.local.server import start_server_info, shutdown_start_server
     def probe():
         import torch
         return os.getppid(), os.environ.get("PROBE_VALUE"), os.getcwd(), torch.cuda.is_initialized()
@@ -97,7 +97,7 @@ def test_a_dead_server_is_a_clear_error_once_and_the_next_launch_gets_a_new_one(
 
 def test_a_server_killed_while_it_starts_says_so_at_once(kernel):
     """Before: "the spawn start server (pid N) exited to start"."""
-    kernel.ok("from notebook_launcher.starters.server import shutdown_start_server\nshutdown_start_server()")
+    kernel.ok("from notebook_launcher.backends.local.server import shutdown_start_server\nshutdown_start_server()")
     result = kernel.run(
         dedent("""
         import threading, psutil, time
@@ -137,7 +137,7 @@ def test_the_server_ends_with_its_kernel_and_takes_its_ranks_along(tmp_path):
     session = KernelSession()
     try:
         session.ok("import os, sys\nfrom notebook_launcher import launch")
-        session.ok("from notebook_launcher.starters.server import start_server_info")
+        session.ok("from notebook_launcher.backends.local.server import start_server_info")
         session.ok(gate_code(tmp_path))
         session.ok(WAITS)
         session.ok("job = launch(waits, num_processes=2, start_method='spawn', display='none')")

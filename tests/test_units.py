@@ -583,7 +583,7 @@ def test_a_forked_process_reports_how_it_ended_and_can_be_waited_on_with_a_timeo
     """``fork_process``: the code its target returns or exits with, -N for a signal, None while it runs."""
     import signal
 
-    from notebook_launcher.starters.forked_process import fork_process
+    from notebook_launcher.backends.local.forked_process import fork_process
 
     def returns(code):
         return code
@@ -701,7 +701,7 @@ def test_a_sidebar_that_went_silent_is_closed_instead_of_sent_to_for_ever():
 def test_a_head_that_stops_answering_is_lost_once_and_the_kernel_leaves_its_cluster():
     """The head watch with a fake probe and clock: answers keep it alive, three seconds of silence
     make it lost, ``on_lost`` runs once with a reason naming the address, and ``left`` is then set."""
-    from notebook_launcher.cluster.head_watch import HeadWatch
+    from notebook_launcher.backends.ray.head_watch import HeadWatch
 
     answers = iter([True, False, True, *[False] * 50])
     now = iter(range(1000))

@@ -17,8 +17,8 @@ import sys
 import threading
 import time
 
-from ..cluster.info import cluster_info
-from ..cluster.pool import observe_pool
+from ..backends.ray.info import cluster_info
+from ..backends.ray.pool import observe_pool
 from ..devices.inventory import device_inventory
 from ..launching.handle import active_launches, find_launch, observe_launches
 from .messages import HISTORY, launch_info, start_server_message
@@ -124,7 +124,7 @@ def state():
 
 
 def _start_server():
-    from ..starters.server import start_server_info  # imported when a sidebar connects, not with the package
+    from ..backends.local.server import start_server_info  # imported when a sidebar connects, not with the package
 
     return start_server_message(start_server_info())
 
@@ -149,7 +149,7 @@ class _SidebarChannel:
             _channels.add(self)
         self._stop_observing = observe_launches(self._launch_changed)
         self._stop_settings = kernel_settings().observe(self._settings_changed)
-        from ..starters.server import observe_start_server
+        from ..backends.local.server import observe_start_server
 
         self._stop_server = observe_start_server(self._server_changed)
         self._stop_pool = observe_pool(self._pool_changed)

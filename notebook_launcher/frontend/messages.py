@@ -86,7 +86,7 @@ class ClusterNode(TypedDict):
 
 
 class ClusterInfo(TypedDict):
-    """The Ray cluster the kernel is connected to (``cluster.info.cluster_info``); None when not."""
+    """The Ray cluster the kernel is connected to (``backends.ray.info.cluster_info``); None when not."""
 
     address: str
     nodes: list  # ClusterNode, the live ones first
@@ -123,7 +123,7 @@ def launch_info(launch) -> LaunchInfo:
 
 
 def start_server_message(info: dict) -> StartServerInfo:
-    """The StartServerInfo of ``starters.server.start_server_info()`` (every field present)."""
+    """The StartServerInfo of ``backends.local.server.start_server_info()`` (every field present)."""
     return {
         "state": str(info.get("state", "not started")),
         "pid": info.get("pid"),

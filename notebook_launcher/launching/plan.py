@@ -16,8 +16,8 @@ import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from ..backends.ray.options import ClusterPlan, check_cluster, cluster_ranks
 from ..choices import MIXED_PRECISIONS, START_METHODS, check_choice
-from ..cluster.options import ClusterPlan, check_cluster, cluster_ranks
 from ..devices import Device, select_device
 from ..devices.probe import usable_cpus
 from ..rank.capture import FLUSH_INTERVAL

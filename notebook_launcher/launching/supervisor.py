@@ -4,7 +4,7 @@ It goes through five phases:
 
 * RENDEZVOUS — the nodes meet and the kernel hosts (or joins) the ranks' store (``rendezvous``;
   the starter's ``Meeting``: on a cluster, rank 0's node hosts it);
-* STARTING — the starter's ``RankGroup`` starts the ranks (local processes: ``starters.local``);
+* STARTING — the starter's ``RankGroup`` starts the ranks (local processes: ``backends.local.local``);
 * RUNNING — one loop waits on the group's waitables (and a wake-up pipe for ``stop()`` and
   ``stacks()``, and the meeting's: one node's store starts when the first rank connects); the
   group reads what is ready into this object (a ``RankSink``), which checks each event, hands
@@ -23,7 +23,7 @@ threads never end (they are reused, see ``threads``). It is also the only safe p
 a kernel whose main thread ran parallel torch code holds an OpenMP thread team there, and a child
 forked from that thread hangs in its first parallel region (measured: forking from the main thread
 saved ~3 ms per launch and hung the next launch after a cell had multiplied two large tensors; the
-milliseconds were the cell thread's locals, freed in each rank, which ``starters.caller_state`` now
+milliseconds were the cell thread's locals, freed in each rank, which ``backends.local.caller_state`` now
 keeps). The loop runs in a copy of the caller's context so that output reaches the launching cell. The
 supervisor knows nothing of the ``Launch`` handle or of views: it reports to a ``LaunchListener``
 (``listener.py``) and calls ``on_done`` once everything is cleaned up.
@@ -40,9 +40,9 @@ import traceback
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
+from ..backends.local.base import RankGroup, Starter
 from ..interrupt_routing import history_thread_born_deaf
 from ..rank.bootstrap import RankSpec
-from ..starters.base import RankGroup, Starter
 from ..wire import rebuild_exception
 from ..wire.events import Display, Failure, Malformed, Metric, Output, Reply, Result, Stacks, Status, decode_event
 from ..wire.shared_tensors import new_prefix, remove_leftovers, sweep_dead_kernels

@@ -189,7 +189,7 @@ def _pickle_result(value):
 def lead_own_group():
     """Make this rank the leader of a process group of its own, which the processes it starts join:
     the kernel (and, if the kernel dies, its guardian) ends the whole group, so nothing the rank
-    started is orphaned, whichever way the rank ends (``starters.guardian``)."""
+    started is orphaned, whichever way the rank ends (``backends.local.guardian``)."""
     try:
         os.setpgid(0, 0)
     except OSError:  # already a group or session leader: the group is its own anyway

@@ -43,7 +43,7 @@ def main(control_fd: int, kernel_pid: int) -> None:
     die_with_parent(kernel_pid)
     control = socket.socket(fileno=control_fd)
     info = _preload()
-    gc.freeze()  # what it imported is never examined by a rank's collections (``starters.frozen_gc``)
+    gc.freeze()  # what it imported is never examined by a rank's collections (``backends.local.frozen_gc``)
     control.send(pickle.dumps({"ready": info}))
     Server(control).serve()
 

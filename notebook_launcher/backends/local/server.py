@@ -32,7 +32,7 @@ import threading
 import time
 from typing import Any
 
-from ..errors import LaunchError
+from ...errors import LaunchError
 from .base import StartedProcess
 from .spawn import SpawnStarter
 

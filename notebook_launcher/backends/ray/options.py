@@ -18,10 +18,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from ..launching.checks import is_int
+from ...launching.checks import is_int
 
 if TYPE_CHECKING:
-    from ..devices import Device
+    from ...devices import Device
 
 __all__ = ["ClusterPlan", "check_cluster", "cluster_ranks", "STRATEGIES"]
 
@@ -112,7 +112,7 @@ def cluster_ranks(
     Raises:
         ValueError: no rank count, several nodes, fork, or a device the resources do not give.
     """
-    from ..devices import CpuDevice, CudaDevice
+    from ...devices import CpuDevice, CudaDevice
 
     if num_processes is None or not is_int(num_processes) or num_processes < 1:
         raise ValueError(

@@ -27,8 +27,8 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from .._version import __version__
-from ..errors import LaunchError
+from ..._version import __version__
+from ...errors import LaunchError
 from .head_watch import lost_reason
 from .host import RankHost
 from .options import ClusterPlan

@@ -15,8 +15,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
-    from ..launching.plan import LaunchPlan
-    from ..rank.bootstrap import RankPipes, RankSpec
+    from ...launching.plan import LaunchPlan
+    from ...rank.bootstrap import RankPipes, RankSpec
 
 __all__ = ["Starter", "ProcessStarter", "Meeting", "Place", "RankGroup", "RankSink", "StartedProcess"]
 
@@ -95,7 +95,7 @@ class Place:
 
 class Meeting(Protocol):
     """Where the ranks of one attempt meet (their store), and how this kernel hears of the other
-    nodes' launches: the kernel's own ``launching.rendezvous.Rendezvous``, or a cluster's."""
+    nodes' launches: the kernel's own ``backends.local.rendezvous.Rendezvous``, or a cluster's."""
 
     node_rank: int
     master_addr: str
@@ -188,7 +188,7 @@ class Starter(Protocol):
 
 
 class ProcessStarter:
-    """A starter whose ranks are local processes reached through pipes (``starters.local``):
+    """A starter whose ranks are local processes reached through pipes (``backends.local.local``):
     subclasses say how one process starts (``start``)."""
 
     name = "process"
@@ -201,8 +201,8 @@ class ProcessStarter:
         return [[local] for local in range(plan.num_processes)]
 
     def meeting(self, plan: LaunchPlan, attempt: int) -> Meeting:
-        """The kernel hosts (or joins) the store: ``launching.rendezvous``."""
-        from ..launching.rendezvous import Rendezvous
+        """The kernel hosts (or joins) the store: ``backends.local.rendezvous``."""
+        from .rendezvous import Rendezvous
 
         return Rendezvous.for_plan(plan, attempt)
 

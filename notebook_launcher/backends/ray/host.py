@@ -57,7 +57,7 @@ class RankHost:
         self._warm.result()
         import ray
 
-        from .._version import __version__
+        from ..._version import __version__
 
         context = ray.get_runtime_context()
         return {
@@ -72,7 +72,7 @@ class RankHost:
         """Host the ranks' store on this node's address (rank 0's actor); its port."""
         import ray
 
-        from ..launching.rendezvous import host_store
+        from ..local.rendezvous import host_store
 
         self._store = host_store(ray.util.get_node_ip_address(), None, workers, timeout)
         return self._store.port
@@ -84,7 +84,7 @@ class RankHost:
 
     @staticmethod
     def _server() -> Any:
-        from ..starters.server import _registry
+        from ..local.server import _registry
 
         server = _registry.server()
         server.wait_ready()
@@ -95,7 +95,7 @@ class RankHost:
     def start_rank(self, spec: Any, payload: bytes) -> int:
         """Fork the rank ``spec`` describes from the start server; its pid. ``payload`` is the
         launch's function and arguments, as the spawn starter writes them."""
-        from ..scratch import scratch_file
+        from ...scratch import scratch_file
 
         if self._rank is not None and self._rank.exitcode is None:
             raise RuntimeError(f"this actor still carries rank {self._rank.spec.rank} (pid {self._rank.pid})")
@@ -115,7 +115,7 @@ class RankHost:
         return rank.pid
 
     def _fork(self, spec: Any, path: str) -> _Rank:
-        from ..starters.pipes import close_pipes, make_pipes
+        from ..local.pipes import close_pipes, make_pipes
 
         ours, theirs = make_pipes()
         try:
@@ -160,7 +160,7 @@ class RankHost:
 
     def _relay(self, rank: _Rank) -> None:
         """Move what the rank writes into the outbox until it exits, then add its exit code."""
-        from ..starters.reaper import end_group
+        from ..local.reaper import end_group
 
         while True:
             ready = wait([*rank.pipes.values(), rank.process.sentinel])
@@ -201,7 +201,7 @@ class _Rank:
     """The live rank of an actor: its process, the actor's ends of its pipes, its payload file."""
 
     def __init__(self, spec: Any, process: Any, pipes: Any, payload_path: str) -> None:
-        from ..starters.reaper import Reaper
+        from ..local.reaper import Reaper
 
         self.spec = spec
         self.process = process

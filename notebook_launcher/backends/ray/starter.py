@@ -17,8 +17,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from ..starters.base import Place
-from ..starters.spawn import payload_file_bytes
+from ..local.base import Place
+from ..local.spawn import payload_file_bytes
 from .connect import connect
 from .group import RayRankGroup
 from .pool import RankPool, acquire, done_with

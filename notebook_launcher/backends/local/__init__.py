@@ -34,7 +34,7 @@ def select_starter(start_method: str) -> Starter:
 
         return SpawnStarter()
     if start_method == "ray":
-        from ..cluster.starter import RayStarter
+        from ..ray.starter import RayStarter
 
         return RayStarter()
     if start_method == "xla":

@@ -2,7 +2,7 @@
 
 Each rank's actor (``host.RankHost``) keeps what its rank writes; one relay thread per rank
 long-polls the actor and writes the bytes into local pipes, which the supervisor reads exactly as a
-local rank's (``starters.pipes.RankProcess``: the same frame and line readers, the same order).
+local rank's (``backends.local.pipes.RankProcess``: the same frame and line readers, the same order).
 The rank's log starts with the node it runs on. The exit code arrives last and is written to an
 exit pipe, the rank's "sentinel". The controller's commands go to the actors: stacks and
 SIGTERM/SIGKILL to the rank's process tree on its node. A rank whose actor dies (its node was
@@ -26,11 +26,11 @@ from collections.abc import Sequence
 from multiprocessing.connection import wait
 from typing import Any
 
-from ..rank.bootstrap import RankSpec
-from ..starters.base import RankSink
-from ..starters.piped_group import PipedRankGroup
-from ..starters.pipes import RankProcess, make_pipes
-from ..wire import SIGNAL_SENDER_MARK, STACKS_SIGNAL
+from ...rank.bootstrap import RankSpec
+from ...wire import SIGNAL_SENDER_MARK, STACKS_SIGNAL
+from ..local.base import RankSink
+from ..local.piped_group import PipedRankGroup
+from ..local.pipes import RankProcess, make_pipes
 from .head_watch import lost_reason
 from .pool import RankPool
 

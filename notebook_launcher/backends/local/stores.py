@@ -16,7 +16,7 @@ import datetime
 import socket
 from typing import Any
 
-from ..errors import LaunchError
+from ...errors import LaunchError
 
 __all__ = ["host_store", "bind", "listening"]
 

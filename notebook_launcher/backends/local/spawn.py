@@ -16,10 +16,10 @@ import pickle
 import subprocess
 import sys
 
-from ..errors import LaunchError
-from ..rank.global_state import GlobalState
-from ..scratch import scratch_file
-from ..wire import by_value
+from ...errors import LaunchError
+from ...rank.global_state import GlobalState
+from ...scratch import scratch_file
+from ...wire import by_value
 from .base import ProcessStarter, StartedProcess
 
 

@@ -33,7 +33,7 @@ import threading
 import time
 from typing import Any
 
-from ..interrupt_routing import kernel_thread
+from ...interrupt_routing import kernel_thread
 
 __all__ = ["start_warmup", "wait_for_warmup", "warm_in_kernel", "TORCH_MODULES"]
 
@@ -93,7 +93,7 @@ def wait_for_warmup(timeout: float | None = None, waiter: str = "") -> bool:
 def warm_in_kernel() -> None:
     """Start the warm-up if this is a Jupyter kernel: torch's lazy modules once torch is imported,
     and ipywidgets (the launch widget)."""
-    from ..import_hooks import after_import
+    from ...import_hooks import after_import
 
     ipython = sys.modules.get("IPython")
     shell = ipython.get_ipython() if ipython is not None else None

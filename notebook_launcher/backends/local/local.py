@@ -20,8 +20,8 @@ import time
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
-from ..rank.marked import kill_marked, rank_prefix
-from ..wire import STACKS_SIGNAL
+from ...rank.marked import kill_marked, rank_prefix
+from ...wire import STACKS_SIGNAL
 from .base import RankSink, StartedProcess
 from .guardian import forget_group, watch_group
 from .piped_group import PipedRankGroup
@@ -29,7 +29,7 @@ from .pipes import RankProcess, close_pipes, make_pipes
 from .reaper import Reaper, end_group
 
 if TYPE_CHECKING:
-    from ..rank.bootstrap import RankPipes, RankSpec
+    from ...rank.bootstrap import RankPipes, RankSpec
 
 __all__ = ["LocalRankGroup"]
 

@@ -8,10 +8,10 @@ from __future__ import annotations
 
 import importlib
 
-from ..errors import LaunchError
-from ..kernel_streams import flush_kernel_streams
-from ..rank.capture import before_forking_ranks
-from ..rank.xla_host import host_main
+from ...errors import LaunchError
+from ...kernel_streams import flush_kernel_streams
+from ...rank.capture import before_forking_ranks
+from ...rank.xla_host import host_main
 from .base import ProcessStarter
 from .caller_state import keep_caller_state
 from .fork import fork_rank_process

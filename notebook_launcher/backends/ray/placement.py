@@ -21,7 +21,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from ..starters.base import Place
+from ..local.base import Place
 
 __all__ = ["Spot", "Layout"]
 

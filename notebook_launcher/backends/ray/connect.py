@@ -21,7 +21,7 @@ import threading
 from collections.abc import Mapping
 from typing import Any, NoReturn
 
-from ..errors import LaunchError
+from ...errors import LaunchError
 from . import head_watch
 
 __all__ = ["import_ray", "connect", "ray_address_tried"]

@@ -20,9 +20,9 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from ..rank.bootstrap import RankPipes
-from ..wire import OUTPUT, REPLY, FrameReader, LineReader
-from ..wire.events import output_parts
+from ...rank.bootstrap import RankPipes
+from ...wire import OUTPUT, REPLY, FrameReader, LineReader
+from ...wire.events import output_parts
 from .base import RankSink, StartedProcess
 
 __all__ = ["RankProcess", "make_pipes", "close_pipes"]

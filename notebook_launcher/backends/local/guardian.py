@@ -28,7 +28,7 @@ import subprocess
 import sys
 import threading
 
-from ..rank import marked
+from ...rank import marked
 
 __all__ = ["watch_group", "forget_group", "GUARDIAN_MARK"]
 

@@ -3,7 +3,7 @@
 Data built in the kernel is shared copy-on-write. Before forking, lazy imports that every rank would
 otherwise do on its own (``torch._dynamo``, pulled in by building an optimizer) are done once in
 the kernel, so the ranks inherit them: measured, this takes seconds off every launch. Usually the
-background warm-up (``starters.warmup``) has done it by the time a launch starts; a launch waits
+background warm-up (``backends.local.warmup``) has done it by the time a launch starts; a launch waits
 for it to finish. No device is touched.
 """
 
@@ -12,11 +12,11 @@ from __future__ import annotations
 import importlib
 import sys
 
-from ..interrupt_routing import interrupts_blocked
-from ..kernel_streams import flush_kernel_streams
-from ..rank.bootstrap import run_rank_process
-from ..rank.capture import WATCHED_SIGNALS, before_forking_ranks
-from ..rank.global_state import GlobalState
+from ...interrupt_routing import interrupts_blocked
+from ...kernel_streams import flush_kernel_streams
+from ...rank.bootstrap import run_rank_process
+from ...rank.capture import WATCHED_SIGNALS, before_forking_ranks
+from ...rank.global_state import GlobalState
 from .base import ProcessStarter
 from .caller_state import keep_caller_state
 from .forked_process import fork_process

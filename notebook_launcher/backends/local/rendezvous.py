@@ -58,7 +58,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from ..errors import LaunchError
+from ...errors import LaunchError
 from .signed_store import SignedStore
 from .stores import bind as _bind
 from .stores import host_store
