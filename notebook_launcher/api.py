@@ -7,7 +7,7 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
-from .backends.local import select_starter
+from .backends import get_backend
 from .frontend.picker import device_picker
 from .frontend.settings import kernel_settings, set_defaults
 from .frontend.views import select_view
@@ -50,8 +50,7 @@ def launch(
     rendezvous_timeout: float = 300.0,
     secret: str | None = None,
     cluster: str | None = None,
-    resources_per_rank: dict | None = None,
-    placement_strategy: str | None = None,
+    **backend_options: Any,
 ) -> Launch:
     """Start ``function(*args)`` on ``num_processes`` ranks and return a ``Launch`` handle at once.
 
@@ -99,14 +98,15 @@ def launch(
         secret: with several nodes, a key every node's cell shares (or ``NOTEBOOK_LAUNCHER_SECRET``):
             the nodes sign their messages on the rendezvous store with it, so another process that
             reaches the store's port cannot forge a node's join or failure. Not needed on one node.
-        cluster: None (ranks on this machine), "ray" (one Ray actor per rank on the cluster
-            ``ray.init()`` finds: ``RAY_ADDRESS`` or a running head) or "ray://host:10001" (Ray
-            Client). ``num_processes`` is then the total number of ranks; rank 0's node hosts the
-            store; the function travels by value. Needs ``pip install 'notebook-launcher[ray]'``.
-        resources_per_rank: what each rank's actor reserves, e.g. ``{"GPU": 1}`` or ``{"CPU": 2}``
-            (default ``{"CPU": 1}``); with a GPU the ranks are CUDA ranks.
-        placement_strategy: how Ray spreads the ranks: "PACK" (default: as few nodes as possible),
-            "SPREAD", "STRICT_PACK" or "STRICT_SPREAD". The launch starts whole or not at all.
+        cluster: where the ranks run (``backends``): None (this machine), "ray" (one Ray actor per
+            rank on the cluster ``ray.init()`` finds: ``RAY_ADDRESS`` or a running head) or
+            "ray://host:10001" (Ray Client). ``num_processes`` is then the total number of ranks;
+            rank 0's node hosts the store; the function travels by value. Needs
+            ``pip install 'notebook-launcher[ray]'``.
+        backend_options: the chosen backend's own keywords, checked by it. Ray's are
+            ``resources_per_rank`` (what each rank's actor reserves, e.g. ``{"GPU": 1}``; default
+            ``{"CPU": 1}``) and ``placement_strategy`` ("PACK", "SPREAD", "STRICT_PACK",
+            "STRICT_SPREAD"): see ``backends.ray.options.check_cluster``.
 
     Returns:
         The running ``Launch``: ``.wait()``, ``.stop()``, ``.stacks()``, ``.status``, ``.results``, ``.logs(rank)``.
@@ -148,8 +148,7 @@ def launch(
         rendezvous_timeout=rendezvous_timeout,
         secret=secret,
         cluster=cluster,
-        resources_per_rank=resources_per_rank,
-        placement_strategy=placement_strategy,
+        **backend_options,
     )
     view = select_view(display, line_prefix=plan.log_line_prefix, show_at_start=not _CALLER_WAITS.get())
     return start_launch(plan, notices, view)
@@ -183,8 +182,10 @@ def start_launch(plan, notices, view):
     for notice in notices:
         print(notice, file=sys.stderr)
 
+    backend = get_backend(plan.backend)
+
     def make_starter():
-        starter = select_starter(plan.start_method)
+        starter = backend.starter(plan)
         starter.prepare(plan)
         return starter
 

@@ -17,11 +17,10 @@ import sys
 import threading
 import time
 
-from ..backends.ray.info import cluster_info
-from ..backends.ray.pool import observe_pool
+from ..backends import backend_status, observe_backends
 from ..devices.inventory import device_inventory
 from ..launching.handle import active_launches, find_launch, observe_launches
-from .messages import HISTORY, launch_info, start_server_message
+from .messages import HISTORY, launch_info
 from .settings import SETTING_CHOICES, kernel_settings
 
 __all__ = ["register", "open_sidebars", "TARGET", "SILENT_AFTER"]
@@ -118,15 +117,8 @@ def state():
         "settings": kernel_settings().as_dict(),
         "choices": {name: list(values) for name, values in SETTING_CHOICES.items()},
         "launches": launches(),
-        "start_server": _start_server(),
-        "cluster": cluster_info(),
+        **backend_status(),  # "start_server" (the local backend's), "cluster" (Ray's)
     }
-
-
-def _start_server():
-    from ..backends.local.server import start_server_info  # imported when a sidebar connects, not with the package
-
-    return start_server_message(start_server_info())
 
 
 _channels: set = set()  # the open sidebar comms (``open_sidebars``)
@@ -149,10 +141,7 @@ class _SidebarChannel:
             _channels.add(self)
         self._stop_observing = observe_launches(self._launch_changed)
         self._stop_settings = kernel_settings().observe(self._settings_changed)
-        from ..backends.local.server import observe_start_server
-
-        self._stop_server = observe_start_server(self._server_changed)
-        self._stop_pool = observe_pool(self._pool_changed)
+        self._stop_backends = observe_backends(self._backend_changed)
         self._handlers = {
             "get_state": lambda data: self._send(state()),
             "set_settings": self._set_settings,
@@ -169,8 +158,7 @@ class _SidebarChannel:
             _channels.discard(self)
         self._stop_observing()
         self._stop_settings()
-        self._stop_server()
-        self._stop_pool()
+        self._stop_backends()
 
     def _on_msg(self, msg):
         self._heard = self._clock()
@@ -231,11 +219,8 @@ class _SidebarChannel:
     def _settings_changed(self, settings):
         self._send({"type": "settings", "settings": settings})
 
-    def _pool_changed(self):
-        self._send({"type": "cluster", "cluster": cluster_info()})
-
-    def _server_changed(self, info):
-        self._send({"type": "start_server", "start_server": start_server_message(info)})
+    def _backend_changed(self, section, value):
+        self._send({"type": section, section: value})
 
 
 def _open(comm, open_msg):

@@ -41,7 +41,6 @@ __all__ = [
     "StartServerInfo",
     "ClusterInfo",
     "launch_info",
-    "start_server_message",
     "HISTORY",
 ]
 
@@ -86,7 +85,7 @@ class ClusterNode(TypedDict):
 
 
 class ClusterInfo(TypedDict):
-    """The Ray cluster the kernel is connected to (``backends.ray.info.cluster_info``); None when not."""
+    """The Ray cluster the kernel is connected to (the Ray backend's status); None when not."""
 
     address: str
     nodes: list  # ClusterNode, the live ones first
@@ -119,16 +118,4 @@ def launch_info(launch) -> LaunchInfo:
         "attempt": getattr(launch, "attempt", 0),
         "kind": getattr(launch, "kind", "launch"),
         "places": {str(rank): str(place) for rank in launch.ranks if (place := launch.place(rank)) is not None},
-    }
-
-
-def start_server_message(info: dict) -> StartServerInfo:
-    """The StartServerInfo of ``backends.local.server.start_server_info()`` (every field present)."""
-    return {
-        "state": str(info.get("state", "not started")),
-        "pid": info.get("pid"),
-        "torch": info.get("torch"),
-        "preloaded": list(info.get("preloaded", [])),
-        "ranks_started": int(info.get("ranks_started", 0)),
-        "live_ranks": int(info.get("live_ranks", 0)),
     }

@@ -15,10 +15,12 @@ import dataclasses
 import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
-from ..backends.ray.options import ClusterPlan, check_cluster, cluster_ranks
+from ..backends import backend_for, check_backend_options
+from ..backends.base import PlacementRequest
 from ..choices import MIXED_PRECISIONS, START_METHODS, check_choice
-from ..devices import Device, select_device
+from ..devices import Device
 from ..devices.probe import usable_cpus
 from ..rank.capture import FLUSH_INTERVAL
 from .checks import (
@@ -34,11 +36,9 @@ from .checks import (
     check_seconds,
     check_secret,
     check_working_directory,
-    is_int,
 )
 from .environment import rank_environment, threads_per_rank
 from .ports import check_port_free
-from .preflight import fork_hazards
 from .watchdog import STRAGGLER_TIMEOUT
 
 __all__ = ["LaunchPlan", "make_plan"]
@@ -87,8 +87,9 @@ class LaunchPlan:
     faults: FaultPolicy = field(default_factory=FaultPolicy)
     log_line_prefix: str | None = None  # e.g. "[{rank}]: " (torchrun's log_line_prefix_template)
     run_id: str = ""
-    cluster: ClusterPlan | None = None  # the ranks run on a Ray cluster (``cluster``), not here
     flush_interval: float = FLUSH_INTERVAL  # seconds between a rank's output flushes
+    backend: str = "local"  # where the ranks run (``backends``): its registered name
+    options: Any = None  # that backend's checked options (a frozen dataclass, e.g. Ray's ``ClusterPlan``)
 
     @property
     def grace_period(self) -> float:
@@ -154,10 +155,13 @@ def make_plan(
     log_line_prefix_template=None,
     secret=None,
     cluster=None,
-    resources_per_rank=None,
-    placement_strategy=None,
+    **backend_options,
 ):
     """Check the arguments and resolve the defaults.
+
+    ``cluster`` names the backend (``backends.backend_for``: None is this machine) and
+    ``backend_options`` are its own keywords (Ray's ``resources_per_rank``, ``placement_strategy``),
+    which it checks and uses to place the ranks (``Backend.place``).
 
     Returns:
         ``(plan, notices)``: one-line messages for the user (CPU ranks oversubscribed, "auto" chose
@@ -205,28 +209,20 @@ def make_plan(
     check_prefix(log_line_prefix_template)
     if use_port is not None and node_rank == 0 and rdzv_backend == "static":
         check_port_free(master_addr, use_port)  # said now; the rendezvous binds it when the launch starts
-    on_cluster = check_cluster(cluster, resources_per_rank, placement_strategy)
-    if on_cluster is not None:
-        chosen, count, method = cluster_ranks(on_cluster, num_processes, device, start_method, num_nodes)
-        notices = []
-    else:
-        chosen = select_device(device)
-        count = resolve_num_processes(num_processes, chosen, default_num_processes)
-        refused = chosen.check_precision(mixed_precision)
-        if refused:
-            raise ValueError(refused)
-        faults = dataclasses.replace(faults, stall_hint=chosen.stall_hint(count))
-        method, notice = chosen.resolve_start_method(start_method, fork_hazards())
-        notices = [text for text in (chosen.oversubscription(count), notice) if text]
+    backend = backend_for(cluster)
+    options = check_backend_options(backend, cluster, backend_options)
+    request = PlacementRequest(num_processes, device, start_method, mixed_precision, num_nodes, default_num_processes)
+    placement = backend.place(options, request)
+    faults = dataclasses.replace(faults, stall_hint=placement.stall_hint)
     run_id = str(rdzv_id)
     if rdzv_id in (None, "none") and num_nodes == 1:
         run_id = os.urandom(6).hex()  # nodes share torchrun's default "none"; one node gets an id of its own
     plan = LaunchPlan(
         function,
         tuple(args),
-        count,
-        chosen,
-        method,
+        placement.num_processes,
+        placement.device,
+        placement.start_method,
         mixed_precision,
         master_addr,
         node_rank,
@@ -235,24 +231,8 @@ def make_plan(
         faults,
         log_line_prefix_template,
         run_id,
-        on_cluster,
         flush_interval,
+        backend.name,
+        options,
     )
-    return plan, notices
-
-
-def resolve_num_processes(num_processes, device, default=None):
-    """The argument if given, else the kernel's chosen default, else the device's own default."""
-    if num_processes is None:
-        num_processes = default if default is not None else device.default_processes()
-    if not is_int(num_processes):
-        raise ValueError(
-            f"num_processes must be an int, got {type(num_processes).__name__} {num_processes!r}"
-            f" (found {device.describe()})"
-        )
-    if num_processes < 1:
-        raise ValueError(f"num_processes must be at least 1, got {num_processes} (found {device.describe()})")
-    refused = device.check_processes(num_processes)
-    if refused:
-        raise ValueError(refused)
-    return num_processes
+    return plan, list(placement.notices)

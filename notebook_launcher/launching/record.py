@@ -43,7 +43,7 @@ class LaunchRecord:
         self.attempt = 0  # restarts so far
         self._past_failures: list = []
         self.waiting = ""  # what the launch waits for now ("waiting for rank 1: ..."), shown live
-        self.places: dict = {}  # rank → backends.local.base.Place, for ranks not on this machine
+        self.places: dict = {}  # rank → backends.base.Place, for ranks not on this machine
         self._stacks: dict[int, dict] = {}
         self._stacks_asked: list[int] | None = []
         self._stacks_taken_at: float | None = None

@@ -40,7 +40,7 @@ import traceback
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
-from ..backends.local.base import RankGroup, Starter
+from ..backends.base import RankGroup, Starter
 from ..interrupt_routing import history_thread_born_deaf
 from ..rank.bootstrap import RankSpec
 from ..wire import rebuild_exception

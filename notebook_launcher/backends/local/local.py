@@ -22,7 +22,8 @@ from typing import TYPE_CHECKING
 
 from ...rank.marked import kill_marked, rank_prefix
 from ...wire import STACKS_SIGNAL
-from .base import RankSink, StartedProcess
+from ..base import RankSink
+from .base import StartedProcess
 from .guardian import forget_group, watch_group
 from .piped_group import PipedRankGroup
 from .pipes import RankProcess, close_pipes, make_pipes

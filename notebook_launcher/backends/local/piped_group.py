@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .base import RankSink
+from ..base import RankSink
 from .pipes import RankProcess
 
 __all__ = ["PipedRankGroup"]

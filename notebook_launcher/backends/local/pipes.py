@@ -23,7 +23,8 @@ from typing import Any
 from ...rank.bootstrap import RankPipes
 from ...wire import OUTPUT, REPLY, FrameReader, LineReader
 from ...wire.events import output_parts
-from .base import RankSink, StartedProcess
+from ..base import RankSink
+from .base import StartedProcess
 
 __all__ = ["RankProcess", "make_pipes", "close_pipes"]
 

@@ -28,7 +28,7 @@ from typing import Any
 
 from ...rank.bootstrap import RankSpec
 from ...wire import SIGNAL_SENDER_MARK, STACKS_SIGNAL
-from ..local.base import RankSink
+from ..base import RankSink
 from ..local.piped_group import PipedRankGroup
 from ..local.pipes import RankProcess, make_pipes
 from .head_watch import lost_reason

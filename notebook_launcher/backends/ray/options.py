@@ -51,21 +51,20 @@ class ClusterPlan:
         return f"{ranks} rank{'s' if ranks != 1 else ''} x {self.resources} ({self.strategy})"
 
 
-def check_cluster(cluster: Any, resources_per_rank: Any = None, placement_strategy: Any = None) -> ClusterPlan | None:
-    """The ``ClusterPlan`` of the arguments, or None for a launch on this machine.
+def check_cluster(cluster: Any, resources_per_rank: Any = None, placement_strategy: Any = None) -> ClusterPlan:
+    """The ``ClusterPlan`` of the arguments.
+
+    Args:
+        cluster: "ray" (the cluster ``ray.init()`` finds: ``RAY_ADDRESS`` or a running head) or
+            "ray://host:10001" (Ray Client).
+        resources_per_rank: what each rank's actor reserves, e.g. ``{"GPU": 1}`` or ``{"CPU": 2}``
+            (default ``{"CPU": 1}``); with a GPU the ranks are CUDA ranks.
+        placement_strategy: how Ray spreads the ranks: "PACK" (default: as few nodes as possible),
+            "SPREAD", "STRICT_PACK" or "STRICT_SPREAD". The launch starts whole or not at all.
 
     Raises:
-        ValueError: an unknown cluster, a bad resource or strategy, or cluster options without a cluster.
+        ValueError: an unknown cluster, a bad resource or strategy.
     """
-    if cluster is None:
-        given = [
-            name
-            for name, value in (("resources_per_rank", resources_per_rank), ("placement_strategy", placement_strategy))
-            if value is not None
-        ]
-        if given:
-            raise ValueError(f"{' and '.join(given)} only apply with cluster='ray'; pass cluster='ray' too")
-        return None
     if cluster == "ray":
         address = None
     elif isinstance(cluster, str) and cluster.startswith("ray://") and len(cluster) > len("ray://"):

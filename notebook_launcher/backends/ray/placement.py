@@ -21,7 +21,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from ..local.base import Place
+from ..base import Place
 
 __all__ = ["Spot", "Layout"]
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from ..local.base import Place
+from ..base import Place
 from ..local.spawn import payload_file_bytes
 from .connect import connect
 from .group import RayRankGroup
@@ -36,7 +36,7 @@ class RayStarter:
 
     def prepare(self, plan: Any) -> None:
         """Connect to the cluster and pickle the payload; raises ``LaunchError`` before anything starts."""
-        ray = connect(plan.cluster.address)
+        ray = connect(plan.options.address)
         payload = payload_file_bytes(plan.function, plan.args, "a launch on a Ray cluster", "plain values")
         self._payload = ray.put(payload)
 
@@ -49,7 +49,7 @@ class RayStarter:
 
     def rank_group(self, plan: Any) -> RayRankGroup:
         assert self.pool is not None, "the meeting is opened before the ranks start"
-        self._group = RayRankGroup(self.pool, self._payload, plan.grace_period, plan.cluster.cpus)
+        self._group = RayRankGroup(self.pool, self._payload, plan.grace_period, plan.options.cpus)
         return self._group
 
     def cleanup(self) -> None:
@@ -76,7 +76,7 @@ class RayMeeting:
         import ray
 
         plan = self._plan
-        pool = acquire(plan.cluster, plan.num_processes, plan.rendezvous.timeout, stop_requested, waiting)
+        pool = acquire(plan.options, plan.num_processes, plan.rendezvous.timeout, stop_requested, waiting)
         self._starter.pool = pool
         self.master_addr = pool.layout.master_addr
         self._port = ray.get(pool.actors[0].host_store.remote(plan.world_size, plan.rendezvous.timeout))

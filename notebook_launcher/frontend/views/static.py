@@ -78,7 +78,7 @@ def places_text(launch: LaunchState) -> str:
 
     Examples:
         >>> from types import SimpleNamespace
-        >>> from notebook_launcher.backends.local.base import Place
+        >>> from notebook_launcher.backends.base import Place
         >>> places = {0: Place(0, "10.0.0.1"), 1: Place(0, "10.0.0.1"), 2: Place(1, "10.0.0.2")}
         >>> places_text(SimpleNamespace(ranks=[0, 1, 2], place=places.get))
         'ranks 0, 1 on node 0 (10.0.0.1) · rank 2 on node 1 (10.0.0.2)'

@@ -1,0 +1,60 @@
+"""The Ray backend: one Ray actor per rank on a cluster, driven from this kernel
+(``launch(..., cluster="ray")`` or ``cluster="ray://host:10001"``). Importing it does not import Ray.
+
+Examples:
+    >>> backend = RayBackend()
+    >>> options = backend.check_options("ray", {"placement_strategy": "spread"})
+    >>> placement = backend.place(options, PlacementRequest(num_processes=4))
+    >>> options.strategy, placement.device.name, placement.num_processes, placement.start_method
+    ('SPREAD', 'cpu', 4, 'ray')
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any
+
+from ..base import Placement, PlacementRequest, StatusListener
+from .options import ClusterPlan, check_cluster, cluster_ranks
+
+if TYPE_CHECKING:
+    from ...launching.plan import LaunchPlan
+    from ..base import Starter
+
+__all__ = ["RayBackend"]
+
+
+class RayBackend:
+    """Ranks on a Ray cluster; its options are a ``ClusterPlan``."""
+
+    name = "ray"
+    option_names: tuple[str, ...] = ("resources_per_rank", "placement_strategy")
+
+    def check_options(self, cluster: str | None, options: Mapping[str, Any]) -> ClusterPlan:
+        unknown = [name for name in options if name not in self.option_names]
+        if unknown:
+            raise TypeError(f"launch() got unexpected keyword arguments: {', '.join(map(repr, unknown))}")
+        return check_cluster(cluster, **options)
+
+    def place(self, options: ClusterPlan, request: PlacementRequest) -> Placement:
+        device, count, method = cluster_ranks(
+            options, request.num_processes, request.device, request.start_method, request.num_nodes
+        )
+        return Placement(device, count, method)
+
+    def starter(self, plan: LaunchPlan) -> Starter:
+        from .starter import RayStarter
+
+        return RayStarter()
+
+    def status(self) -> dict[str, Any]:
+        """The sidebar's cluster section (None while this kernel is not connected to a cluster)."""
+        from .info import cluster_info
+
+        return {"cluster": cluster_info()}
+
+    def observe(self, listener: StatusListener) -> Callable[[], None]:
+        from .info import cluster_info
+        from .pool import observe_pool
+
+        return observe_pool(lambda: listener("cluster", cluster_info()))
