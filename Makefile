@@ -113,7 +113,8 @@ check: $(STAMP) labextension/node_modules
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/mypy
 	cd labextension && npx tsc --noEmit -p . && npx eslint src
-	$(PY) -m pytest -q tests/test_units.py tests/test_gpu_report.py notebook_launcher trainer_core
+	$(PY) -m pytest -q tests/test_units.py tests/test_gpu_report.py tests/test_layers.py tests/test_backend_registry.py \
+		notebook_launcher trainer_core
 
 labextension/node_modules: labextension/package.json labextension/package-lock.json
 	cd labextension && npm install --no-audit --no-fund --loglevel=error

@@ -18,7 +18,6 @@ os.environ.setdefault("PYTORCH_NVML_BASED_CUDA_CHECK", "1")
 
 # after the setting above, which must come before anything could import torch
 import importlib  # noqa: E402
-from typing import Any  # noqa: E402
 
 from ._version import __version__  # noqa: E402
 from .devices import cuda_init_site  # noqa: E402
@@ -48,7 +47,6 @@ _PUBLIC = {
 def __getattr__(name):
     if name not in _PUBLIC:
         raise AttributeError(f"module 'notebook_launcher' has no attribute {name!r}")
-    _register_in_kernel()  # the package was first imported by trainer_core, quietly
     value = getattr(importlib.import_module(f".{_PUBLIC[name]}", __name__), name)
     globals()[name] = value
     return value
@@ -79,7 +77,7 @@ _registered = False
 
 def _register_in_kernel():
     """Importing the package inside a Jupyter kernel makes the sidebar work without %load_ext, and
-    starts warming the lazy imports ranks would otherwise each do (``backends.local.warmup``). Once."""
+    lets each backend prepare the kernel (the local one warms the imports its ranks would otherwise each do). Once."""
     import sys
 
     global _registered
@@ -89,31 +87,18 @@ def _register_in_kernel():
     ipython = sys.modules.get("IPython")
     if ipython is not None and getattr(ipython.get_ipython(), "kernel", None) is not None:
         load_ipython_extension(ipython.get_ipython())
-        from .backends.local.warmup import warm_in_kernel
+        from .backends import loaded_backends
         from .frontend.notices import register as register_notices
 
         register_notices(ipython.get_ipython())
-        warm_in_kernel()
+        for backend in loaded_backends():
+            backend.in_kernel()
         from .scratch import sweep_dead_kernels
 
         sweep_dead_kernels()  # what kernels killed before they could clean up left in /tmp
 
 
-def _imported_by_trainer_core():
-    """Whether the code importing this package is trainer_core's (a library using a few of its
-    parts: that must not set up the sidebar, the magics and the warm-up in the user's kernel)."""
-    import sys
-
-    frame: Any = sys._getframe(1)
-    while frame is not None and (
-        frame.f_code.co_filename.startswith("<frozen importlib") or frame.f_globals.get("__name__") == __name__
-    ):
-        frame = frame.f_back
-    return frame is not None and str(frame.f_globals.get("__name__", "")).startswith("trainer_core")
-
-
-if not _imported_by_trainer_core():
-    _register_in_kernel()
+_register_in_kernel()
 
 
 def __dir__():

@@ -193,7 +193,7 @@ def test_a_kernel_interrupt_ends_the_cluster_ranks_and_frees_the_cluster(cluster
         assert "every rank has ended; where the ranks were" in result.error["evalue"]
         for rank in range(4):
             assert re.search(rf"rank {rank}: in train_forever .*dist.all_reduce", result.error["evalue"])
-        assert kernel.eval("__import__('notebook_launcher.backends.ray').cluster.pool_info()") is None
+        assert kernel.eval("__import__('notebook_launcher.backends.ray').backends.ray.pool_info()") is None
         wait_until(lambda: free_cpus() == 4, "the interrupted launch's actors to be released", timeout=20)
         again = "print(notebook_launcher(lambda: 'again', num_processes=2, cluster='ray'))"
         assert kernel.ok(again, timeout=120).stdout.strip().endswith("again")
@@ -290,11 +290,19 @@ def test_a_cluster_that_cannot_place_the_ranks_says_what_was_asked_and_what_it_h
 
 
 def test_cluster_arguments_are_checked_before_anything_starts():
-    with pytest.raises(ValueError, match="cluster='slurm' is not valid"):
+    with pytest.raises(
+        ValueError, match=r"cluster='slurm' names no backend; registered: 'local' \(cluster=None\), 'ray'"
+    ):
         launch(print, num_processes=2, cluster="slurm")
+    with pytest.raises(ValueError, match="cluster='ray://' is not valid"):
+        launch(print, num_processes=2, cluster="ray://")
+    with pytest.raises(TypeError, match="unexpected keyword arguments: 'resources'"):
+        launch(print, num_processes=2, cluster="ray", resources={"GPU": 1})
+    with pytest.raises(TypeError, match="unexpected keyword arguments: 'placement'"):
+        launch(print, num_processes=2, placement="SPREAD")
     with pytest.raises(ValueError, match="num_processes must be a whole number of ranks"):
         launch(print, cluster="ray")
-    with pytest.raises(ValueError, match="resources_per_rank only apply with cluster='ray'"):
+    with pytest.raises(ValueError, match="resources_per_rank only applies with cluster='ray'"):
         launch(print, num_processes=2, resources_per_rank={"GPU": 1})
     with pytest.raises(ValueError, match="placement_strategy='round' is not valid"):
         launch(print, num_processes=2, cluster="ray", placement_strategy="round")

@@ -1,7 +1,8 @@
 """``accelerator.log``: keep the metrics, and stream them to the kernel when launched from a notebook.
 
-Under notebook_launcher each record also goes through the worker's channel as a "metric" event,
-which the launch keeps (``Launch.metrics``) and its view draws. Outside a launch it is only kept.
+Each record is also logged on the ``trainer_core.metrics`` logger (its ``metric`` attribute);
+under notebook_launcher a rank relays those to the kernel as "metric" events, which the launch
+keeps (``Launch.metrics``) and its view draws. Outside a launch nothing listens and it is only kept.
 
 Examples:
     >>> log = MetricLog()
@@ -14,9 +15,13 @@ Examples:
 
 from __future__ import annotations
 
+import logging
 import numbers
 
 __all__ = ["MetricLog"]
+
+_LOG = logging.getLogger("trainer_core.metrics")
+_LOG.propagate = False  # the records are data for whoever relays them, not lines for the user's log
 
 
 class MetricLog:
@@ -32,17 +37,13 @@ class MetricLog:
         self._next_step = step + 1
         record = {"step": int(step), "values": {str(k): _number(v) for k, v in values.items()}}
         self.records.append(record)
-        channel = _channel()
-        if channel is not None:
-            channel.send("metric", record)
+        _send(record)
         return record
 
     def show(self, values, step):
         """Send ``values`` to the notebook view only (not kept, not given to trackers): what the
         library measures about the run, beside the user's metrics."""
-        channel = _channel()
-        if channel is not None:
-            channel.send("metric", {"step": int(step), "values": {str(k): _number(v) for k, v in values.items()}})
+        _send({"step": int(step), "values": {str(k): _number(v) for k, v in values.items()}})
 
 
 def _number(value):
@@ -53,9 +54,6 @@ def _number(value):
     return float(value)  # type: ignore[arg-type]
 
 
-def _channel():
-    try:
-        from notebook_launcher.wire import rank_channel
-    except ImportError:  # trainer_core used without the launcher installed
-        return None
-    return rank_channel()
+def _send(record):
+    if _LOG.isEnabledFor(logging.INFO):
+        _LOG.info("metric", extra={"metric": record})

@@ -20,9 +20,8 @@ from typing import Any
 
 import torch
 
-from notebook_launcher.devices.probe import xla_platform
-
 from .backends import select_backend
+from .hardware import xla_platform
 
 __all__ = ["DistributedState"]
 

@@ -116,7 +116,8 @@ def check_backend_options(backend: Backend, cluster: Any, options: Mapping[str, 
     if elsewhere:
         given = " and ".join(elsewhere)
         owners = sorted(set(elsewhere.values()))
-        raise ValueError(f"{given} only apply with cluster={owners[0]!r}; pass cluster={owners[0]!r} too")
+        verb = "apply" if len(elsewhere) > 1 else "applies"
+        raise ValueError(f"{given} only {verb} with cluster={owners[0]!r}; pass cluster={owners[0]!r} too")
     return backend.check_options(cluster, options)
 
 

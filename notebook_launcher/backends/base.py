@@ -97,6 +97,10 @@ class Backend(Protocol):
         """A new ``Starter`` for ``plan`` (not prepared yet)."""
         ...
 
+    def in_kernel(self) -> None:
+        """The package was imported in a Jupyter kernel: start what makes the first launch fast."""
+        ...
+
     def status(self) -> dict[str, Any]:
         """The sidebar's sections this backend fills: section name → message (``frontend.messages``)."""
         ...

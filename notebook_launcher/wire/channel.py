@@ -23,6 +23,7 @@ Examples:
 
 from __future__ import annotations
 
+import logging
 import os
 import pickle
 import signal
@@ -154,12 +155,42 @@ class FrameReader:
 # -- the rank's channel ---------------------------------------------------------------------------
 
 _current: ChannelWriter | None = None
+METRICS_LOGGER = "trainer_core.metrics"  # where trainer_core logs a record's ``metric`` payload
+
+
+class _MetricRelay(logging.Handler):
+    """Sends the ``metric`` payload of each record of ``METRICS_LOGGER`` on the rank's channel, so
+    trainer_core reaches the kernel without importing the launcher."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        payload = getattr(record, "metric", None)
+        if payload is not None and _current is not None:
+            _current.send(METRIC, payload)
+
+
+_relay = _MetricRelay()
 
 
 def set_rank_channel(writer: ChannelWriter | None) -> None:
-    """Make ``writer`` this process's channel (called once by the rank bootstrap)."""
+    """Make ``writer`` this process's channel (called once by the rank bootstrap), and relay
+    trainer_core's metric records on it (``METRICS_LOGGER``).
+
+    Examples:
+        >>> r, w = os.pipe()
+        >>> set_rank_channel(ChannelWriter(w, rank=0))
+        >>> logging.getLogger(METRICS_LOGGER).info("metric", extra={"metric": {"step": 0, "values": {"loss": 1.0}}})
+        >>> FrameReader().feed(os.read(r, 4096))[0][:2]
+        ('metric', {'step': 0, 'values': {'loss': 1.0}})
+        >>> set_rank_channel(None)
+    """
     global _current
     _current = writer
+    logger = logging.getLogger(METRICS_LOGGER)
+    if writer is None:
+        logger.removeHandler(_relay)
+    elif _relay not in logger.handlers:
+        logger.setLevel(logging.INFO)
+        logger.addHandler(_relay)
 
 
 def rank_channel() -> ChannelWriter | None:

@@ -44,7 +44,7 @@ def gpu_count() -> int:
     torch_cuda = sys.modules.get("torch.cuda")
     if torch_cuda is not None and torch.cuda.is_initialized():
         return torch.cuda.device_count()
-    from notebook_launcher.devices.probe import cuda_gpus
+    from ..hardware import cuda_gpus
 
     return len(cuda_gpus())
 
@@ -92,7 +92,7 @@ def get_max_memory(max_memory: dict | None = None) -> dict[Device, float]:
 def _gpu_memory(gpus: int) -> list[int]:
     if gpus and torch.cuda.is_initialized():
         return [torch.cuda.mem_get_info(index)[0] for index in range(gpus)]
-    from notebook_launcher.devices.probe import cuda_gpus
+    from ..hardware import cuda_gpus
 
     return [int((gpu["memory_mib"] or 0) * 2**20 * 0.9) for gpu in cuda_gpus()[:gpus]]
 

@@ -83,6 +83,12 @@ class LocalBackend:
     def starter(self, plan: LaunchPlan) -> Starter:
         return STARTERS[plan.start_method]()
 
+    def in_kernel(self) -> None:
+        """Warm, in the background, the imports every rank would otherwise do (``warmup``)."""
+        from .warmup import warm_in_kernel
+
+        warm_in_kernel()
+
     def status(self) -> dict[str, Any]:
         """The sidebar's start server section."""
         from .server import start_server_info  # imported when a sidebar connects, not with the package

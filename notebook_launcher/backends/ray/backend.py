@@ -47,6 +47,9 @@ class RayBackend:
 
         return RayStarter()
 
+    def in_kernel(self) -> None:
+        """Nothing: Ray is imported and reached only by a cluster launch."""
+
     def status(self) -> dict[str, Any]:
         """The sidebar's cluster section (None while this kernel is not connected to a cluster)."""
         from .info import cluster_info

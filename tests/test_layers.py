@@ -1,0 +1,58 @@
+"""The import layers hold: the contracts in pyproject.toml's ``[tool.importlinter]``, checked by
+import-linter over the real import graph (indirect imports count). Runs in ``make check``.
+
+The contracts: trainer_core imports nothing of the launcher; the launch core and the front end
+import no backend; backends import neither the launch policy nor the front end; the Ray backend
+builds on the local one and never the other way; the wire and the devices are the bottom layer;
+what runs in a rank imports nothing of the kernel's side.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def test_every_layer_contract_is_kept():
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "import sys; from importlinter.cli import lint_imports; sys.exit(lint_imports(no_cache=True))",
+        ],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=240,
+    )
+    report = done.stdout + done.stderr
+    assert "BROKEN" not in report and done.returncode == 0, report
+    assert report.count("KEPT") >= 7, report
+
+
+def test_importing_trainer_core_loads_nothing_of_the_launcher_and_no_torch():
+    code = (
+        "import json, sys, trainer_core, trainer_core.hardware\n"
+        "print(json.dumps([sorted(m for m in sys.modules if m.startswith('notebook_launcher')),"
+        " 'torch' in sys.modules]))\n"
+        "from trainer_core import Accelerator\n"
+        "print(json.dumps([sorted(m for m in sys.modules if m.startswith('notebook_launcher')),"
+        " 'torch' in sys.modules]))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=240)
+    assert done.returncode == 0, done.stderr
+    before, after = (json.loads(line) for line in done.stdout.splitlines())
+    assert before == [[], False]  # the package alone: no launcher, no torch
+    assert after == [[], True]  # the Accelerator loads torch, still no launcher
+
+
+def test_trainer_cores_public_names_are_the_ones_it_loads():
+    import trainer_core
+
+    assert sorted(trainer_core.__all__) == sorted(["__version__", *trainer_core._PUBLIC])
+    for name in trainer_core.__all__:
+        assert getattr(trainer_core, name) is not None
