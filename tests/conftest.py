@@ -95,3 +95,19 @@ def browser():
         chromium = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
         yield chromium
         chromium.close()
+
+
+SANDBOX_BACKEND = os.path.join(os.path.dirname(__file__), "backend_sandbox")  # the package and its dist-info
+
+
+@pytest.fixture
+def sandbox(monkeypatch):
+    """``cluster="sandbox"`` (``tests/backend_sandbox``) registered for one test; the registry is
+    put back after it."""
+    from notebook_launcher import backends
+
+    monkeypatch.syspath_prepend(SANDBOX_BACKEND)
+    monkeypatch.setattr(backends, "_known", dict(backends._known))
+    monkeypatch.setattr(backends, "_loaded", dict(backends._loaded))
+    backends.register_backend("sandbox", "sandbox_backend:SandboxBackend")
+    return backends.get_backend("sandbox")

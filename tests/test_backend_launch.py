@@ -11,14 +11,11 @@ import os
 import subprocess
 import sys
 import traceback
-from pathlib import Path
 
 import pytest
+from conftest import SANDBOX_BACKEND as SANDBOX
 
 from notebook_launcher import notebook_launcher
-from notebook_launcher.backends import register_backend
-
-SANDBOX = Path(__file__).parent / "backend_sandbox"
 
 
 def greet_and_sum(offset):
@@ -35,16 +32,6 @@ def fail_on_rank_one():
     if int(os.environ["RANK"]) == 1:
         raise KeyError(f"no {os.environ['GREETING']} on rank 1")
     return "fine"
-
-
-@pytest.fixture
-def sandbox(monkeypatch):
-    from notebook_launcher import backends
-
-    monkeypatch.syspath_prepend(str(SANDBOX))
-    monkeypatch.setattr(backends, "_known", dict(backends._known))
-    monkeypatch.setattr(backends, "_loaded", dict(backends._loaded))
-    register_backend("sandbox", "sandbox_backend:SandboxBackend")
 
 
 def test_a_registered_backend_runs_the_ranks_and_returns_rank_zeros_value(sandbox, capsys):

@@ -6,25 +6,11 @@ launcher names it. Runs in ``make check``.
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 
 from notebook_launcher import backends
 from notebook_launcher.backends import backend_for, backend_status, get_backend, observe_backends, register_backend
 from notebook_launcher.launching.plan import make_plan
-
-SANDBOX = Path(__file__).parent / "backend_sandbox"  # the package, beside its dist-info (entry point)
-
-
-@pytest.fixture
-def sandbox(monkeypatch):
-    """``cluster="sandbox"`` registered for one test (the registry is put back after it)."""
-    monkeypatch.syspath_prepend(str(SANDBOX))
-    monkeypatch.setattr(backends, "_known", dict(backends._known))
-    monkeypatch.setattr(backends, "_loaded", dict(backends._loaded))
-    register_backend("sandbox", "sandbox_backend:SandboxBackend")
-    return get_backend("sandbox")
 
 
 def test_cluster_names_the_backend_and_none_is_this_machine():

@@ -37,10 +37,11 @@ RECORD_STATUS = """(selector) => {
             e.textContent + (e.dataset.status || '')));
         return item ? (item.dataset.status || item.textContent).trim() : '';
     };
-    window.nlStatuses = [read()];
+    window.nlStatuses = [[read(), performance.now()]];
     new MutationObserver(() => {
         const now = read();
-        if (now !== window.nlStatuses[window.nlStatuses.length - 1]) window.nlStatuses.push(now);
+        const last = window.nlStatuses[window.nlStatuses.length - 1][0];
+        if (now !== last) window.nlStatuses.push([now, performance.now()]);
     }).observe(document.body, {subtree: true, childList: true, characterData: true, attributes: true,
                                attributeFilter: ['data-status']});
 }"""
@@ -73,8 +74,26 @@ def _check_running_launch(page, ranks, lines, artifact):
 
 
 def _statuses_while_running(page):
-    """The statuses recorded since the cell was asked to run, up to now (the ranks still waiting)."""
-    return page.evaluate("() => window.nlStatuses")
+    """The statuses recorded since the cell was asked to run, up to now (the ranks still waiting),
+    each with how long it was shown (ms)."""
+    return page.evaluate(
+        "() => window.nlStatuses.map(([text, at], i, all) => [text, (i + 1 < all.length ? all[i + 1][1]"
+        " : performance.now()) - at])"
+    )
+
+
+# The kernel follows a subshell's "idle" with "busy" at once (``frontend.busy_status``); on a loaded
+# machine the page can draw between the two messages. An idle shown this briefly is that pair; the
+# bug is an idle that stays.
+FLICKER_MS = 250
+
+
+def _idle_after_busy(seen, busy_word, idle_word):
+    """The statuses after the first busy one that read idle for longer than a flicker."""
+    texts = [text for text, _ in seen]
+    assert any(busy_word in text for text in texts), seen
+    first = next(i for i, text in enumerate(texts) if busy_word in text)
+    return [(text, held) for text, held in seen[first:] if idle_word in text and held > FLICKER_MS]
 
 
 def test_jupyterlab_shows_one_pane_and_stays_busy_while_the_launch_runs(lab, browser):
@@ -89,9 +108,7 @@ def test_jupyterlab_shows_one_pane_and_stays_busy_while_the_launch_runs(lab, bro
     _check_contrast(page, chips=["rank 0: running", "rank 1: running"], prefixes=["[rank 0]", "[rank 1]"])
     release_gates(gates, "p")
     page.locator(".nl-static .nl-summary", has_text="succeeded in").first.wait_for(timeout=60_000)
-    busy = [i for i, text in enumerate(seen) if "Busy" in text]
-    assert busy, seen
-    assert not any("Idle" in text for text in seen[busy[0] :]), f"the status bar during the launch: {seen}"
+    assert not _idle_after_busy(seen, "Busy", "Idle"), f"the status bar during the launch: {seen}"
     switch_theme(page, "JupyterLab Dark", light=False)
     _check_contrast(page, chips=["rank 0: done", "rank 1: done"])
     screenshot(page.locator(".jp-OutputArea-output", has=page.locator(".nl-static")).first, "finished-dark.png")
@@ -131,9 +148,7 @@ def test_notebook_7_shows_one_pane_and_stays_busy_while_the_launch_runs(lab, bro
         seen = _statuses_while_running(page)
         release_gates(gates, "n")
         page.locator(".nl-static .nl-summary", has_text="succeeded in").first.wait_for(timeout=60_000)
-        busy = [i for i, text in enumerate(seen) if text == "busy"]
-        assert busy, seen
-        assert "idle" not in seen[busy[0] :], f"the execution indicator during the launch: {seen}"
+        assert not _idle_after_busy(seen, "busy", "idle"), f"the execution indicator during the launch: {seen}"
 
 
 PARKED_DIST_CELL = """%%dist
