@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import contextvars
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from .backends import get_backend
@@ -50,6 +50,7 @@ def launch(
     rendezvous_timeout: float = 300.0,
     secret: str | None = None,
     cluster: str | None = None,
+    listeners: Sequence[Any] = (),
     **backend_options: Any,
 ) -> Launch:
     """Start ``function(*args)`` on ``num_processes`` ranks and return a ``Launch`` handle at once.
@@ -103,6 +104,11 @@ def launch(
             "ray://host:10001" (Ray Client). ``num_processes`` is then the total number of ranks;
             rank 0's node hosts the store; the function travels by value. Needs
             ``pip install 'notebook-launcher[ray]'``.
+        listeners: objects told of the launch's events as they happen: any of ``on_start(launch)``,
+            ``on_status(rank, status)``, ``on_output(rank, stream, text)``, ``on_live``,
+            ``on_display``, ``on_metric(rank, metric)``, ``on_finish(launch)`` (see
+            ``launching.listener.LaunchListener``); one that raises is reported and dropped.
+            ``Launch.subscribe`` adds one later.
         backend_options: the chosen backend's own keywords, checked by it. Ray's are
             ``resources_per_rank`` (what each rank's actor reserves, e.g. ``{"GPU": 1}``; default
             ``{"CPU": 1}``) and ``placement_strategy`` ("PACK", "SPREAD", "STRICT_PACK",
@@ -151,7 +157,7 @@ def launch(
         **backend_options,
     )
     view = select_view(display, line_prefix=plan.log_line_prefix, show_at_start=not _CALLER_WAITS.get())
-    return start_launch(plan, notices, view)
+    return start_launch(plan, notices, view, listeners)
 
 
 def plan_launch(function, args, num_processes, *, mixed_precision=None, start_method=None, **options):
@@ -177,8 +183,9 @@ def plan_launch(function, args, num_processes, *, mixed_precision=None, start_me
     )
 
 
-def start_launch(plan, notices, view):
-    """Print ``notices``, start ``plan``'s ranks shown by ``view`` and return the running ``Launch``."""
+def start_launch(plan, notices, view, listeners=()):
+    """Print ``notices``, start ``plan``'s ranks shown by ``view`` (and told to ``listeners``) and
+    return the running ``Launch``."""
     for notice in notices:
         print(notice, file=sys.stderr)
 
@@ -189,7 +196,7 @@ def start_launch(plan, notices, view):
         starter.prepare(plan)
         return starter
 
-    return Launch(plan, make_starter(), view, make_starter).start()
+    return Launch(plan, make_starter(), view, make_starter, listeners).start()
 
 
 def notebook_launcher(

@@ -23,7 +23,8 @@ from ..errors import LaunchError
 from ..interrupt_routing import wait_event
 from ..tracebacks import shown_as
 from .elastic_compat import also_child_failed
-from .listener import CompositeListener
+from .listener import CompositeListener, GuardedListener
+from .reading import LaunchReading
 from .record import LaunchRecord
 from .registry import Observed, active_launches, find_launch, last_launch, observe_launches, register
 from .restarts import attempts_note, may_restart, restart_delay
@@ -45,7 +46,7 @@ def _execution_count():
     return count - 1 if isinstance(count, int) and count > 1 else None
 
 
-class Launch:
+class Launch(LaunchReading):
     """One launch of ``function`` on ``num_processes`` ranks (and its restarts, with ``max_restarts``).
 
     Attributes:
@@ -56,7 +57,7 @@ class Launch:
 
     kind = "launch"  # "workers" for persistent workers (the sidebar shows it)
 
-    def __init__(self, plan, starter, view, make_starter=None):
+    def __init__(self, plan, starter, view, make_starter=None, listeners=()):
         self.id = os.urandom(4).hex()  # not uuid4: its object costs a launch ~0.1 ms of copied pages
         self.plan = plan
         self._raised: tuple[BaseException, BaseException] | None = None  # a failure, and the exception raised for it
@@ -66,7 +67,7 @@ class Launch:
         self._made_on = threading.get_ident()  # a wait on this thread is the cell's (``cell_waits``)
         self._observed = Observed()
         self._record = LaunchRecord(plan.num_processes, plan.global_rank(0))
-        self._listener = CompositeListener(view, self._observed)
+        self._listener = CompositeListener(view, self._observed, *(GuardedListener(each) for each in listeners))
         self._make_starter = make_starter
         self._stopping = False
         self._stop_asked = threading.Event()  # set with _stopping: ends a wait between two attempts
@@ -92,6 +93,34 @@ class Launch:
         self._listener.on_start(self)
         self._supervisor.start()
         return self
+
+    def subscribe(self, listener):
+        """Call ``listener``'s methods (any of ``LaunchListener``'s: ``on_status``, ``on_output``,
+        ``on_metric``, ``on_finish``, ...) with this launch's events from now on; returns the
+        function that stops it.
+
+        It gets ``on_start(launch)`` at once (what ran before can be read from the launch), and
+        ``on_finish(launch)`` once, even when the launch has already ended. A listener that raises
+        is reported in the launching cell and dropped; the launch goes on.
+
+        Examples:
+            >>> from notebook_launcher import launch
+            >>> class Lines:
+            ...     def __init__(self):
+            ...         self.seen = []
+            ...     def on_output(self, rank, stream, text):
+            ...         self.seen.append((rank, text))
+            >>> job = launch(print, args=("hello",), num_processes=2, display="none")
+            >>> lines = Lines(); stop = job.subscribe(lines)
+            >>> _ = job.wait()
+            >>> stop()
+        """
+        guarded = GuardedListener(listener)
+        guarded.on_start(self)
+        self._listener.add(guarded)
+        if self._ended:  # ended meanwhile: its on_finish may have gone to the listeners before this one
+            guarded.on_finish(self)
+        return lambda: self._listener.remove(guarded)
 
     @property
     def attempt(self):
@@ -165,86 +194,9 @@ class Launch:
         return self._waiters > 0
 
     @property
-    def record(self):
-        """What the launch has produced so far (a ``LaunchRecord``), for readers that show part of it."""
-        return self._record
-
-    @property
-    def status(self):
-        """ "starting", "running", "succeeded", "failed" or "stopped"."""
-        return self._record.status
-
-    def rank_status(self, rank):
-        """ "starting", "running", "done", "failed" or "stopped" for one rank."""
-        return self._record.rank_status(rank)
-
-    @property
-    def ranks(self):
-        """The global ranks this kernel runs."""
-        return self._record.ranks
-
-    @property
     def done(self):
         """True once every rank (of the last attempt) has ended and everything is cleaned up."""
         return self._ended
-
-    @property
-    def results(self):
-        """Every rank's return value, in rank order (None where a rank returned nothing)."""
-        return self._record.results
-
-    @property
-    def exception(self):
-        """The first failing rank's exception, or None."""
-        return self._record.failure
-
-    @property
-    def failed_rank(self):
-        """The rank whose failure ended the launch, or None."""
-        return self._record.failed_rank
-
-    @property
-    def metrics(self):
-        """Everything the ranks logged (``accelerator.log``), as dicts with rank, time, step and values."""
-        return self._record.metrics
-
-    @property
-    def elapsed(self):
-        """Seconds since the launch started (until it finished, once it has)."""
-        return self._record.elapsed
-
-    def lines(self, rank, start=0, stop=None):
-        """Rank ``rank``'s log as ``LogLine`` entries (stream, text, time; a display's mime bundle), in
-        the order they came; entries ``start`` to ``stop`` (by default, to the end)."""
-        return self._record.lines(rank, start, stop)
-
-    def line(self, rank, index):
-        """Entry ``index`` of rank ``rank``'s log."""
-        return self._record.lines(rank, index)[0]
-
-    def line_count(self, rank):
-        """How many entries rank ``rank``'s log has."""
-        return self._record.line_count(rank)
-
-    def interleaved(self, last=None):
-        """Every rank's log entries in the order they came (with ``last``, each rank's last ``last``)."""
-        return self._record.interleaved(last)
-
-    @property
-    def failure_traceback(self):
-        """The failing rank's frames, as a traceback (None without a failure)."""
-        return self._record.failure_traceback
-
-    def logs(self, rank, stream=None):
-        """Rank ``rank``'s whole output as text; ``stream`` "stdout" or "stderr" keeps only that one.
-
-        Examples:
-            >>> from notebook_launcher import launch
-            >>> job = launch(lambda: print("epoch 0: loss 0.31"), num_processes=1, display="none")
-            >>> job.wait(); job.logs(0)
-            'epoch 0: loss 0.31\\n'
-        """
-        return self._record.text(rank, stream)
 
     @property
     def view(self):

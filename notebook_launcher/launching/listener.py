@@ -4,7 +4,9 @@
 (``frontend.views``), the kernel's observers of launches (the sidebar) and the persistent workers'
 call router — and called by the supervisor's thread (rank events, ``flush``) and the launch
 (``on_start``, ``on_finish``). ``LaunchState`` is the read side of a launch that they are given:
-``Launch`` implements it, and a view needs nothing else. A new front end is a new listener.
+``Launch`` implements it, and a view needs nothing else. A new front end is a new listener: the
+user's own are passed as ``launch(..., listeners=[...])`` or added with ``Launch.subscribe``, and
+run guarded (``GuardedListener``).
 
 Examples:
     >>> isinstance(CompositeListener(QuietListener()), LaunchListener)
@@ -13,9 +15,12 @@ Examples:
 
 from __future__ import annotations
 
+import sys
+import threading
+import traceback
 from typing import Any, Protocol, runtime_checkable
 
-__all__ = ["LaunchListener", "LaunchState", "QuietListener", "CompositeListener"]
+__all__ = ["LaunchListener", "LaunchState", "QuietListener", "CompositeListener", "GuardedListener"]
 
 
 class LaunchState(Protocol):
@@ -159,10 +164,23 @@ class QuietListener:
 
 
 class CompositeListener(QuietListener):
-    """Several listeners fed the same events (the cell's view, and the kernel's launch observers)."""
+    """Several listeners fed the same events (the cell's view, and the kernel's launch observers).
+
+    ``add`` and ``remove`` may be called from any thread while events are delivered: the list is
+    replaced, never changed in place, so a delivery in progress goes on with the one it started with.
+    """
 
     def __init__(self, *views: LaunchListener) -> None:
-        self.views = views
+        self.views: tuple[LaunchListener, ...] = views
+        self._lock = threading.Lock()
+
+    def add(self, view: LaunchListener) -> None:
+        with self._lock:
+            self.views = (*self.views, view)
+
+    def remove(self, view: LaunchListener) -> None:
+        with self._lock:
+            self.views = tuple(each for each in self.views if each is not view)
 
     def on_start(self, launch: LaunchState) -> None:
         for view in self.views:
@@ -203,3 +221,80 @@ class CompositeListener(QuietListener):
     def cell_waits(self, waiting: bool) -> None:
         for view in self.views:
             view.cell_waits(waiting)
+
+
+class GuardedListener(QuietListener):
+    """A listener from outside the launcher, made safe to call from the launch's threads.
+
+    It may define any of ``LaunchListener``'s methods (the others do nothing). One that raises is
+    reported once, with its traceback, on the launch's stderr (the launching cell) and is not called
+    again: a user's listener cannot break the launch. ``on_finish`` is delivered once.
+
+    Examples:
+        >>> class Count:
+        ...     lines = 0
+        ...     def on_output(self, rank, stream, text):
+        ...         self.lines += text.count("\\n")
+        >>> count = Count()
+        >>> guarded = GuardedListener(count)
+        >>> guarded.on_output(0, "stdout", "a\\nb\\n"); guarded.on_status(0, "done")
+        >>> count.lines
+        2
+    """
+
+    def __init__(self, listener: Any) -> None:
+        self.listener = listener
+        self._broken = False
+        self._finished = False
+        self._finish_lock = threading.Lock()
+
+    def _call(self, name: str, *args: Any) -> Any:
+        method = getattr(self.listener, name, None)
+        if method is None or self._broken:
+            return None
+        try:
+            return method(*args)
+        except Exception as err:
+            self._broken = True
+            print(
+                f"notebook_launcher: the listener {self.listener!r} raised in {name} and is no longer called"
+                f" ({type(err).__name__}: {err}); the launch goes on",
+                file=sys.stderr,
+            )
+            traceback.print_exc(file=sys.stderr)
+            return None
+
+    def on_start(self, launch: LaunchState) -> None:
+        self._call("on_start", launch)
+
+    def on_status(self, rank: int, status: str) -> None:
+        self._call("on_status", rank, status)
+
+    def on_output(self, rank: int, stream: str, text: str) -> None:
+        self._call("on_output", rank, stream, text)
+
+    def on_live(self, rank: int, stream: str, text: str) -> None:
+        self._call("on_live", rank, stream, text)
+
+    def on_display(self, rank: int, index: int, replaced: bool) -> None:
+        self._call("on_display", rank, index, replaced)
+
+    def on_metric(self, rank: int, metric: dict) -> None:
+        self._call("on_metric", rank, metric)
+
+    def on_reply(self, rank: int, payload: Any) -> None:
+        self._call("on_reply", rank, payload)
+
+    def flush(self) -> float | None:
+        delay = self._call("flush")
+        return float(delay) if isinstance(delay, (int, float)) and delay >= 0 else None
+
+    def on_finish(self, launch: LaunchState) -> None:
+        with self._finish_lock:
+            if self._finished:
+                return
+            self._finished = True
+        self._call("on_finish", launch)
+
+    def cell_waits(self, waiting: bool) -> None:
+        self._call("cell_waits", waiting)

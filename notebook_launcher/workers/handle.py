@@ -39,7 +39,6 @@ from .router import Call, CallRouter, call_view
 __all__ = ["Workers"]
 
 STOP_TIMEOUT = 10.0  # seconds ranks get to end after being told to stop, before they are ended
-CALL_DISPLAYS = ("auto", "widget", "text", "none")
 
 _INTERRUPTING = "interrupting the call on every rank (interrupt again to stop the workers)"
 _HINT_AFTER = 1.0  # seconds the ranks may take to stop on an interrupt before the cell says what to do

@@ -25,6 +25,7 @@ import shlex
 import sys
 from typing import Any
 
+from ..choices import DISPLAYS
 from ..frontend.views.text import line_prefix
 from .starting import current_workers, start_workers, why_none_run
 
@@ -48,7 +49,7 @@ def parse_start(line: str) -> dict:
     parser.add_argument("--spawn", action="store_true")
     parser.add_argument("--fork", action="store_true")
     parser.add_argument("--backend")
-    parser.add_argument("--display", choices=["auto", "widget", "text", "none"])
+    parser.add_argument("--display", choices=DISPLAYS)
     args = parser.parse_args(shlex.split(line))
     options: dict = {"num_processes": args.num_processes}
     if args.display:

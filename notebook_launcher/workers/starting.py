@@ -33,10 +33,10 @@ import time
 from multiprocessing.connection import Connection
 from typing import Any
 
-from ..choices import check_choice
+from ..choices import DISPLAYS, check_choice
 from ..errors import LaunchError
 from ..scratch import scratch_dir
-from .handle import CALL_DISPLAYS, Workers
+from .handle import Workers
 from .router import CallRouter
 from .serve import serve
 
@@ -89,7 +89,7 @@ def start_workers(
     """
     from ..api import plan_launch, start_launch
 
-    check_choice("display", display, CALL_DISPLAYS)
+    check_choice("display", display, DISPLAYS)
     for name in ("max_restarts", "function", "args"):
         if name in launch_options:
             raise TypeError(f"start_workers() does not take {name!r}")

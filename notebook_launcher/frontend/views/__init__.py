@@ -33,19 +33,27 @@ def select_view(display="auto", line_prefix=None, show_at_start=True):
     check_choice("display", display, DISPLAYS)
     if display == "auto":
         display = _auto_display(os.environ.get("NOTEBOOK_LAUNCHER_DISPLAY"))
-    if display == "none":
-        return LaunchView()
-    if display == "widget":
-        if not _widgets_possible():
-            raise ValueError("display='widget' needs a Jupyter kernel with ipywidgets installed; use 'text'")
-        from .widget import WidgetView
+    return _VIEWS[display](line_prefix, show_at_start)
 
-        return WidgetView(show_at_start=show_at_start)
-    return TextView(line_prefix=line_prefix)
+
+def _widget_view(line_prefix, show_at_start):
+    if not _widgets_possible():
+        raise ValueError("display='widget' needs a Jupyter kernel with ipywidgets installed; use 'text'")
+    from .widget import WidgetView
+
+    return WidgetView(show_at_start=show_at_start)
+
+
+# One per name of ``choices.DISPLAYS`` but "auto".
+_VIEWS = {
+    "widget": _widget_view,
+    "text": lambda line_prefix, show_at_start: TextView(line_prefix=line_prefix),
+    "none": lambda line_prefix, show_at_start: LaunchView(),
+}
 
 
 def _auto_display(forced):
-    if forced in ("widget", "text", "none"):
+    if forced in _VIEWS:
         return forced
     return "widget" if _widgets_possible() else "text"
 

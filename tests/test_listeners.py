@@ -1,0 +1,133 @@
+"""The user's own listeners: ``launch(..., listeners=[...])`` and ``Launch.subscribe``, fed by real
+rank processes (gloo-free: plain prints, and metrics from trainer_core's Accelerator)."""
+
+from __future__ import annotations
+
+import os
+import threading
+
+from notebook_launcher import launch
+
+
+class Recorder:
+    """Keeps every call, in order, from whichever thread made it."""
+
+    def __init__(self):
+        self.calls = []
+        self._lock = threading.Lock()
+
+    def _keep(self, *call):
+        with self._lock:
+            self.calls.append(call)
+
+    def on_start(self, launch):
+        self._keep("start", launch.status)
+
+    def on_status(self, rank, status):
+        self._keep("status", rank, status)
+
+    def on_output(self, rank, stream, text):
+        self._keep("output", rank, stream, text)
+
+    def on_metric(self, rank, metric):
+        self._keep("metric", rank, metric["step"], metric["values"])
+
+    def on_finish(self, launch):
+        self._keep("finish", launch.status)
+
+    def of(self, kind):
+        return [call[1:] for call in self.calls if call[0] == kind]
+
+
+def train_and_log(steps):
+    from trainer_core import Accelerator
+
+    accelerator = Accelerator(cpu=True)
+    for step in range(steps):
+        print(f"step {step}")
+        accelerator.log({"loss": 1.0 / (step + 1)}, step=step)
+    return accelerator.process_index
+
+
+def wait_at_gate(gate):
+    print("before the gate")
+    with open(gate) as fifo:  # blocks until the test opens it for writing
+        fifo.read()
+    print("after the gate")
+    return "through"
+
+
+def test_listeners_get_every_ranks_status_output_metrics_and_the_end():
+    recorder = Recorder()
+    job = launch(train_and_log, args=(3,), num_processes=2, display="none", listeners=[recorder])
+    assert job.wait() == 0
+    assert recorder.calls[0] == ("start", "starting")
+    assert recorder.calls[-1] == ("finish", "succeeded")
+    assert recorder.of("finish") == [("succeeded",)]
+    for rank in (0, 1):
+        statuses = [status for who, status in recorder.of("status") if who == rank]
+        assert statuses == ["running", "done"], statuses
+        text = "".join(text for who, stream, text in recorder.of("output") if who == rank and stream == "stdout")
+        assert text == "step 0\nstep 1\nstep 2\n"
+    # trainer_core's metrics reach the kernel through its logger and the rank's relay
+    assert [(step, values) for rank, step, values in recorder.of("metric") if rank == 0] == [
+        (0, {"loss": 1.0}),
+        (1, {"loss": 0.5}),
+        (2, {"loss": 1.0 / 3}),
+    ]
+
+
+def test_a_listener_subscribed_while_it_runs_gets_what_comes_after_and_the_end(tmp_path):
+    gate = tmp_path / "gate"
+    os.mkfifo(gate)
+    job = launch(wait_at_gate, args=(str(gate),), num_processes=1, display="none")
+    recorder = Recorder()
+    stop = job.subscribe(recorder)
+    assert recorder.calls[0][0] == "start"
+    with open(gate, "w") as fifo:  # the rank is at its gate: let it through
+        fifo.write("go")
+    assert job.wait() == "through"
+    stop()
+    assert "after the gate\n" in "".join(text for _, _, text in recorder.of("output"))
+    assert recorder.of("finish") == [("succeeded",)] and recorder.calls[-1][0] == "finish"
+
+
+def test_a_listener_subscribed_after_the_end_gets_the_start_and_the_end_once():
+    job = launch(print, args=("hi",), num_processes=1, display="none")
+    job.wait()
+    recorder = Recorder()
+    job.subscribe(recorder)()
+    assert recorder.calls == [("start", "succeeded"), ("finish", "succeeded")]
+
+
+def test_a_listener_that_raises_is_reported_and_dropped_and_the_launch_goes_on(capfd):
+    class Broken:
+        calls = 0
+
+        def on_output(self, rank, stream, text):
+            Broken.calls += 1
+            raise RuntimeError("the listener's own bug")
+
+    def many_lines():
+        for line in range(20):
+            print("line", line, flush=True)
+        return "all printed"
+
+    job = launch(many_lines, num_processes=2, display="none", listeners=[Broken()])
+    assert job.wait() == "all printed"
+    assert Broken.calls == 1
+    err = capfd.readouterr().err
+    assert "raised in on_output and is no longer called (RuntimeError: the listener's own bug)" in err
+    assert "the launch goes on" in err and "raise RuntimeError" in err  # with its traceback
+
+
+def test_an_unsubscribed_listener_hears_nothing_more(tmp_path):
+    gate = tmp_path / "gate"
+    os.mkfifo(gate)
+    job = launch(wait_at_gate, args=(str(gate),), num_processes=1, display="none")
+    recorder = Recorder()
+    job.subscribe(recorder)()  # subscribed, then stopped at once
+    with open(gate, "w") as fifo:
+        fifo.write("go")
+    job.wait()
+    assert [call[0] for call in recorder.calls] == ["start"]
