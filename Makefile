@@ -107,14 +107,17 @@ $(RTC_STAMP): $(STAMP)
 	$(RTC_VENV)/bin/pip install --quiet jupyter-collaboration==5.0.4
 	touch $(RTC_STAMP)
 
+# The tests that start no process and no kernel: seconds in all.
+PROCESS_FREE_TESTS = tests/test_units.py tests/test_gpu_report.py tests/test_layers.py tests/test_backend_registry.py \
+	tests/test_controller.py tests/test_events.py tests/test_cell_handoff.py tests/test_cluster_placement.py
+
 # Seconds: lint, format, types (Python and TypeScript), unit tests and doctests. `make test` runs it first.
 check: $(STAMP) labextension/node_modules
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/mypy
 	cd labextension && npx tsc --noEmit -p . && npx eslint src
-	$(PY) -m pytest -q tests/test_units.py tests/test_gpu_report.py tests/test_layers.py tests/test_backend_registry.py \
-		notebook_launcher trainer_core
+	$(PY) -m pytest -q $(PROCESS_FREE_TESTS) notebook_launcher trainer_core
 
 labextension/node_modules: labextension/package.json labextension/package-lock.json
 	cd labextension && npm install --no-audit --no-fund --loglevel=error

@@ -111,3 +111,24 @@ def sandbox(monkeypatch):
     monkeypatch.setattr(backends, "_loaded", dict(backends._loaded))
     backends.register_backend("sandbox", "sandbox_backend:SandboxBackend")
     return backends.get_backend("sandbox")
+
+
+@pytest.fixture()
+def node1(request):
+    """A second kernel: node 1 of a two-node launch over loopback, with the test module's ``TRAIN``
+    cell run in it (node 0 is the ``kernel`` fixture)."""
+    session = KernelSession()
+    session.ok(request.module.TRAIN)
+    yield session
+    session.shutdown()
+
+
+@pytest.fixture()
+def fresh_accelerate_state():
+    """Hugging Face Accelerate's shared state (a process-wide singleton) reset before and after the
+    test, so each test's Accelerator sets its own precision and device."""
+    from accelerate.state import AcceleratorState
+
+    AcceleratorState._reset_state(reset_partial_state=True)
+    yield AcceleratorState
+    AcceleratorState._reset_state(reset_partial_state=True)

@@ -14,12 +14,7 @@ from safetensors.torch import load_file
 import trainer_core
 from trainer_core import Accelerator
 
-
-@pytest.fixture(autouse=True)
-def fresh_state():
-    """Each test's Accelerator sets its own precision (Accelerate's shared state is reset after)."""
-    yield
-    accelerate.state.AcceleratorState._reset_state(reset_partial_state=True)
+pytestmark = pytest.mark.usefixtures("fresh_accelerate_state")  # each test sets its own precision
 
 
 def _parameters(function):

@@ -7,7 +7,6 @@ import socket
 from textwrap import dedent
 
 import pytest
-from kernel_session import KernelSession
 from nodes import SECRET, free_port
 
 TRAIN = dedent("""
@@ -29,14 +28,6 @@ TRAIN = dedent("""
         dist.all_reduce(total)
         return dist.get_rank(), dist.get_world_size(), total.item()
 """)
-
-
-@pytest.fixture()
-def node1():
-    session = KernelSession()
-    session.ok(TRAIN)
-    yield session
-    session.shutdown()
 
 
 @pytest.mark.parametrize("backend", ["static", "c10d"])

@@ -16,7 +16,6 @@ from textwrap import dedent
 import psutil
 import pytest
 from gates import gate_code, open_gates
-from kernel_session import KernelSession
 from nodes import SECRET, free_port
 
 TRAIN = dedent("""
@@ -33,14 +32,6 @@ TRAIN = dedent("""
         dist.barrier()
         return dist.get_rank(), dist.get_world_size(), total.item(), attempt
 """)
-
-
-@pytest.fixture()
-def node1():
-    session = KernelSession()
-    session.ok(TRAIN)
-    yield session
-    session.shutdown()
 
 
 def test_several_nodes_need_a_shared_secret(kernel):

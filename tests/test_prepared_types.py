@@ -26,13 +26,11 @@ def _prepared(accelerator):
     return dict(zip(("module", "optimizer", "data loader", "scheduler"), prepared, strict=True))
 
 
-def test_each_prepared_object_answers_isinstance_as_accelerates_does():
+def test_each_prepared_object_answers_isinstance_as_accelerates_does(fresh_accelerate_state):
     from accelerate import Accelerator as AccelerateAccelerator
-    from accelerate.state import AcceleratorState
 
-    AcceleratorState._reset_state(reset_partial_state=True)
     theirs = _prepared(AccelerateAccelerator(cpu=True))
-    AcceleratorState._reset_state(reset_partial_state=True)
+    fresh_accelerate_state._reset_state(reset_partial_state=True)
     ours = _prepared(Accelerator(cpu=True))
     for name, kind in CHECKS.items():
         for other in CHECKS.values():
