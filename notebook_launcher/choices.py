@@ -14,7 +14,7 @@ Examples:
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, Literal, get_args
 
 __all__ = [
     "START_METHODS",
@@ -22,6 +22,8 @@ __all__ = [
     "DEVICES",
     "DISPLAYS",
     "RANK_STATUSES",
+    "RankStatus",
+    "LaunchStatus",
     "LAUNCH_STATUSES",
     "check_choice",
 ]
@@ -31,8 +33,10 @@ MIXED_PRECISIONS = ("no", "fp16", "bf16")
 DEVICES = ("auto", "cpu", "cuda", "xla", "tpu")
 DISPLAYS = ("auto", "widget", "text", "none")
 
-RANK_STATUSES = ("starting", "running", "done", "failed", "stopped")
-LAUNCH_STATUSES = ("starting", "running", "succeeded", "failed", "stopped")
+RankStatus = Literal["starting", "running", "done", "failed", "stopped"]
+LaunchStatus = Literal["starting", "running", "succeeded", "failed", "stopped"]
+RANK_STATUSES: tuple[RankStatus, ...] = get_args(RankStatus)
+LAUNCH_STATUSES: tuple[LaunchStatus, ...] = get_args(LaunchStatus)
 
 
 def check_choice(name: str, value: Any, choices: Sequence[Any]) -> None:

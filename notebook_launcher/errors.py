@@ -16,6 +16,7 @@ from __future__ import annotations
 import signal
 
 __all__ = [
+    "add_note",
     "LaunchError",
     "LaunchStalled",
     "LaunchTimeout",
@@ -158,3 +159,19 @@ def lost_a_peer(exception: BaseException) -> bool:
     """
     text = str(exception)
     return isinstance(exception, RuntimeError) and any(marker in text for marker in _PEER_LOST)
+
+
+def add_note(exception: BaseException, note: str) -> None:
+    """``exception.add_note(note)`` where Python has it (3.11+). On 3.10 the note is kept in
+    ``__notes__`` as 3.11 keeps it, where tracebacks do not show it.
+
+    Examples:
+        >>> error = ValueError("bad batch")
+        >>> add_note(error, "rank 1 failed after it")
+        >>> error.__notes__
+        ['rank 1 failed after it']
+    """
+    if hasattr(exception, "add_note"):
+        exception.add_note(note)
+    else:
+        exception.__notes__ = [*getattr(exception, "__notes__", []), note]  # type: ignore[attr-defined]

@@ -233,6 +233,12 @@ class Starter(Protocol):
         """Where the ranks of ``attempt`` meet (``Meeting``)."""
         ...
 
+    def rank_spec(self, plan: LaunchPlan, spec: RankSpec) -> RankSpec:
+        """The spec a rank of this backend starts with, from the launch's (``spec``: its rank,
+        the torchrun environment of a rank of this machine, this kernel's pid, the /dev/shm prefix
+        for large results). Called once the meeting is open, for every rank, before any starts."""
+        ...
+
     def rank_group(self, plan: LaunchPlan) -> RankGroup:
         """A new, empty group of ranks for one attempt; ``RankGroup.start`` fills it."""
         ...

@@ -115,7 +115,7 @@ def launch_info(launch) -> LaunchInfo:
         "start_method": launch.plan.start_method,
         "cell": launch.cell,
         "waited_on": launch.waited_on,
-        "attempt": getattr(launch, "attempt", 0),
-        "kind": getattr(launch, "kind", "launch"),
+        "attempt": launch.attempt,
+        "kind": launch.kind,
         "places": {str(rank): str(place) for rank in launch.ranks if (place := launch.place(rank)) is not None},
     }

@@ -36,7 +36,7 @@ import enum
 from collections.abc import Callable
 from typing import Any
 
-from ..errors import LaunchError, LaunchStalled, LaunchTimeout, WorkerError, describe_exit, lost_a_peer
+from ..errors import LaunchError, LaunchStalled, LaunchTimeout, WorkerError, add_note, describe_exit, lost_a_peer
 from .commands import AskStacks, Clock, Command, FakeClock, Kill, ShowStatus, TellOtherNodes, Terminate
 from .plan import FaultPolicy
 from .record import LaunchRecord
@@ -209,8 +209,7 @@ class Controller:
         if lost_a_peer(exception):
             cause = self._record.failure
             if cause is not None:  # the peer's failure came first: this is its consequence, not a rival
-                if hasattr(cause, "add_note"):
-                    cause.add_note(f"rank {rank} failed after it: {type(exception).__name__}: {exception}")
+                add_note(cause, f"rank {rank} failed after it: {type(exception).__name__}: {exception}")
                 return []
             if self._collateral is None and self.phase is Phase.RUNNING:
                 self._collateral = (rank, exception, when, self._clock.monotonic() + COLLATERAL_WAIT)
@@ -244,8 +243,7 @@ class Controller:
             else:
                 failure = WorkerError(rank, describe_exit(rank, exitcode, lost), exitcode=exitcode)
                 for note in self._record.exit_notes(rank):  # e.g. who sent a SIGTERM the launcher did not send
-                    if hasattr(failure, "add_note"):
-                        failure.add_note(note)
+                    add_note(failure, note)
                 commands += self._fail(rank, failure, self._clock.wall())
         return commands
 
@@ -348,11 +346,10 @@ class Controller:
         if self._collateral is not None and self._collateral[0] != rank:
             held_rank, held, _, _ = self._collateral
             self._collateral = None
-            if hasattr(exception, "add_note"):
-                exception.add_note(f"rank {held_rank} failed after it: {type(held).__name__}: {held}")
+            add_note(exception, f"rank {held_rank} failed after it: {type(held).__name__}: {held}")
         elsewhere = self._failure_elsewhere() if tell_others and self._num_nodes > 1 else None
-        if elsewhere is not None and hasattr(exception, "add_note"):  # e.g. a collective broken by it
-            exception.add_note(f"another node failed first: {elsewhere}")
+        if elsewhere is not None:  # e.g. a collective broken by it
+            add_note(exception, f"another node failed first: {elsewhere}")
         self._record.add_failure(rank, exception, when, exception.__traceback__)
         commands: list[Command] = []
         if rank is not None:

@@ -18,12 +18,14 @@ import concurrent.futures
 import os
 import threading
 import time
+from collections.abc import Callable, Iterable
+from typing import TYPE_CHECKING, Any
 
-from ..errors import LaunchError
+from ..errors import LaunchError, add_note
 from ..interrupt_routing import wait_event
 from ..tracebacks import shown_as
 from .elastic_compat import also_child_failed
-from .listener import CompositeListener, GuardedListener
+from .listener import CompositeListener, GuardedListener, LaunchListener
 from .reading import LaunchReading
 from .record import LaunchRecord
 from .registry import Observed, active_launches, find_launch, last_launch, observe_launches, register
@@ -31,10 +33,15 @@ from .restarts import attempts_note, may_restart, restart_delay
 from .stacks import where_they_were
 from .supervisor import Supervisor
 
+if TYPE_CHECKING:
+    from ..backends.base import Place, Starter
+    from .plan import LaunchPlan
+    from .stacks import Stacks
+
 __all__ = ["Launch", "active_launches", "observe_launches", "find_launch", "last_launch"]
 
 
-def _execution_count():
+def _execution_count() -> int | None:
     """The number of the cell running now ("In [N]"), or None outside IPython.
 
     IPython counts the cell before running it, so the running cell is ``execution_count - 1``.
@@ -56,8 +63,16 @@ class Launch(LaunchReading):
     """
 
     kind = "launch"  # "workers" for persistent workers (the sidebar shows it)
+    reports_return_type = True  # the summary names the type rank 0 returned
 
-    def __init__(self, plan, starter, view, make_starter=None, listeners=()):
+    def __init__(
+        self,
+        plan: LaunchPlan,
+        starter: Starter,
+        view: LaunchListener,
+        make_starter: Callable[[], Starter] | None = None,
+        listeners: Iterable[Any] = (),
+    ) -> None:
         self.id = os.urandom(4).hex()  # not uuid4: its object costs a launch ~0.1 ms of copied pages
         self.plan = plan
         self._raised: tuple[BaseException, BaseException] | None = None  # a failure, and the exception raised for it
@@ -82,19 +97,19 @@ class Launch(LaunchReading):
         self._attempt_lock = threading.Lock()
         self._supervisor = self._new_attempt(starter, 0)
 
-    def _new_attempt(self, starter, attempt):
+    def _new_attempt(self, starter: Starter, attempt: int) -> Supervisor:
         return Supervisor(
             self.plan, starter, self._record, self._listener, self._attempt_done, attempt, self._started_at
         )
 
-    def start(self):
+    def start(self) -> Launch:
         """Start the ranks (in the background) and return self."""
         register(self)
         self._listener.on_start(self)
         self._supervisor.start()
         return self
 
-    def subscribe(self, listener):
+    def subscribe(self, listener: Any) -> Callable[[], None]:
         """Call ``listener``'s methods (any of ``LaunchListener``'s: ``on_status``, ``on_output``,
         ``on_metric``, ``on_finish``, ...) with this launch's events from now on; returns the
         function that stops it.
@@ -123,26 +138,26 @@ class Launch(LaunchReading):
         return lambda: self._listener.remove(guarded)
 
     @property
-    def attempt(self):
+    def attempt(self) -> int:
         """Restarts so far (0 for the first attempt)."""
         return self._supervisor.attempt
 
     @property
-    def waiting(self):
+    def waiting(self) -> str:
         """What the launch waits for now ("waiting for 1 more node(s) to join ...", "waiting for rank 1:
         another rank returned 40 s ago"), or ""."""
         return self._record.waiting
 
-    def place(self, rank):
+    def place(self, rank: int) -> Place | None:
         """Where ``rank`` runs (a ``Place``: node and address) when the ranks are on a cluster, else None."""
         return self._record.places.get(rank)
 
     @property
-    def master_port(self):
+    def master_port(self) -> int | None:
         """The port of the ranks' rendezvous store in the current attempt (None before it is open)."""
         return self._supervisor.master_port
 
-    def _attempt_done(self):
+    def _attempt_done(self) -> None:
         """An attempt ended (on its supervisor's thread): start the next one, or finish the launch."""
         record, attempt = self._record, self._supervisor.attempt
         failure = record.failure
@@ -155,21 +170,22 @@ class Launch(LaunchReading):
                 and not self._stopping
                 and may_restart(self.plan.faults, failure, attempt, self._started_at, time.monotonic())
             )
-            if restart:
+            if restart and failure is not None:
                 reason = f"rank {record.failed_rank} failed: {type(failure).__name__}: {failure}"
                 try:
+                    assert self._make_starter is not None, "a launch that may restart knows how to make a starter"
                     starter = self._make_starter()
                     record.begin_attempt(attempt + 1, self.plan.faults.max_restarts, reason)
                     self._supervisor = self._new_attempt(starter, attempt + 1)
                 except Exception as err:  # the restart itself failed: the launch ends with the failure it had
-                    failure.add_note(f"the restart failed: {type(err).__name__}: {err}")
+                    add_note(failure, f"the restart failed: {type(err).__name__}: {err}")
                     restart = False
         if restart:
             self._observed.changed()
             self._supervisor.start()
             return
         if failure is not None and record.past_failures:
-            failure.add_note(attempts_note(record.past_failures, attempt, record.failed_rank, failure))
+            add_note(failure, attempts_note(record.past_failures, attempt, record.failed_rank, failure))
         record.finish()
         self._ended = True  # done from here on (the views' on_finish sees it); wait() returns after them
         try:
@@ -182,29 +198,29 @@ class Launch(LaunchReading):
                 self._future.set_exception(exception)
             self._done.set()
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return (
             f"<Launch {self.id}: {self.plan.num_processes} ranks, {self.plan.start_method},"
             f" {self.plan.device.name}, {self.status}>"
         )
 
     @property
-    def waited_on(self):
+    def waited_on(self) -> bool:
         """True while a cell is blocked in ``wait()`` on this launch (Stop then interrupts the kernel)."""
         return self._waiters > 0
 
     @property
-    def done(self):
+    def done(self) -> bool:
         """True once every rank (of the last attempt) has ended and everything is cleaned up."""
         return self._ended
 
     @property
-    def view(self):
+    def view(self) -> LaunchListener:
         """What shows this launch in its cell: a ``WidgetView`` (its ``static`` form, its boxes), a
         ``TextView``, or a view that shows nothing (``display="none"``)."""
         return self._view
 
-    def join(self, timeout=None):
+    def join(self, timeout: float | None = None) -> bool:
         """Wait until the launch has ended (at most ``timeout`` seconds) without raising or stopping
         it on an interrupt; True once it has ended. ``wait()`` is what a cell usually wants.
 
@@ -216,7 +232,7 @@ class Launch(LaunchReading):
         """
         return wait_event(self._done, timeout)
 
-    def wait(self, timeout=None):
+    def wait(self, timeout: float | None = None) -> Any:
         """Wait for the launch to end and return the first local rank's (rank 0's) return value.
 
         A kernel interrupt while waiting takes the stacks of the ranks still running (where each
@@ -255,7 +271,7 @@ class Launch(LaunchReading):
             raise exception
         return self._record.results[0]
 
-    def _ending_exception(self):
+    def _ending_exception(self) -> BaseException | None:
         """What ``wait()`` raises for the ended launch (with the rank's frames), or None."""
         failure = self._record.failure
         if failure is not None:
@@ -271,7 +287,7 @@ class Launch(LaunchReading):
         return None
 
     @property
-    def future(self):
+    def future(self) -> concurrent.futures.Future:
         """The launch as a ``concurrent.futures.Future``: its result is rank 0's return value, its
         exception what ``wait()`` raises; ``add_done_callback``, ``result(timeout)`` and
         ``asyncio.wrap_future`` work on it (callbacks run on the launcher's thread). It cannot be
@@ -285,12 +301,12 @@ class Launch(LaunchReading):
         """
         return self._future
 
-    def _waiting(self, change):
+    def _waiting(self, change: int) -> None:
         self._waiters += change
         if not self.done:
             self._observed.changed()
 
-    def request_stop(self, by=""):
+    def request_stop(self, by: str = "") -> None:
         """Ask every rank to end (after taking the stacks of those still running) and return at once;
         ``stop()`` also waits until they have. ``by`` names who asked, for the error ``wait()`` raises."""
         with self._attempt_lock:
@@ -301,11 +317,11 @@ class Launch(LaunchReading):
         supervisor.request_stop(with_stacks=True)
 
     @property
-    def stopping(self):
+    def stopping(self) -> bool:
         """True once a stop was asked for (the ranks are being ended, or have been)."""
         return self._stopping
 
-    def stop(self, timeout=None):
+    def stop(self, timeout: float | None = None) -> bool:
         """End every rank (SIGTERM, then SIGKILL after the grace period) and wait until they are gone.
 
         The stacks of the ranks still running are taken first (``last_stacks``; a second at most).
@@ -321,7 +337,7 @@ class Launch(LaunchReading):
             supervisor.request_kill()
             return wait_event(self._done, timeout)
 
-    def stacks(self, timeout=5.0):
+    def stacks(self, timeout: float = 5.0) -> Stacks | None:
         """Where every live rank is: the Python stack of each of its threads, without stopping it.
 
         Returns a ``Stacks`` (rank → threads and frames; ``print()`` it to read it). Ranks that do not
@@ -353,6 +369,6 @@ class Launch(LaunchReading):
         return self._record.latest_stacks()
 
     @property
-    def last_stacks(self):
+    def last_stacks(self) -> Stacks | None:
         """The stacks taken last (by ``stacks()``, a stop, a stall or a timeout), or None."""
         return self._record.latest_stacks()

@@ -18,18 +18,26 @@ from __future__ import annotations
 import sys
 import threading
 import traceback
-from typing import Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+
+if TYPE_CHECKING:
+    from .plan import LaunchPlan
 
 __all__ = ["LaunchListener", "LaunchState", "QuietListener", "CompositeListener", "GuardedListener"]
 
 
 class LaunchState(Protocol):
-    """The read side of a launch, as its views see it."""
+    """The read side of a launch, as its views see it: ``Launch`` and a ``%%dist`` cell's
+    ``workers.call_record.CallLaunch`` are ones."""
 
     id: str
-    kind: str
+    kind: str  # "launch", "workers" or "call" (a %%dist cell's share of a workers launch)
     cell: int | None
-    plan: Any
+    plan: LaunchPlan
+    reports_return_type: bool  # the summary names the type rank 0 returned (a cell's values are shown after it)
+
+    @property
+    def failed_rank(self) -> int | None: ...
 
     @property
     def status(self) -> str: ...

@@ -16,9 +16,17 @@ from __future__ import annotations
 import heapq
 import threading
 import time
+from collections.abc import Iterable, Mapping
+from types import TracebackType
+from typing import TYPE_CHECKING, Any
 
+from ..choices import LaunchStatus, RankStatus
 from ..wire import SIGNAL_SENDER_MARK
 from .ranklog import LogLine, RankLog, display_text, html_text
+
+if TYPE_CHECKING:
+    from ..backends.base import Place
+    from .stacks import Stacks
 
 __all__ = ["LaunchRecord", "LogLine", "display_text", "html_text"]  # the last three: from ranklog
 
@@ -26,73 +34,75 @@ __all__ = ["LaunchRecord", "LogLine", "display_text", "html_text"]  # the last t
 class LaunchRecord:
     """The state of one launch. Thread-safe: written by one thread, read by any."""
 
-    def __init__(self, num_ranks, first_rank=0):
+    def __init__(self, num_ranks: int, first_rank: int = 0) -> None:
         self.first_rank = first_rank
         self.started_at = time.time()
-        self.finished_at = None
+        self.finished_at: float | None = None
         self._lock = threading.Lock()
         self._ranks = range(first_rank, first_rank + num_ranks)
-        self._status = {rank: "starting" for rank in self._ranks}
+        self._status: dict[int, RankStatus] = {rank: "starting" for rank in self._ranks}
         self._logs = {rank: RankLog(rank) for rank in self._ranks}
         self._seq = 0  # the next line's place in the arrival order of all ranks
-        self._results = {}
-        self._failures = []
-        self._metrics = []
+        self._results: dict[int, Any] = {}
+        self._failures: list[tuple[float, int, BaseException, TracebackType | None]] = []
+        self._metrics: list[dict] = []
         self._stopped = False
         self._finished = False
         self.attempt = 0  # restarts so far
-        self._past_failures: list = []
+        self._past_failures: list[tuple[int, int, BaseException]] = []
         self.waiting = ""  # what the launch waits for now ("waiting for rank 1: ..."), shown live
-        self.places: dict = {}  # rank → backends.base.Place, for ranks not on this machine
+        self.places: dict[int, Place] = {}  # rank → backends.base.Place, for ranks not on this machine
         self._stacks: dict[int, dict] = {}
         self._stacks_asked: list[int] | None = []
         self._stacks_taken_at: float | None = None
         self._stacks_changed = threading.Condition(self._lock)
 
     @property
-    def ranks(self):
+    def ranks(self) -> list[int]:
         return list(self._ranks)
 
-    def rank_status(self, rank):
+    def rank_status(self, rank: int) -> RankStatus:
         return self._status[rank]
 
-    def set_rank_status(self, rank, status):
+    def set_rank_status(self, rank: int, status: RankStatus) -> None:
         with self._lock:
             self._status[rank] = status
 
-    def add_output(self, rank, stream, text):
+    def add_output(self, rank: int, stream: str, text: str) -> None:
         """Add complete lines ``text`` (one or many, each ending with a newline) to ``rank``'s log."""
         with self._lock:
             self._seq += self._logs[rank].add_text(stream, text, self._seq, time.time())
 
-    def add_display(self, rank, data, display_id=None, update=False):
+    def add_display(
+        self, rank: int, data: Mapping[str, Any], display_id: str | None = None, update: bool = False
+    ) -> tuple[int, bool]:
         """A rank displayed the mime bundle ``data``; returns (index in its log, whether it replaced).
 
         With ``update`` (``DisplayHandle.update()``), the entry shown under ``display_id`` is replaced
         in place; an update for an id not shown yet is shown as new, as front ends do.
         """
         with self._lock:
-            index, replaced = self._logs[rank].add_display(data, display_id, update, self._seq, time.time())
+            index, replaced = self._logs[rank].add_display(dict(data), display_id, update, self._seq, time.time())
             self._seq += 0 if replaced else 1
             return index, replaced
 
-    def seal_displays(self):
+    def seal_displays(self) -> None:
         """Entries shown so far are history: a later update of one of their display ids is shown as a
         new entry (a ``%%dist`` call's, in its own cell), not as a change to the old one."""
         with self._lock:
             for log in self._logs.values():
                 log.seal()
 
-    def lines(self, rank, start=0, stop=None):
+    def lines(self, rank: int, start: int = 0, stop: int | None = None) -> list[LogLine]:
         """``rank``'s log entries (from index ``start`` to ``stop``), in the order they came."""
         with self._lock:
             return self._logs[rank].entries(start, stop)
 
-    def line_count(self, rank):
+    def line_count(self, rank: int) -> int:
         with self._lock:
             return self._logs[rank].count
 
-    def exit_notes(self, rank, last=5):
+    def exit_notes(self, rank: int, last: int = 5) -> list[str]:
         """What ``rank``'s process said about its own end (e.g. who sent it SIGTERM), among its last
         ``last`` log lines."""
         return [
@@ -101,41 +111,43 @@ class LaunchRecord:
             if line.stream == "stderr" and line.text.startswith(SIGNAL_SENDER_MARK)
         ]
 
-    def text(self, rank, stream=None):
+    def text(self, rank: int, stream: str | None = None) -> str:
         """``rank``'s whole log as text (only ``stream``'s lines when given)."""
         with self._lock:
             return self._logs[rank].text(stream)
 
-    def interleaved(self, last=None):
+    def interleaved(self, last: int | None = None) -> list[LogLine]:
         """Every rank's entries in arrival order; with ``last``, only each rank's last ``last``."""
         with self._lock:
             parts = [log.entries(max(0, log.count - last) if last else 0) for log in self._logs.values()]
         return list(heapq.merge(*parts, key=lambda line: line.seq))
 
-    def add_metric(self, rank, metric, when):
+    def add_metric(self, rank: int, metric: dict, when: float) -> None:
         with self._lock:
             self._metrics.append({"rank": rank, "time": when, "attempt": self.attempt, **metric})
 
     @property
-    def metrics(self):
+    def metrics(self) -> list[dict]:
         with self._lock:
             return list(self._metrics)
 
     @property
-    def metric_count(self):
+    def metric_count(self) -> int:
         return len(self._metrics)
 
-    def metrics_between(self, start, stop=None):
+    def metrics_between(self, start: int, stop: int | None = None) -> list[dict]:
         """The metrics logged from the ``start``-th to before the ``stop``-th (the end by default)."""
         with self._lock:
             return self._metrics[start:stop]
 
-    def add_result(self, rank, value):
+    def add_result(self, rank: int, value: Any) -> None:
         with self._lock:
             self._results[rank] = value
             self._status[rank] = "done"
 
-    def add_failure(self, rank, exception, when, traceback=None):
+    def add_failure(
+        self, rank: int | None, exception: BaseException, when: float, traceback: TracebackType | None = None
+    ) -> None:
         """Record that ``rank`` failed at ``when`` (``rank`` None: the launch itself); the earliest
         failure is the launch's cause. ``traceback``: the rank's frames, re-attached when raised."""
         with self._lock:
@@ -152,7 +164,7 @@ class LaunchRecord:
 
     # -- stacks ---------------------------------------------------------------------------------------
 
-    def stacks_requested(self, ranks=None):
+    def stacks_requested(self, ranks: Iterable[int] | None = None) -> None:
         """The kernel asks for stacks: answers from before are stale. ``ranks`` are the ranks asked
         (None: not known yet — the supervisor fills them in when it sends the request)."""
         with self._lock:
@@ -160,14 +172,14 @@ class LaunchRecord:
             self._stacks_asked = None if ranks is None else list(ranks)
             self._stacks_taken_at = time.time()
 
-    def add_stacks(self, rank, report):
+    def add_stacks(self, rank: int, report: dict) -> None:
         with self._stacks_changed:
             self._stacks[rank] = report
             self._stacks_changed.notify_all()
 
     # -- attempts (restarts) --------------------------------------------------------------------------
 
-    def begin_attempt(self, attempt, max_restarts, reason):
+    def begin_attempt(self, attempt: int, max_restarts: int, reason: str) -> None:
         """A restart: the failed attempt's failure is kept, statuses start over, and every rank's log
         gets a line that says so (its lines from before stay)."""
         line = f"── restart {attempt} of {max_restarts}: {reason} ──\n"
@@ -182,24 +194,24 @@ class LaunchRecord:
                 self._seq += self._logs[rank].add_text("stderr", line, self._seq, time.time())
 
     @property
-    def past_failures(self):
+    def past_failures(self) -> list[tuple[int, int, BaseException]]:
         """(attempt, rank, exception) of every failed attempt before this one."""
         with self._lock:
             return list(self._past_failures)
 
-    def _answered(self):
+    def _answered(self) -> bool:
         return self._stacks_asked is not None and all(rank in self._stacks for rank in self._stacks_asked)
 
-    def stacks_complete(self):
+    def stacks_complete(self) -> bool:
         with self._lock:
             return self._answered()
 
-    def wait_for_stacks(self, timeout):
+    def wait_for_stacks(self, timeout: float | None) -> bool:
         """Wait until every rank asked has answered (at most ``timeout`` seconds)."""
         with self._stacks_changed:
             return self._stacks_changed.wait_for(lambda: self._answered() or self._finished, timeout)
 
-    def latest_stacks(self):
+    def latest_stacks(self) -> Stacks | None:
         """The answers to the last request, as ``Stacks`` (None if none was made)."""
         from .stacks import Stacks
 
@@ -209,11 +221,11 @@ class LaunchRecord:
             missing = [rank for rank in self._stacks_asked if rank not in self._stacks]
             return Stacks(dict(self._stacks), missing, self._stacks_taken_at)
 
-    def mark_stopped(self):
+    def mark_stopped(self) -> None:
         """The user stopped the launch (interrupt or ``stop()``)."""
         self._stopped = True
 
-    def finish(self):
+    def finish(self) -> None:
         """No more events will come: ranks still starting or running were stopped."""
         with self._stacks_changed:
             self._stacks_changed.notify_all()
@@ -224,11 +236,11 @@ class LaunchRecord:
             self._finished = True
 
     @property
-    def finished(self):
+    def finished(self) -> bool:
         return self._finished
 
     @property
-    def status(self):
+    def status(self) -> LaunchStatus:
         """ "running" until finished; then "failed", "stopped" or "succeeded"."""
         if not self._finished:
             return "running" if any(s != "starting" for s in self._status.values()) else "starting"
@@ -239,29 +251,29 @@ class LaunchRecord:
         return "succeeded"
 
     @property
-    def failure(self):
+    def failure(self) -> BaseException | None:
         """The exception of the first rank that failed (earliest in time), or None."""
         with self._lock:
             return min(self._failures, key=lambda item: (item[0], item[1]))[2] if self._failures else None
 
     @property
-    def failure_traceback(self):
+    def failure_traceback(self) -> TracebackType | None:
         """The traceback the first failure came with (the rank's frames), or None."""
         with self._lock:
             return min(self._failures, key=lambda item: (item[0], item[1]))[3] if self._failures else None
 
     @property
-    def failed_rank(self):
+    def failed_rank(self) -> int | None:
         with self._lock:
             rank = min(self._failures, key=lambda item: (item[0], item[1]))[1] if self._failures else None
             return None if rank == -1 else rank
 
     @property
-    def results(self):
+    def results(self) -> list[Any]:
         """Every rank's return value in rank order (None for a rank that returned nothing)."""
         with self._lock:
             return [self._results.get(rank) for rank in self._ranks]
 
     @property
-    def elapsed(self):
+    def elapsed(self) -> float:
         return (self.finished_at or time.time()) - self.started_at

@@ -191,7 +191,10 @@ class Supervisor:
         self._group = group = self._starter.rank_group(plan)
         history_thread_born_deaf()  # a fork stops it; restarted by the next cell, it must not take an interrupt
         # every rank's spec is made before the first fork: made after it, each object is a copied page
-        specs = [[self._spec(local, node_rank) for local in local_ranks] for local_ranks in self._starter.groups(plan)]
+        specs = [
+            [self._starter.rank_spec(plan, self._spec(local, node_rank)) for local in local_ranks]
+            for local_ranks in self._starter.groups(plan)
+        ]
         for carried in specs:
             if self._stop_requested:
                 break

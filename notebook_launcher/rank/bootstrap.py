@@ -25,6 +25,7 @@ import os
 import signal
 import sys
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -69,7 +70,7 @@ class RankSpec:
     # forked rank pays a copied page for each object it makes)
     encoded_env: tuple = field(init=False, repr=False, compare=False)
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         object.__setattr__(self, "encoded_env", _encoded(self.env))
 
 
@@ -82,7 +83,7 @@ class RankPipes:
     stderr: int
 
 
-def run_rank_process(spec, pipes, load_payload):
+def run_rank_process(spec: RankSpec, pipes: RankPipes, load_payload: Callable[[], tuple[Callable, tuple]]) -> int:
     """Run one rank to the end and return its exit code (0 with a result sent, 1 with an error sent)."""
     channel = prepare_process(spec, pipes)
     code = run_rank(channel, spec.rank, load_payload)
@@ -90,7 +91,7 @@ def run_rank_process(spec, pipes, load_payload):
     return code
 
 
-def prepare_process(spec, pipes, channel_lock=None):
+def prepare_process(spec: RankSpec, pipes: RankPipes, channel_lock: Any = None) -> ChannelWriter:
     """Set up a launched process (signals, output, environment, threads); return its channel.
 
     ``channel_lock`` is for processes whose forks share the channel (torch_xla's rank processes).
@@ -115,7 +116,7 @@ def prepare_process(spec, pipes, channel_lock=None):
     return channel
 
 
-def run_rank(channel, rank, load_payload):
+def run_rank(channel: ChannelWriter, rank: int, load_payload: Callable[[], tuple[Callable, tuple]]) -> int:
     """Run the function as ``rank`` and report its return value or exception; returns an exit code."""
     channel.send(STATUS, "running", rank=rank)
     pid = os.getpid()
@@ -143,7 +144,7 @@ def run_rank(channel, rank, load_payload):
     return code
 
 
-def _leave_if_forked(pid, rank):
+def _leave_if_forked(pid: int, rank: int) -> None:
     """A process the function forked (``os.fork()``) that returns into the launcher is not the rank:
     it must not report in the rank's name. It ends here, saying so, as its own exit."""
     if os.getpid() != pid:
@@ -156,7 +157,7 @@ def _leave_if_forked(pid, rank):
         os._exit(0)
 
 
-def _report(exc):
+def _report(exc: BaseException) -> dict:
     """The error report of ``exc``; a minimal one when the full one cannot be made."""
     try:
         return error_report(exc, skip_frame=run_rank.__code__)
@@ -169,14 +170,14 @@ def _report(exc):
         }
 
 
-def _safe(make, *args):
+def _safe(make: Callable[..., Any], *args: Any) -> str:
     try:
         return str(make(*args))
     except BaseException:
         return "?"
 
 
-def _pickle_result(value):
+def _pickle_result(value: Any) -> bytes:
     try:
         return dumps_for_kernel(value)
     except Exception as err:
@@ -186,7 +187,7 @@ def _pickle_result(value):
         ) from err
 
 
-def lead_own_group():
+def lead_own_group() -> None:
     """Make this rank the leader of a process group of its own, which the processes it starts join:
     the kernel (and, if the kernel dies, its guardian) ends the whole group, so nothing the rank
     started is orphaned, whichever way the rank ends (``backends.local.guardian``)."""
@@ -196,7 +197,7 @@ def lead_own_group():
         pass
 
 
-def become_the_main_thread():
+def become_the_main_thread() -> None:
     """The thread a rank was forked from (a daemon supervisor thread of the kernel) is the rank's
     main thread: named so, and no daemon. Threads inherit the daemon flag of the thread that makes
     them, so a thread the function starts is no daemon either, and the rank waits for it before it
@@ -207,7 +208,7 @@ def become_the_main_thread():
         main._daemonic = False
 
 
-def apply_environment(env, encoded=()):
+def apply_environment(env: dict, encoded: tuple = ()) -> None:
     """Add ``env`` to this process's environment, as ``os.environ.update(env)`` does: for Python
     (``os.environ``) and for C code and child processes (``putenv``). ``encoded``: the same pairs as
     byte strings, made before the fork, set directly on POSIX (a third fewer page copies).
@@ -227,14 +228,14 @@ def apply_environment(env, encoded=()):
     data.update(encoded)
 
 
-def _encoded(env):
+def _encoded(env: dict) -> tuple:
     """``env`` as the (key, value) byte strings ``os.environ`` holds on POSIX; () elsewhere."""
     if os.name != "posix":
         return ()
     return tuple((os.fsencode(key), os.fsencode(value)) for key, value in env.items())
 
 
-def die_with_parent(parent_pid):
+def die_with_parent(parent_pid: int) -> None:
     """Have the kernel's death kill this rank (Linux), and exit now if it already died."""
     if PRCTL is not None:
         PRCTL(_PR_SET_PDEATHSIG, _SIGKILL)
@@ -242,7 +243,7 @@ def die_with_parent(parent_pid):
         os._exit(1)
 
 
-def _forget_accelerate_state():
+def _forget_accelerate_state() -> None:
     """Start Hugging Face Accelerate's singletons empty, as in a spawned rank or under torchrun.
 
     A forked rank inherits the kernel's: after any Accelerator was built in the kernel (one
@@ -257,13 +258,13 @@ def _forget_accelerate_state():
             shared.clear()
 
 
-def _cap_threads(threads):
+def _cap_threads(threads: int) -> None:
     torch = sys.modules.get("torch")
     if torch is not None:
         torch.set_num_threads(threads)
 
 
-def _close_process_group():
+def _close_process_group() -> None:
     """Tear down a process group the function left open, so the rank exits without warnings."""
     dist = sys.modules.get("torch.distributed")
     if dist is None or not dist.is_available() or not dist.is_initialized():

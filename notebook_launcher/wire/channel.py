@@ -30,7 +30,7 @@ import signal
 import struct
 import threading
 import time
-from typing import Any
+from typing import Any, Final, Literal
 
 from .lines import LineReader, last_frame
 
@@ -48,14 +48,19 @@ __all__ = [
 ]
 
 # The event kinds, rank → kernel.
-STATUS = "status"  # payload: a rank status ("running")
-RESULT = "result"  # payload: the pickled return value
-ERROR = "error"  # payload: an ``error_report`` dict
-METRIC = "metric"  # payload: {"step": int, "values": {name: float}}
-DISPLAY = "display"  # payload: {"data": mime bundle, "display_id": str | None, "update": bool}
-OUTPUT = "output"  # payload: (stream, bytes) a rank's Python streams wrote, or (stream, text) from a torch_xla host
-STACKS = "stacks"  # payload: {"pid": int, "threads": [{"name": str, "frames": [[file, line, function, code]]}]}
-REPLY = "reply"  # payload: {"call": int, "value": pickled bytes} or {"call": int, "error": error_report} (workers)
+STATUS: Final = "status"  # payload: a rank status ("running")
+RESULT: Final = "result"  # payload: the pickled return value
+ERROR: Final = "error"  # payload: an ``error_report`` dict
+METRIC: Final = "metric"  # payload: {"step": int, "values": {name: float}}
+DISPLAY: Final = "display"  # payload: {"data": mime bundle, "display_id": str | None, "update": bool}
+OUTPUT: Final = (
+    "output"  # payload: (stream, bytes) a rank's Python streams wrote, or (stream, text) from a torch_xla host
+)
+STACKS: Final = "stacks"  # payload: {"pid": int, "threads": [{"name": str, "frames": [[file, line, function, code]]}]}
+REPLY: Final = (
+    "reply"  # payload: {"call": int, "value": pickled bytes} or {"call": int, "error": error_report} (workers)
+)
+EventKind = Literal["status", "result", "error", "metric", "display", "output", "stacks", "reply"]
 EVENT_KINDS = (STATUS, RESULT, ERROR, METRIC, DISPLAY, OUTPUT, STACKS, REPLY)
 
 # The signal by which the kernel asks a rank for its stacks: a real-time signal (no library uses
@@ -87,7 +92,7 @@ class ChannelWriter:
         self.rank = rank
         self._lock = lock or threading.Lock()
 
-    def send(self, kind: str, payload: Any, rank: int | None = None) -> None:
+    def send(self, kind: EventKind, payload: Any, rank: int | None = None) -> None:
         """Send one event; blocks while the pipe is full, never drops it."""
         rank = self.rank if rank is None else rank
         data = pickle.dumps((kind, payload, time.time(), rank), protocol=pickle.HIGHEST_PROTOCOL)

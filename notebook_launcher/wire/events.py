@@ -22,8 +22,8 @@ from dataclasses import dataclass
 from numbers import Number
 from typing import Any, ClassVar
 
-from ..choices import RANK_STATUSES
-from .channel import DISPLAY, ERROR, METRIC, OUTPUT, REPLY, RESULT, STACKS, STATUS, BadFrame
+from ..choices import RANK_STATUSES, RankStatus
+from .channel import DISPLAY, ERROR, METRIC, OUTPUT, REPLY, RESULT, STACKS, STATUS, BadFrame, EventKind
 
 __all__ = [
     "Display",
@@ -45,10 +45,10 @@ __all__ = [
 class Status:
     """The rank's status changed (``running``, ...)."""
 
-    kind: ClassVar[str] = STATUS
+    kind: ClassVar[EventKind] = STATUS
     rank: int
     time: float
-    status: str
+    status: RankStatus
 
 
 @dataclass(frozen=True)
@@ -56,7 +56,7 @@ class Output:
     """Text a rank wrote to ``sys.stdout``/``sys.stderr`` (sent as bytes, in the order written), or a
     torch_xla host's lines for one of its ranks (sent as text)."""
 
-    kind: ClassVar[str] = OUTPUT
+    kind: ClassVar[EventKind] = OUTPUT
     rank: int
     time: float
     stream: str
@@ -67,7 +67,7 @@ class Output:
 class Metric:
     """Numbers the rank logged (``Accelerator.log``, ``log_metric``), at an optional step."""
 
-    kind: ClassVar[str] = METRIC
+    kind: ClassVar[EventKind] = METRIC
     rank: int
     time: float
     values: Mapping[str, float]
@@ -82,7 +82,7 @@ class Metric:
 class Display:
     """A rich output (``display(...)``, a figure) the rank showed or updated."""
 
-    kind: ClassVar[str] = DISPLAY
+    kind: ClassVar[EventKind] = DISPLAY
     rank: int
     time: float
     data: Mapping[str, Any]
@@ -94,7 +94,7 @@ class Display:
 class Result:
     """The rank's return value, pickled (unpickled by the controller, where a bad pickle is caught)."""
 
-    kind: ClassVar[str] = RESULT
+    kind: ClassVar[EventKind] = RESULT
     rank: int
     time: float
     pickled: bytes
@@ -104,7 +104,7 @@ class Result:
 class Failure:
     """The rank's exception, as an ``error_report`` dict (``reports.rebuild_exception`` reads it)."""
 
-    kind: ClassVar[str] = ERROR
+    kind: ClassVar[EventKind] = ERROR
     rank: int
     time: float
     report: Mapping[str, Any]
@@ -114,7 +114,7 @@ class Failure:
 class Stacks:
     """Every thread's stack in the rank, as asked for by ``STACKS_SIGNAL``."""
 
-    kind: ClassVar[str] = STACKS
+    kind: ClassVar[EventKind] = STACKS
     rank: int
     time: float
     report: Mapping[str, Any]
@@ -124,7 +124,7 @@ class Stacks:
 class Reply:
     """A persistent worker's answer to one call (``{"call": id, "value"|"error": ...}``)."""
 
-    kind: ClassVar[str] = REPLY
+    kind: ClassVar[EventKind] = REPLY
     rank: int
     time: float
     payload: Mapping[str, Any]

@@ -70,6 +70,10 @@ class ProcessStarter:
 
         return Rendezvous.for_plan(plan, attempt)
 
+    def rank_spec(self, plan: LaunchPlan, spec: RankSpec) -> RankSpec:
+        """The launch's spec: a local rank is what the launch describes."""
+        return spec
+
     def start(self, plan: LaunchPlan, specs: list[RankSpec], pipes: RankPipes) -> StartedProcess:
         """Start one process for ``specs``; it writes to ``pipes``."""
         raise NotImplementedError

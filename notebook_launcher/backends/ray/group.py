@@ -11,13 +11,12 @@ lost) ends with a note naming its node, and the pool is not reused; when the clu
 
 Example (what the starter does for one attempt)::
 
-    group = RayRankGroup(pool, payload, grace_period=2.0, threads=1)
-    group.start([spec])          # one spec per actor; the env is rewritten for the rank's node
+    group = RayRankGroup(pool, payload, grace_period=2.0)
+    group.start([spec])          # one spec per actor (``RayStarter.rank_spec``: its node's environment)
 """
 
 from __future__ import annotations
 
-import dataclasses
 import os
 import struct
 import threading
@@ -141,10 +140,9 @@ class _Relay(threading.Thread):
 class RayRankGroup(PipedRankGroup):
     """The ranks of one attempt on the pool's actors (a ``RankGroup``)."""
 
-    def __init__(self, pool: RankPool, payload: Any, grace_period: float, threads: int) -> None:
+    def __init__(self, pool: RankPool, payload: Any, grace_period: float) -> None:
         super().__init__()
         self._pool = pool
-        self._threads = threads
         self._payload = payload
         self._grace = grace_period
         self._relays: list[_Relay] = []
@@ -162,10 +160,6 @@ class RayRankGroup(PipedRankGroup):
     def start(self, specs: list[RankSpec]) -> None:
         (spec,) = specs
         layout = self._pool.layout
-        env = layout.environment(spec.rank, spec.env, threads=self._threads)
-        spec = dataclasses.replace(
-            spec, env=env, local_rank=int(env["LOCAL_RANK"]), threads=self._threads, tensor_prefix=None
-        )
         actor = self._pool.actors[spec.rank]
         ours, theirs = make_pipes()
         exit_ = RelayedExit()

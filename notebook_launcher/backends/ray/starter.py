@@ -14,9 +14,11 @@ Examples (what ``select_starter("ray")`` gives the launch)::
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from typing import Any
 
+from ...rank.bootstrap import RankSpec
 from ..base import Place
 from ..local.spawn import payload_file_bytes
 from .connect import connect
@@ -47,9 +49,19 @@ class RayStarter:
     def meeting(self, plan: Any, attempt: int) -> RayMeeting:
         return RayMeeting(self, plan)
 
+    def rank_spec(self, plan: Any, spec: RankSpec) -> RankSpec:
+        """The rank's environment on its node (``LOCAL_RANK``, the node's rank, its CPUs as threads);
+        no /dev/shm prefix: its node does not share this machine's."""
+        assert self.pool is not None, "the meeting is opened before the specs are made"
+        threads = plan.options.cpus
+        env = self.pool.layout.environment(spec.rank, spec.env, threads=threads)
+        return dataclasses.replace(
+            spec, env=env, local_rank=int(env["LOCAL_RANK"]), threads=threads, tensor_prefix=None
+        )
+
     def rank_group(self, plan: Any) -> RayRankGroup:
         assert self.pool is not None, "the meeting is opened before the ranks start"
-        self._group = RayRankGroup(self.pool, self._payload, plan.grace_period, plan.options.cpus)
+        self._group = RayRankGroup(self.pool, self._payload, plan.grace_period)
         return self._group
 
     def cleanup(self) -> None:

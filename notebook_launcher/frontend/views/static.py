@@ -109,14 +109,14 @@ def summary_text(launch: LaunchState) -> str:
         return f"running for {launch.elapsed:.1f} s"
     if launch.status == "failed":
         exc = launch.exception
-        rank = getattr(launch, "failed_rank", None)
+        rank = launch.failed_rank
         who = f"rank {rank} raised" if rank is not None else "the launch failed with"
         return f"{_ended(launch)}: {who} {type(exc).__name__}"
     if launch.status == "stopped":
         return _ended(launch)
     last = _last_metrics(launch.metrics)
     returned = ""
-    if getattr(launch, "reports_return_type", True):
+    if launch.reports_return_type:
         returned = f"; rank {launch.ranks[0]} returned {type(launch.results[0]).__name__}"
     return f"{_ended(launch)}{returned}" + (f"; last {last}" if last else "")
 
@@ -185,11 +185,11 @@ def static_bundle(launch: LaunchState, max_lines: int = MAX_LINES) -> dict:
     counts = {rank: launch.line_count(rank) for rank in launch.ranks}
     max_lines = lines_kept(len(launch.ranks), max_lines)
     entries = launch.interleaved(last=max_lines)
-    if launch.done and getattr(launch, "kind", "") == "call":  # a finished %%dist cell: no launch frame
-        template = getattr(launch.plan, "log_line_prefix", None)
+    if launch.done and launch.kind == "call":  # a finished %%dist cell: no launch frame
+        template = launch.plan.log_line_prefix
         return compact_bundle(launch, entries, [line[:-1] for line in log_lines(entries, template)])
     # the cell that waits on the launch raises the failure: its traceback is shown there, once
-    shown_in_cell = bool(getattr(launch, "waited_on", False))
+    shown_in_cell = launch.waited_on
     failure = failure_text(launch.exception, launch.failure_traceback) if launch.done and not shown_in_cell else ""
     return {
         "text/plain": _plain(launch, counts, entries, failure, max_lines),
@@ -203,7 +203,7 @@ def _plain(launch: LaunchState, counts: dict, entries: list, failure: str, max_l
     if where:
         lines.append(where)
     lines += [_hidden_note(launch, rank, n - max_lines) for rank, n in counts.items() if n > max_lines]
-    template = getattr(launch.plan, "log_line_prefix", None)
+    template = launch.plan.log_line_prefix
     lines += [line[:-1] for line in log_lines(entries, template)]
     last = _last_metrics(launch.metrics)
     if last and not launch.done:
@@ -235,7 +235,7 @@ def stacks_section(launch: LaunchState) -> tuple[str, str, bool]:
 
 def _stacks_told_in_cell(launch: LaunchState) -> bool:
     """The launch ended badly while a cell waited on it: that cell's error says where the ranks were."""
-    return launch.done and launch.status != "succeeded" and bool(getattr(launch, "waited_on", False))
+    return launch.done and launch.status != "succeeded" and launch.waited_on
 
 
 def _html(launch: LaunchState, counts: dict, entries: list, failure: str, max_lines: int) -> str:
