@@ -15,7 +15,7 @@ from test_fsdp import Net, _assert_same_weights, _data, resumed_after_a_kill, tw
 from torch.utils.data import DataLoader
 
 from trainer_core import Accelerator, DeepSpeedPlugin, set_seed
-from trainer_core.deepspeed_plugin import import_deepspeed, resolve_config
+from trainer_core.strategies.deepspeed.plugin import import_deepspeed, resolve_config
 
 pytest.importorskip("deepspeed", reason="the deepspeed extra is not installed")
 
@@ -123,7 +123,7 @@ def test_a_scheduler_over_an_empty_param_group_steps_once_deepspeed_drops_the_gr
 def test_the_removed_groups_entries_go_from_schedules_inside_a_sequence_too():
     """A SequentialLR's own schedules lose the removed group's entries; its milestones are no
     per-group list and stay."""
-    from trainer_core.strategies.deepspeed import _drop_removed_groups
+    from trainer_core.strategies.deepspeed.strategy import _drop_removed_groups
 
     used = torch.zeros(1, requires_grad=True)
     optimizer = torch.optim.SGD([{"params": []}, {"params": [used]}], lr=1.0)

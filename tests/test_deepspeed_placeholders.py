@@ -11,7 +11,7 @@ from test_fsdp import Net, _assert_same_weights, _data
 from torch.utils.data import DataLoader
 
 from trainer_core import Accelerator, DeepSpeedPlugin, DummyOptim, DummyScheduler, set_seed
-from trainer_core.deepspeed_placeholders import check_placeholders
+from trainer_core.strategies.deepspeed.placeholders import check_placeholders
 
 pytest.importorskip("deepspeed", reason="the deepspeed extra is not installed")
 

@@ -228,7 +228,7 @@ def test_size_based_wrapping_never_picks_a_bare_list_of_blocks():
     """A ``ModuleList`` holding the blocks passes the size threshold but has no forward for
     ``fully_shard`` to hook (torch refuses it): the blocks become the units (found running
     Accelerate's test_performance.py on a BERT with size-based wrapping)."""
-    from trainer_core.strategies.fsdp import wrapped_units
+    from trainer_core.strategies.fsdp.strategy import wrapped_units
 
     class Listed(nn.Module):
         def __init__(self):

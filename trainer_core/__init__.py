@@ -33,12 +33,12 @@ if TYPE_CHECKING:  # what the names are, for type checkers; at run time they loa
         load_checkpoint_in_model,
     )
     from .data_config import DataLoaderConfiguration
-    from .deepspeed_placeholders import DummyOptim, DummyScheduler
-    from .deepspeed_plugin import DeepSpeedPlugin
-    from .fsdp_plugin import FullyShardedDataParallelPlugin
     from .parallelism import ParallelismConfig
     from .seeding import set_seed
     from .state import DistributedState
+    from .strategies.deepspeed.placeholders import DummyOptim, DummyScheduler
+    from .strategies.deepspeed.plugin import DeepSpeedPlugin
+    from .strategies.fsdp.plugin import FullyShardedDataParallelPlugin
 
 _PUBLIC = {
     "Accelerator": "accelerator",
@@ -51,10 +51,10 @@ _PUBLIC = {
     "load_checkpoint_and_dispatch": "big_modeling",
     "load_checkpoint_in_model": "big_modeling",
     "DataLoaderConfiguration": "data_config",
-    "DummyOptim": "deepspeed_placeholders",
-    "DummyScheduler": "deepspeed_placeholders",
-    "DeepSpeedPlugin": "deepspeed_plugin",
-    "FullyShardedDataParallelPlugin": "fsdp_plugin",
+    "DummyOptim": "strategies.deepspeed.placeholders",
+    "DummyScheduler": "strategies.deepspeed.placeholders",
+    "DeepSpeedPlugin": "strategies.deepspeed.plugin",
+    "FullyShardedDataParallelPlugin": "strategies.fsdp.plugin",
     "ParallelismConfig": "parallelism",
     "set_seed": "seeding",
     "DistributedState": "state",

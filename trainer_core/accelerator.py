@@ -41,8 +41,6 @@ from .accelerator_state import AcceleratorState
 from .checkpoint_methods import CheckpointMethods
 from .data import DataState
 from .data_config import DataLoaderConfiguration
-from .deepspeed_plugin import deepspeed_plugin_from
-from .fsdp_plugin import fsdp_plugin_from
 from .handlers import Handlers
 from .interop import share_state_with_accelerate
 from .launch_environment import launch_plugins
@@ -55,6 +53,8 @@ from .prepared import PreparedObjects
 from .project import ProjectConfiguration
 from .setup_names import SetupNames, one_deepspeed_plugin, refuse_unsupported
 from .strategies import select_strategy
+from .strategies.deepspeed.plugin import deepspeed_plugin_from
+from .strategies.fsdp.plugin import fsdp_plugin_from
 from .tracker_methods import TrackerMethods
 from .trackers import tracker_names
 

@@ -24,7 +24,7 @@ import torch
 
 from .ops import apply_to_tensors
 
-__all__ = ["select_precision", "autocast_forward", "PRECISIONS", "EnginePrecision"]
+__all__ = ["select_precision", "autocast_forward", "PRECISIONS"]
 
 PRECISIONS = ("no", "fp16", "bf16")
 
@@ -145,30 +145,6 @@ def _calls_recorded(optimizer: torch.optim.Optimizer, calls: list) -> Any:
             del optimizer.step
         else:
             optimizer.step = own  # type: ignore[method-assign]
-
-
-class EnginePrecision(FullPrecision):
-    """The precision of an engine that casts weights and scales the loss itself (DeepSpeed): the
-    forward keeps ``precision``'s autocast (inputs meet the engine's half-precision weights); the
-    loss and the step go through unchanged, and a step the engine skipped reads as skipped.
-
-    Examples:
-        >>> from trainer_core.backends import CpuBackend
-        >>> p = EnginePrecision(select_precision("bf16", CpuBackend()))
-        >>> p.name, p.scaler, p.scale_loss(torch.ones(1)).item()
-        ('bf16', None, 1.0)
-    """
-
-    def __init__(self, precision: FullPrecision) -> None:
-        super().__init__()
-        self.name = precision.name
-        self._inner = precision
-
-    def autocast(self, **options: Any) -> Any:
-        return self._inner.autocast(**options)
-
-    def step(self, optimizer: Any, closure: Any = None) -> tuple[Any, bool]:
-        return optimizer.step(closure), bool(getattr(optimizer, "overflow", False))
 
 
 def autocast_forward(forward: Any, precision: FullPrecision) -> Any:

@@ -25,12 +25,12 @@ from torch.utils.data import DataLoader
 
 from . import ops
 from .data import PreparedDataLoader
-from .deepspeed_placeholders import is_placeholder_optimizer, is_placeholder_scheduler
 from .optim import PreparedOptimizer, PreparedScheduler
 from .parallelism import data_parallel_coordinates
 from .precision import autocast_forward
 from .shuffle import SamplerShuffle, draw_seed, plain_random_sampler
 from .strategies import PrepareSettings
+from .strategies.deepspeed.placeholders import is_placeholder_optimizer, is_placeholder_scheduler
 
 __all__ = ["PrepareMethods"]
 

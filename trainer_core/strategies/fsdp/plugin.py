@@ -109,7 +109,7 @@ class FullyShardedDataParallelPlugin:
     def make_strategy(self, state: Any, mesh: Any = None) -> Any:
         """The strategy that shards with this plugin (``FSDP2Strategy``) on ``state``'s ranks (over
         ``mesh["dp_shard"]`` when the ranks form a mesh)."""
-        from .strategies.fsdp import FSDP2Strategy
+        from .strategy import FSDP2Strategy
 
         return FSDP2Strategy(state, self, mesh)
 

@@ -8,7 +8,7 @@ built before ``prepare`` are pointed at the new ones (``PreparedObjects.note_mov
 left pointing at the old ones would update nothing.
 
 Examples:
-    >>> from trainer_core.fsdp_plugin import FullyShardedDataParallelPlugin
+    >>> from trainer_core.strategies.fsdp.plugin import FullyShardedDataParallelPlugin
     >>> from trainer_core.state import DistributedState
     >>> strategy = FSDP2Strategy(DistributedState.from_environment(use_cpu=True), FullyShardedDataParallelPlugin())
     >>> strategy.name
@@ -23,8 +23,8 @@ from typing import Any
 
 import torch
 
-from ..fsdp_plugin import FullyShardedDataParallelPlugin
-from .single import SingleProcessStrategy
+from ..single import SingleProcessStrategy
+from .plugin import FullyShardedDataParallelPlugin
 
 __all__ = ["FSDP2Strategy", "wrapped_units"]
 
@@ -113,15 +113,15 @@ class FSDP2Strategy(SingleProcessStrategy):
         set_model_state_dict(model, state_dict, options=options)
 
     def save_training_state(self, models: list, optimizers: list, directory: str) -> bool:
-        """Write the models and optimizers in their sharded form (every rank; see ``fsdp_checkpoint``)."""
-        from .fsdp_checkpoint import save_sharded
+        """Write the models and optimizers in their sharded form (every rank; see ``checkpoint``)."""
+        from .checkpoint import save_sharded
 
         kind = self.plugin.state_dict_type
         save_sharded(models, _paired(models, optimizers), directory, kind, self.state.is_main_process)
         return True
 
     def load_training_state(self, models: list, optimizers: list, directory: str) -> bool:
-        from .fsdp_checkpoint import load_sharded
+        from .checkpoint import load_sharded
 
         kind = self.plugin.state_dict_type
         load_sharded(models, _paired(models, optimizers), directory, kind, self.state.is_main_process)
@@ -149,7 +149,7 @@ def wrapped_units(model: torch.nn.Module, plugin: FullyShardedDataParallelPlugin
     its children are picked on their own.
 
     Examples:
-        >>> from trainer_core.fsdp_plugin import FullyShardedDataParallelPlugin
+        >>> from trainer_core.strategies.fsdp.plugin import FullyShardedDataParallelPlugin
         >>> model = torch.nn.Sequential(torch.nn.Linear(2, 2), torch.nn.ReLU(), torch.nn.Linear(2, 2))
         >>> plugin = FullyShardedDataParallelPlugin(transformer_cls_names_to_wrap="Linear")
         >>> [type(unit).__name__ for unit in wrapped_units(model, plugin)]

@@ -8,7 +8,7 @@ and ``zero_grad`` do nothing, as in Accelerate. Checkpoints are the engine's own
 (``pytorch_model/`` with every rank's partitions, Accelerate's layout).
 
 Examples:
-    >>> from trainer_core.deepspeed_plugin import DeepSpeedPlugin
+    >>> from trainer_core.strategies.deepspeed.plugin import DeepSpeedPlugin
     >>> from trainer_core.state import DistributedState
     >>> strategy = DeepSpeedStrategy(DistributedState.from_environment(use_cpu=True), DeepSpeedPlugin(zero_stage=3))
     >>> strategy.name, strategy.joinable(torch.nn.Linear(2, 2))
@@ -25,16 +25,17 @@ import torch
 from torch.optim.lr_scheduler import LRScheduler
 from torch.utils.data import DataLoader
 
-from ..deepspeed_placeholders import (
+from ...precision import FullPrecision
+from ..base import PrepareSettings
+from ..single import SingleProcessStrategy
+from .placeholders import (
     check_placeholders,
     is_placeholder_optimizer,
     is_placeholder_scheduler,
     placeholder_values,
 )
-from ..deepspeed_plugin import DeepSpeedPlugin, import_deepspeed, resolve_config
-from ..precision import EnginePrecision, FullPrecision
-from .base import PrepareSettings
-from .single import SingleProcessStrategy
+from .plugin import DeepSpeedPlugin, import_deepspeed, resolve_config
+from .precision import EnginePrecision
 
 __all__ = ["DeepSpeedStrategy", "EngineOptimizer", "EngineScheduler"]
 

@@ -110,7 +110,7 @@ class DeepSpeedPlugin:
     def make_strategy(self, state: Any, mesh: Any = None) -> Any:
         """The strategy that trains through DeepSpeed with this plugin on ``state``'s ranks
         (``mesh``: never given, a ParallelismConfig needs the FSDP plugin)."""
-        from .strategies.deepspeed import DeepSpeedStrategy
+        from .strategy import DeepSpeedStrategy
 
         import_deepspeed()  # fail at Accelerator(), not at the first prepare, when it is missing
         return DeepSpeedStrategy(state, self)
@@ -150,7 +150,7 @@ def resolve_config(
     micro-batch from the loaders' batch sizes, the global batch, accumulation, clipping (1.0), the
     precision's ``bf16``/``fp16`` sections, hidden-size buckets from ``model.config``, and the
     optimizer's and schedule's values from ``DummyOptim``/``DummyScheduler`` (``placeholders``,
-    dotted keys: ``deepspeed_placeholders.placeholder_values``).
+    dotted keys: ``placeholders.placeholder_values``).
 
     Examples:
         >>> config = resolve_config(DeepSpeedPlugin(zero_stage=2), batch_sizes=[8], num_processes=2,
