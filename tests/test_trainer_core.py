@@ -366,11 +366,11 @@ def test_the_fp16_scale_is_checkpointed_by_its_precision(tmp_path):
 
 
 def test_strategies_are_chosen_once_from_the_state():
-    from trainer_core.strategies import DDPStrategy, SingleProcessStrategy
+    from trainer_core.strategies import DDPStrategy, ParallelStrategy, SingleProcessStrategy
 
     assert type(Accelerator(cpu=True).strategy) is SingleProcessStrategy
     assert on_ranks(lambda: Accelerator().strategy.name, num_processes=2) == ["ddp", "ddp"]
-    assert issubclass(DDPStrategy, SingleProcessStrategy)
+    assert issubclass(DDPStrategy, ParallelStrategy) and not issubclass(DDPStrategy, SingleProcessStrategy)
 
 
 def test_free_memory_drops_prepared_references():

@@ -23,7 +23,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["ParallelismConfig", "parallelism_config_from", "data_parallel_coordinates", "MeshMethods"]
+__all__ = ["ParallelismConfig", "parallelism_config_from", "MeshMethods"]
 
 _UNSUPPORTED = {
     "cp_size": "context parallelism",
@@ -127,19 +127,6 @@ def parallelism_config_from(source: Any) -> ParallelismConfig | None:
         return source
     names = ("dp_replicate_size", "dp_shard_size", "tp_size", "cp_size", "sp_size")
     return ParallelismConfig(**{name: getattr(source, name, 1) for name in names})  # None counts as 1
-
-
-def data_parallel_coordinates(mesh: Any) -> tuple[int, int] | None:
-    """(this rank's data-parallel index, the number of data-parallel ranks) on ``mesh``, or None
-    without a mesh: ranks that differ only in their tensor-parallel coordinate get the same data.
-
-    Examples:
-        >>> data_parallel_coordinates(None) is None
-        True
-    """
-    if mesh is None:
-        return None
-    return (mesh.get_local_rank("dp_shard"), mesh["dp_shard"].size())  # a built mesh always has it
 
 
 class MeshMethods:

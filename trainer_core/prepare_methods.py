@@ -26,7 +26,6 @@ from torch.utils.data import DataLoader
 from . import ops
 from .data import PreparedDataLoader
 from .optim import PreparedOptimizer, PreparedScheduler
-from .parallelism import data_parallel_coordinates
 from .precision import autocast_forward
 from .shuffle import SamplerShuffle, draw_seed, plain_random_sampler
 from .strategies import PrepareSettings
@@ -145,10 +144,8 @@ class PrepareMethods:
         config = self.dataloader_config
         seed = config.data_seed if config.data_seed is not None else torch.initial_seed() % 2**31
         seed = ops.broadcast_object(self.state, seed)
-        shard = data_parallel_coordinates(self._mesh)  # a tensor-parallel group shares its batches
-        state = self.state
-        if shard is not None:
-            state = dataclasses.replace(state, process_index=shard[0], num_processes=shard[1])
+        index, count = self.strategy.data_shard()  # a tensor-parallel group shares its batches
+        state = dataclasses.replace(self.state, process_index=index, num_processes=count)
         shuffle = self._accelerate_shuffle(loader, several=state.num_processes > 1)
         prepared = PreparedDataLoader(
             loader, state, self._data_state, seed, config.split_batches, config.even_batches, shuffle

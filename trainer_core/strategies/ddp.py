@@ -19,12 +19,12 @@ from typing import Any
 import torch
 from torch.nn.parallel import DistributedDataParallel
 
-from .single import SingleProcessStrategy
+from .parallel import ParallelStrategy
 
 __all__ = ["DDPStrategy"]
 
 
-class DDPStrategy(SingleProcessStrategy):
+class DDPStrategy(ParallelStrategy):
     name = "ddp"
 
     def __init__(self, state: Any, ddp_kwargs: dict[str, Any], comm_hook: tuple[Any, Any] | None = None) -> None:

@@ -3,10 +3,10 @@ gradients (``xm.optimizer_step``), so nothing wraps the model and there is no sy
 
 from __future__ import annotations
 
-from .single import SingleProcessStrategy
+from .parallel import ParallelStrategy
 
 __all__ = ["XlaStrategy"]
 
 
-class XlaStrategy(SingleProcessStrategy):
+class XlaStrategy(ParallelStrategy):
     name = "xla"

@@ -107,14 +107,6 @@ class DeepSpeedPlugin:
 
     argument_name = "deepspeed_plugin"
 
-    def make_strategy(self, state: Any, mesh: Any = None) -> Any:
-        """The strategy that trains through DeepSpeed with this plugin on ``state``'s ranks
-        (``mesh``: never given, a ParallelismConfig needs the FSDP plugin)."""
-        from .strategy import DeepSpeedStrategy
-
-        import_deepspeed()  # fail at Accelerator(), not at the first prepare, when it is missing
-        return DeepSpeedStrategy(state, self)
-
     def accumulation_steps(self, requested: int) -> int:
         """The micro-batches per step: a number in the config wins over the Accelerator's
         ``requested`` (warned when both were set and differ), as with Accelerate."""

@@ -27,7 +27,7 @@ from torch.utils.data import DataLoader
 
 from ...precision import FullPrecision
 from ..base import PrepareSettings
-from ..single import SingleProcessStrategy
+from ..parallel import ParallelStrategy
 from .placeholders import (
     check_placeholders,
     is_placeholder_optimizer,
@@ -42,11 +42,13 @@ __all__ = ["DeepSpeedStrategy", "EngineOptimizer", "EngineScheduler"]
 MODEL_NAME = "pytorch_model"  # the checkpoint tag of the first model, as Accelerate names it
 
 
-class DeepSpeedStrategy(SingleProcessStrategy):
+class DeepSpeedStrategy(ParallelStrategy):
     name = "deepspeed"
     shards_state = True
 
-    def __init__(self, state: Any, plugin: DeepSpeedPlugin) -> None:
+    def __init__(self, state: Any, plugin: DeepSpeedPlugin, mesh: Any = None) -> None:
+        """``mesh``: never given (a ParallelismConfig needs the FSDP plugin)."""
+        import_deepspeed()  # fail at Accelerator(), not at the first prepare, when it is missing
         super().__init__(state)
         self.plugin = plugin
         self.engines: list[Any] = []

@@ -106,13 +106,6 @@ class FullyShardedDataParallelPlugin:
 
     argument_name = "fsdp_plugin"
 
-    def make_strategy(self, state: Any, mesh: Any = None) -> Any:
-        """The strategy that shards with this plugin (``FSDP2Strategy``) on ``state``'s ranks (over
-        ``mesh["dp_shard"]`` when the ranks form a mesh)."""
-        from .strategy import FSDP2Strategy
-
-        return FSDP2Strategy(state, self, mesh)
-
     def mixed_precision(self) -> Any:
         """The ``MixedPrecisionPolicy`` for ``fully_shard`` (None: parameters keep their dtype)."""
         from torch.distributed.fsdp import MixedPrecisionPolicy

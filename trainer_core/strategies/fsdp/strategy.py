@@ -23,13 +23,13 @@ from typing import Any
 
 import torch
 
-from ..single import SingleProcessStrategy
+from ..parallel import ParallelStrategy
 from .plugin import FullyShardedDataParallelPlugin
 
 __all__ = ["FSDP2Strategy", "wrapped_units"]
 
 
-class FSDP2Strategy(SingleProcessStrategy):
+class FSDP2Strategy(ParallelStrategy):
     name = "fsdp"
     shards_state = True
 
@@ -37,6 +37,12 @@ class FSDP2Strategy(SingleProcessStrategy):
         super().__init__(state)
         self.plugin = plugin
         self.shard_mesh = mesh["dp_shard"] if mesh is not None else None  # None: every rank
+
+    def data_shard(self) -> tuple[int, int]:
+        """On a mesh, the ranks that differ only in their tensor-parallel coordinate share batches."""
+        if self.shard_mesh is None:
+            return super().data_shard()
+        return self.shard_mesh.get_local_rank(), self.shard_mesh.size()
 
     def setup_module(self, model: torch.nn.Module) -> torch.nn.Module:
         from torch.distributed.fsdp import CPUOffloadPolicy, FSDPModule, OffloadPolicy, fully_shard
