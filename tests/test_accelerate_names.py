@@ -16,7 +16,7 @@ from ranks import on_ranks
 from torch import nn
 
 from trainer_core import Accelerator
-from trainer_core.accelerator_state import AcceleratorState
+from trainer_core.compat.accelerator_state import AcceleratorState
 
 
 def public(obj) -> set[str]:

@@ -37,13 +37,14 @@ from typing import Any
 import torch
 
 from . import ops
-from .accelerator_state import AcceleratorState
 from .checkpoint_methods import CheckpointMethods
+from .compat.accelerator_state import AcceleratorState
+from .compat.handlers import Handlers
+from .compat.interop import share_state_with_accelerate
+from .compat.launch_environment import launch_plugins
+from .compat.setup_names import SetupNames, one_deepspeed_plugin, refuse_unsupported
 from .data import DataState
 from .data_config import DataLoaderConfiguration
-from .handlers import Handlers
-from .interop import share_state_with_accelerate
-from .launch_environment import launch_plugins
 from .memory import held_bytes
 from .metrics import MetricLog
 from .parallelism import MeshMethods, parallelism_config_from
@@ -51,7 +52,6 @@ from .precision import select_precision
 from .prepare_methods import PrepareMethods
 from .prepared import PreparedObjects
 from .project import ProjectConfiguration
-from .setup_names import SetupNames, one_deepspeed_plugin, refuse_unsupported
 from .strategies import select_strategy
 from .strategies.deepspeed.plugin import deepspeed_plugin_from
 from .strategies.fsdp.plugin import fsdp_plugin_from
@@ -90,7 +90,7 @@ class Accelerator(PrepareMethods, TrackerMethods, CheckpointMethods, MeshMethods
             or JSON path, or Accelerate's plugin): ``prepare`` hands the model and its optimizer to
             ``deepspeed.initialize`` and ``backward`` steps the engine. Needs the ``deepspeed`` extra.
             With neither plugin, the sharding ``accelerate launch`` set up (its environment
-            variables, ``launch_environment``) is used, as Accelerate's Accelerator does.
+            variables, ``compat.launch_environment``) is used, as Accelerate's Accelerator does.
         parallelism_config: the ranks as a mesh (``ParallelismConfig(dp_shard_size=2, tp_size=2)``;
             Accelerate's is accepted), with ``fsdp_plugin``: FSDP2 shards over "dp_shard", the
             user's tensor-parallel layers span "tp" (``torch_device_mesh``), loaders shard by "dp_shard".
@@ -98,7 +98,7 @@ class Accelerator(PrepareMethods, TrackerMethods, CheckpointMethods, MeshMethods
             then once per process (as Accelerate does: schedules are sized by the un-prepared
             loader's length), once with ``split_batches``; False steps it at every call.
         kwargs_handlers: Accelerate's handlers (DDP options and communication hook, GradScaler,
-            process-group timeout, autocast, profiling; ``trainer_core.handlers``).
+            process-group timeout, autocast, profiling; ``trainer_core.compat.handlers``).
         device_placement: False is accepted on the CPU (where everything already is), refused elsewhere.
         split_batches: Accelerate's older place for ``DataLoaderConfiguration(split_batches=)``.
         deepspeed_plugins: a dict holding one DeepSpeed plugin (instead of ``deepspeed_plugin``).

@@ -1,7 +1,7 @@
 """Prepared data loaders: each rank gets its share of every epoch, with the same number of batches.
 
 Map-style datasets: every rank draws the same epoch order (sequential; the user's sampler, seeded
-alike on every rank — a plain ``RandomSampler`` as Accelerate seeds it, ``shuffle.py``; or, with
+alike on every rank — a plain ``RandomSampler`` as Accelerate seeds it, ``compat.shuffle``; or, with
 ``data_seed``/``use_seedable_sampler``, a permutation seeded by that seed and the epoch), which is
 cut into global steps of ``num_processes × batch_size`` samples; rank r takes the r-th slice of each
 step. When the last step is short it is completed with samples from the start of the epoch ("even
@@ -213,7 +213,7 @@ class PreparedDataLoader(DataLoader):
 
     def state_dict(self):
         """Where this loader is: its epoch, the batches it has handed out in it, and the shuffle's
-        generator state the epoch's order came from (``shuffle.py``; None without one).
+        generator state the epoch's order came from (``compat.shuffle``; None without one).
 
         Examples:
             >>> loader.state_dict()   # doctest: +SKIP
@@ -328,7 +328,7 @@ def _sharded_sampler(loader, state, seed, split_batches=False, shuffle=None):
     (Accelerate's ``SeedableRandomSampler``), or any other sampler. Only a ``RandomSampler`` that
     would draw from each rank's global RNG is replaced, by a permutation seeded with rank 0's seed
     (or ``data_seed``) and the epoch, which every rank draws alike — unless ``shuffle`` (a
-    ``SamplerShuffle``) owns its generator: then it is kept, in Accelerate's order (``shuffle.py``).
+    ``SamplerShuffle``) owns its generator: then it is kept, in Accelerate's order (``compat.shuffle``).
     """
     batch_sampler = map_batch_sampler(loader)
     if batch_sampler is None:

@@ -22,7 +22,7 @@ class DataLoaderConfiguration:
     process gets batches of the loader's size). ``data_seed`` or ``use_seedable_sampler=True``: the
     shuffle order is a permutation seeded by ``data_seed`` (else rank 0's torch seed) and the epoch,
     the same with any number of processes; without them a plain ``shuffle=True`` shuffles as
-    Accelerate does (``trainer_core.shuffle``: the same weights as Accelerate for the same seed).
+    Accelerate does (``trainer_core.compat.shuffle``: the same weights as Accelerate for the same seed).
     ``even_batches=False``: the loader's batches are dealt out to the processes in turn, without
     padding (some get one batch fewer or a shorter last one; use ``join_uneven_inputs`` for DDP).
     ``use_stateful_dataloader=True``: ``save_state``/``load_state`` also keep where each loader was

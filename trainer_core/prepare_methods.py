@@ -24,10 +24,10 @@ from torch.optim.lr_scheduler import LRScheduler
 from torch.utils.data import DataLoader
 
 from . import ops
+from .compat.shuffle import SamplerShuffle, draw_seed, plain_random_sampler
 from .data import PreparedDataLoader
 from .optim import PreparedOptimizer, PreparedScheduler
 from .precision import autocast_forward
-from .shuffle import SamplerShuffle, draw_seed, plain_random_sampler
 from .strategies import PrepareSettings
 from .strategies.deepspeed.placeholders import is_placeholder_optimizer, is_placeholder_scheduler
 
@@ -154,7 +154,7 @@ class PrepareMethods:
         return prepared
 
     def _accelerate_shuffle(self, loader: DataLoader, several: bool) -> SamplerShuffle | None:
-        """Accelerate's shuffle for the loader's plain ``RandomSampler`` (``shuffle.py``), unless a
+        """Accelerate's shuffle for the loader's plain ``RandomSampler`` (``compat.shuffle``), unless a
         seeded order is asked for (or batches are dispatched); with several processes its seed is
         drawn here from the global RNG, rank 0's draw for all, as Accelerate draws it."""
         config = self.dataloader_config

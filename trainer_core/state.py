@@ -96,7 +96,7 @@ class DistributedState:
     def _reset_state(self, reset_partial_state=False):
         """Accelerate's reset of its singleton state, which code written for it calls between runs.
         This state belongs to its Accelerator and needs none; Accelerate's shared state (made by
-        ``trainer_core.interop``) is reset, so the next Accelerator sets it up afresh."""
+        ``trainer_core.compat.interop``) is reset, so the next Accelerator sets it up afresh."""
         accelerate_state = sys.modules.get("accelerate.state")
         if accelerate_state is not None:
             accelerate_state.AcceleratorState._reset_state(reset_partial_state)

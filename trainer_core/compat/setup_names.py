@@ -71,7 +71,7 @@ class SetupNames:
     @property
     def log_with(self) -> list:
         """The trackers ``log_with`` asked for: names (``"all"`` expanded) and tracker objects."""
-        from .trackers import tracker_names
+        from ..trackers import tracker_names
 
         if self._log_with is None:
             return []

@@ -32,7 +32,7 @@ from typing import Any
 import torch
 from torch.utils.data import RandomSampler
 
-from .data import map_batch_sampler
+from ..data import map_batch_sampler
 
 __all__ = ["SamplerShuffle", "draw_seed", "plain_random_sampler"]
 

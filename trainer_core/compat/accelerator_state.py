@@ -25,8 +25,8 @@ from typing import Any
 
 import torch
 
-from .process_helpers import ProcessHelpers
-from .state import DistributedState
+from ..process_helpers import ProcessHelpers
+from ..state import DistributedState
 
 __all__ = ["AcceleratorState", "DynamoSettings"]
 
