@@ -51,8 +51,8 @@ _SHARDING: dict[type, str] = {}
 
 
 def register_sharding(plugin_type: type, strategy: str) -> None:
-    """Make an Accelerator given a ``plugin_type`` plugin train with ``strategy`` ("module:Class",
-    built as ``Class(state, plugin, mesh)``)."""
+    """Make an Accelerator given a ``plugin_type`` plugin train with ``strategy`` ("module:Class" of
+    a ``ParallelStrategy``, built with ``Class.for_plugin(state, plugin, mesh)``)."""
     _SHARDING[plugin_type] = strategy
 
 
@@ -60,12 +60,12 @@ register_sharding(FullyShardedDataParallelPlugin, "trainer_core.strategies.fsdp.
 register_sharding(DeepSpeedPlugin, "trainer_core.strategies.deepspeed.strategy:DeepSpeedStrategy")
 
 
-def sharding_strategy(plugin: Any) -> type:
+def sharding_strategy(plugin: Any) -> type[ParallelStrategy]:
     """The strategy class registered for ``plugin``'s type (or the nearest base type registered)."""
     for kind in type(plugin).__mro__:
         if kind in _SHARDING:
             module, _, name = _SHARDING[kind].partition(":")
-            strategy: type = getattr(importlib.import_module(module), name)
+            strategy: type[ParallelStrategy] = getattr(importlib.import_module(module), name)
             return strategy
     known = ", ".join(kind.__name__ for kind in _SHARDING)
     raise TypeError(f"no strategy shards with a {type(plugin).__name__}; the sharding plugins are {known}")
@@ -90,7 +90,7 @@ def select_strategy(
             raise ValueError(
                 f"{sharding.argument_name} is not supported on TPUs (XLA): use the XLA strategy's data parallelism"
             )
-        made: Strategy = sharding_strategy(sharding)(state, sharding, mesh)
+        made: Strategy = sharding_strategy(sharding).for_plugin(state, sharding, mesh)
         return made
     if state.backend.wraps_ddp:
         return DDPStrategy(state, ddp_kwargs or {}, comm_hook)

@@ -10,6 +10,8 @@ Examples:
 
 from __future__ import annotations
 
+from typing import Any
+
 from .base import BaseStrategy
 
 __all__ = ["ParallelStrategy"]
@@ -19,3 +21,9 @@ class ParallelStrategy(BaseStrategy):
     """Several ranks, one model."""
 
     name = "parallel"
+
+    @classmethod
+    def for_plugin(cls, state: Any, plugin: Any, mesh: Any = None) -> ParallelStrategy:
+        """The strategy a sharding plugin asks for (``register_sharding``), on ``state``'s ranks and
+        over ``mesh`` when the ranks form one; a strategy that shards with a plugin defines it."""
+        raise TypeError(f"{cls.__name__} is not made from a sharding plugin")

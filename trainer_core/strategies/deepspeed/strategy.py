@@ -46,9 +46,13 @@ class DeepSpeedStrategy(ParallelStrategy):
     name = "deepspeed"
     shards_state = True
 
-    def __init__(self, state: Any, plugin: DeepSpeedPlugin, mesh: Any = None) -> None:
+    @classmethod
+    def for_plugin(cls, state: Any, plugin: Any, mesh: Any = None) -> DeepSpeedStrategy:
         """``mesh``: never given (a ParallelismConfig needs the FSDP plugin)."""
         import_deepspeed()  # fail at Accelerator(), not at the first prepare, when it is missing
+        return cls(state, plugin)
+
+    def __init__(self, state: Any, plugin: DeepSpeedPlugin) -> None:
         super().__init__(state)
         self.plugin = plugin
         self.engines: list[Any] = []

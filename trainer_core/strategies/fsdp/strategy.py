@@ -33,6 +33,10 @@ class FSDP2Strategy(ParallelStrategy):
     name = "fsdp"
     shards_state = True
 
+    @classmethod
+    def for_plugin(cls, state: Any, plugin: Any, mesh: Any = None) -> FSDP2Strategy:
+        return cls(state, plugin, mesh)
+
     def __init__(self, state: Any, plugin: FullyShardedDataParallelPlugin, mesh: Any = None) -> None:
         super().__init__(state)
         self.plugin = plugin
