@@ -25,7 +25,7 @@ from typing import Any
 
 import torch
 
-from ..process_helpers import ProcessHelpers
+from ..accelerator.process_helpers import ProcessHelpers
 from ..state import DistributedState
 
 __all__ = ["AcceleratorState", "DynamoSettings"]

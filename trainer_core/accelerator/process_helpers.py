@@ -20,8 +20,8 @@ from typing import Any, TypeVar
 
 import torch
 
-from . import ops
-from .state import DistributedState
+from .. import ops
+from ..state import DistributedState
 
 __all__ = ["ProcessHelpers"]
 

@@ -36,27 +36,27 @@ from typing import Any
 
 import torch
 
-from . import ops
-from .checkpoint_methods import CheckpointMethods
-from .compat.accelerator_state import AcceleratorState
-from .compat.handlers import Handlers
-from .compat.interop import share_state_with_accelerate
-from .compat.launch_environment import launch_plugins
-from .compat.setup_names import SetupNames, one_deepspeed_plugin, refuse_unsupported
-from .data import DataState
-from .data_config import DataLoaderConfiguration
-from .memory import held_bytes
-from .metrics import MetricLog
-from .parallelism import MeshMethods, parallelism_config_from
-from .precision import select_precision
-from .prepare_methods import PrepareMethods
-from .prepared import PreparedObjects
-from .project import ProjectConfiguration
-from .strategies import select_strategy
-from .strategies.deepspeed.plugin import deepspeed_plugin_from
-from .strategies.fsdp.plugin import fsdp_plugin_from
-from .tracker_methods import TrackerMethods
-from .trackers import tracker_names
+from .. import ops
+from ..compat.accelerator_state import AcceleratorState
+from ..compat.handlers import Handlers
+from ..compat.interop import share_state_with_accelerate
+from ..compat.launch_environment import launch_plugins
+from ..compat.setup_names import SetupNames, one_deepspeed_plugin, refuse_unsupported
+from ..data import DataState
+from ..data_config import DataLoaderConfiguration
+from ..memory import held_bytes
+from ..metrics import MetricLog
+from ..parallelism import MeshMethods, parallelism_config_from
+from ..precision import select_precision
+from ..prepared import PreparedObjects
+from ..project import ProjectConfiguration
+from ..strategies import select_strategy
+from ..strategies.deepspeed.plugin import deepspeed_plugin_from
+from ..strategies.fsdp.plugin import fsdp_plugin_from
+from ..trackers import tracker_names
+from .checkpointing import CheckpointMethods
+from .preparing import PrepareMethods
+from .tracking import TrackerMethods
 
 __all__ = ["Accelerator", "MEMORY_METRIC", "DEVICE_MEMORY_METRIC"]
 

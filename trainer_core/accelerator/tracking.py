@@ -14,10 +14,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from .metrics import MetricLog
+from ..metrics import MetricLog
+from ..project import ProjectConfiguration
+from ..trackers import NoTracker, make_trackers
 from .process_helpers import ProcessHelpers
-from .project import ProjectConfiguration
-from .trackers import NoTracker, make_trackers
 
 __all__ = ["TrackerMethods"]
 

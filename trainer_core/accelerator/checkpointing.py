@@ -23,12 +23,12 @@ from typing import Any
 import torch
 from torch.utils.hooks import RemovableHandle
 
-from . import checkpoint, ops, project
-from .precision import FullPrecision
-from .prepared import PreparedObjects
+from .. import checkpoint, ops, project
+from ..precision import FullPrecision
+from ..prepared import PreparedObjects
+from ..project import ProjectConfiguration
+from ..strategies.base import Strategy
 from .process_helpers import ProcessHelpers
-from .project import ProjectConfiguration
-from .strategies.base import Strategy
 
 __all__ = ["CheckpointMethods"]
 
@@ -104,7 +104,7 @@ class CheckpointMethods(ProcessHelpers):
             >>> Accelerator(cpu=True).save_model(torch.nn.Linear(2, 2), folder)
             ['model.safetensors']
         """
-        from .big_modeling.files import save_sharded
+        from ..big_modeling.files import save_sharded
 
         names = []
         weights = self.get_state_dict(model)  # every rank: gathering a sharded model's weights is a collective

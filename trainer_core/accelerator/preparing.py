@@ -23,13 +23,13 @@ import torch
 from torch.optim.lr_scheduler import LRScheduler
 from torch.utils.data import DataLoader
 
-from . import ops
-from .compat.shuffle import SamplerShuffle, draw_seed, plain_random_sampler
-from .data import PreparedDataLoader
-from .optim import PreparedOptimizer, PreparedScheduler
-from .precision import autocast_forward
-from .strategies import PrepareSettings
-from .strategies.deepspeed.placeholders import is_placeholder_optimizer, is_placeholder_scheduler
+from .. import ops
+from ..compat.shuffle import SamplerShuffle, draw_seed, plain_random_sampler
+from ..data import PreparedDataLoader
+from ..optim import PreparedOptimizer, PreparedScheduler
+from ..precision import autocast_forward
+from ..strategies import PrepareSettings
+from ..strategies.deepspeed.placeholders import is_placeholder_optimizer, is_placeholder_scheduler
 
 __all__ = ["PrepareMethods"]
 
