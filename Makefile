@@ -10,7 +10,7 @@ TORCH_PIN := torch==2.13.0
 # resolve an unpinned torch into the build environment.
 DEEPSPEED_PIN := deepspeed==0.19.8
 
-.PHONY: env test check demo bench clean browser labextension docs gpu-kit gpu-dry-run gpu-pass pictures
+.PHONY: quick env test check demo bench clean browser labextension docs gpu-kit gpu-dry-run gpu-pass pictures
 
 env: $(STAMP)
 
@@ -118,6 +118,11 @@ check: $(STAMP) labextension/node_modules
 	$(VENV)/bin/mypy
 	cd labextension && npx tsc --noEmit -p . && npx eslint src
 	$(PY) -m pytest -q $(PROCESS_FREE_TESTS) notebook_launcher trainer_core
+
+# Minutes: make check, then every test but the slow ones (browsers, Ray clusters, whole notebooks,
+# the fault soak: tests/conftest.py says which). `make test` runs them all.
+quick: check
+	$(PY) -m pytest -q -m "not slow" --durations=10
 
 labextension/node_modules: labextension/package.json labextension/package-lock.json
 	cd labextension && npm install --no-audit --no-fund --loglevel=error

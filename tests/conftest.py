@@ -21,6 +21,13 @@ def _has_cuda():
 
 
 def pytest_collection_modifyitems(config, items):
+    """``gpu`` tests skip without a CUDA GPU. ``slow`` means what ``make quick`` leaves out: a real
+    browser with a JupyterLab server (every test that takes the ``browser`` fixture, marked here so
+    a new one cannot be forgotten), a Ray cluster, a notebook or tutorial run end to end, a launch
+    reopened from its saved file, the fault soak (those files mark themselves)."""
+    for item in items:
+        if "browser" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.slow)
     if _has_cuda():
         return
     skip = pytest.mark.skip(reason="needs a CUDA GPU; none here")

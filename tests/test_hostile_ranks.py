@@ -12,6 +12,8 @@ from textwrap import dedent
 import psutil
 import pytest
 
+pytestmark = pytest.mark.slow  # the fault soak: a hundred launches (see conftest.py)
+
 HOSTILE = dedent("""
     import pickle, struct
     from notebook_launcher.wire import rank_channel

@@ -9,6 +9,8 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.slow  # every notebook run end to end (see conftest.py)
+
 NOTEBOOKS = Path(__file__).resolve().parent.parent / "notebooks"
 
 

@@ -35,6 +35,8 @@ from notebook_launcher.frontend.saved_outputs import (
     write_snapshot,
 )
 
+pytestmark = pytest.mark.slow  # launches saved, reopened and exported, in JupyterLab and nbconvert (see conftest.py)
+
 needs_browser = pytest.mark.skipif(not os.path.exists(CHROMIUM), reason="Debian's chromium is not installed")
 
 

@@ -20,6 +20,8 @@ import pytest
 
 from tests.kernel_session import KernelSession
 
+pytestmark = pytest.mark.slow  # each tutorial run end to end (see conftest.py)
+
 TESTS = os.path.dirname(os.path.abspath(__file__))
 
 SETUP = dedent("""
