@@ -104,9 +104,10 @@ def launch(
             "ray://host:10001" (Ray Client). ``num_processes`` is then the total number of ranks;
             rank 0's node hosts the store; the function travels by value. Needs
             ``pip install 'notebook-launcher[ray]'``.
-        listeners: objects told of the launch's events as they happen: any of ``on_start(launch)``,
-            ``on_status(rank, status)``, ``on_output(rank, stream, text)``, ``on_live``,
-            ``on_display``, ``on_metric(rank, metric)``, ``on_finish(launch)`` (see
+        listeners: objects told of the launch's events as they happen, each a typed event: any of
+            ``on_start(launch)``, ``on_status(event)`` (``.rank``, ``.status``), ``on_output(event)``
+            (``.rank``, ``.stream``, ``.text``), ``on_live``, ``on_display``, ``on_metric(event)``
+            (``.rank``, ``.step``, ``.values``), ``on_finish(launch)`` (see
             ``launching.listener.LaunchListener``); one that raises is reported and dropped.
             ``Launch.subscribe`` adds one later.
         backend_options: the chosen backend's own keywords, checked by it. Ray's are

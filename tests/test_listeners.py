@@ -1,5 +1,6 @@
 """The user's own listeners: ``launch(..., listeners=[...])`` and ``Launch.subscribe``, fed by real
-rank processes (gloo-free: plain prints, and metrics from trainer_core's Accelerator)."""
+rank processes (gloo-free: plain prints, and metrics from trainer_core's Accelerator) with typed
+events (``event.rank``, ``event.status``, ``event.text``, ``event.step``, ...)."""
 
 from __future__ import annotations
 
@@ -23,14 +24,14 @@ class Recorder:
     def on_start(self, launch):
         self._keep("start", launch.status)
 
-    def on_status(self, rank, status):
-        self._keep("status", rank, status)
+    def on_status(self, event):
+        self._keep("status", event.rank, event.status)
 
-    def on_output(self, rank, stream, text):
-        self._keep("output", rank, stream, text)
+    def on_output(self, event):
+        self._keep("output", event.rank, event.stream, event.text)
 
-    def on_metric(self, rank, metric):
-        self._keep("metric", rank, metric["step"], metric["values"])
+    def on_metric(self, event):
+        self._keep("metric", event.rank, event.step, dict(event.values))
 
     def on_finish(self, launch):
         self._keep("finish", launch.status)
@@ -104,7 +105,7 @@ def test_a_listener_that_raises_is_reported_and_dropped_and_the_launch_goes_on(c
     class Broken:
         calls = 0
 
-        def on_output(self, rank, stream, text):
+        def on_output(self, event):
             Broken.calls += 1
             raise RuntimeError("the listener's own bug")
 
@@ -131,3 +132,50 @@ def test_an_unsubscribed_listener_hears_nothing_more(tmp_path):
         fifo.write("go")
     job.wait()
     assert [call[0] for call in recorder.calls] == ["start"]
+
+
+def show_and_draw():
+    import sys
+
+    from IPython.display import display
+
+    display("a table")
+    sys.stderr.write("progress 50%\r")
+    sys.stderr.flush()
+    return "shown"
+
+
+def test_listeners_get_typed_frozen_events():
+    import dataclasses
+
+    from notebook_launcher.launching.listener import LiveLine, Metric, Output, Shown, Status
+
+    seen = []
+
+    class Types:
+        def on_status(self, event):
+            seen.append(event)
+
+        def on_output(self, event):
+            seen.append(event)
+
+        def on_live(self, event):
+            seen.append(event)
+
+        def on_display(self, event):
+            seen.append(event)
+
+    job = launch(show_and_draw, num_processes=1, display="none", listeners=[Types()])
+    assert job.wait() == "shown"
+    kinds = {type(event) for event in seen}
+    assert {Status, Shown, LiveLine} <= kinds and kinds <= {Status, Output, LiveLine, Shown, Metric}
+    shown = next(event for event in seen if isinstance(event, Shown))
+    assert "a table" in job.line(shown.rank, shown.index).text and not shown.replaced
+    live = [event for event in seen if isinstance(event, LiveLine) and event.text]
+    assert live and live[0].stream == "stderr" and "progress 50%" in live[0].text
+    try:
+        dataclasses.replace(seen[0]).rank = 5  # type: ignore[misc]
+    except dataclasses.FrozenInstanceError:
+        pass
+    else:
+        raise AssertionError("a listener's event can be changed under the other listeners")

@@ -14,6 +14,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Protocol
 
+from ..choices import RankStatus
+
 __all__ = ["Terminate", "Kill", "AskStacks", "TellOtherNodes", "ShowStatus", "Command", "Clock", "FakeClock"]
 
 
@@ -46,7 +48,7 @@ class ShowStatus:
     """A rank's status changed for a reason the rank did not send itself (done, failed, stopped)."""
 
     rank: int
-    status: str
+    status: RankStatus
 
 
 Command = Terminate | Kill | AskStacks | TellOtherNodes | ShowStatus

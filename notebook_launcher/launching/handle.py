@@ -123,8 +123,8 @@ class Launch(LaunchReading):
             >>> class Lines:
             ...     def __init__(self):
             ...         self.seen = []
-            ...     def on_output(self, rank, stream, text):
-            ...         self.seen.append((rank, text))
+            ...     def on_output(self, event):
+            ...         self.seen.append((event.rank, event.text))
             >>> job = launch(print, args=("hello",), num_processes=2, display="none")
             >>> lines = Lines(); stop = job.subscribe(lines)
             >>> _ = job.wait()

@@ -1,6 +1,8 @@
 """What a launch tells those who show it, and what they may read of it: two typed interfaces.
 
-``LaunchListener`` is implemented by every front end of a launch — the cell's views
+``LaunchListener`` gets a launch's typed, frozen events: the wire's own (``Status``, ``Output``,
+``Metric``, ``Reply``) and two of the record's (``LiveLine``, ``Shown``). It is implemented by
+every front end of a launch — the cell's views
 (``frontend.views``), the kernel's observers of launches (the sidebar) and the persistent workers'
 call router — and called by the supervisor's thread (rank events, ``flush``) and the launch
 (``on_start``, ``on_finish``). ``LaunchState`` is the read side of a launch that they are given:
@@ -18,12 +20,46 @@ from __future__ import annotations
 import sys
 import threading
 import traceback
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+
+from ..wire.events import Metric, Output, Reply, Status
 
 if TYPE_CHECKING:
     from .plan import LaunchPlan
 
-__all__ = ["LaunchListener", "LaunchState", "QuietListener", "CompositeListener", "GuardedListener"]
+__all__ = [
+    "LaunchListener",
+    "LaunchState",
+    "QuietListener",
+    "CompositeListener",
+    "GuardedListener",
+    "Status",
+    "Output",
+    "LiveLine",
+    "Shown",
+    "Metric",
+    "Reply",
+]
+
+
+@dataclass(frozen=True)
+class LiveLine:
+    """The line a rank is still writing to ``stream`` (a progress bar's latest frame); "" when none."""
+
+    rank: int
+    stream: str
+    text: str
+
+
+@dataclass(frozen=True)
+class Shown:
+    """A rank called ``display()``: entry ``index`` of its log (``launch.line(rank, index)``) is
+    new, or (``replaced``) an update of a display shown before."""
+
+    rank: int
+    index: int
+    replaced: bool
 
 
 class LaunchState(Protocol):
@@ -102,22 +138,22 @@ class LaunchListener(Protocol):
     def on_start(self, launch: LaunchState) -> None:
         """The launch was made (the cell's thread)."""
 
-    def on_status(self, rank: int, status: str) -> None:
-        """``rank`` is now "running", "done", "failed" or "stopped"."""
+    def on_status(self, event: Status) -> None:
+        """``event.rank`` is now ``event.status``: "running", "done", "failed" or "stopped"."""
 
-    def on_output(self, rank: int, stream: str, text: str) -> None:
-        """Complete lines a rank wrote (one or many, each ending with a newline)."""
+    def on_output(self, event: Output) -> None:
+        """Complete lines a rank wrote (``event.text``: one or many, each ending with a newline)."""
 
-    def on_live(self, rank: int, stream: str, text: str) -> None:
+    def on_live(self, event: LiveLine) -> None:
         """The line a rank is still writing (a progress bar's latest frame); "" when none."""
 
-    def on_display(self, rank: int, index: int, replaced: bool) -> None:
-        """A rank called ``display()``: entry ``index`` of its log is new, or (``replaced``) an update."""
+    def on_display(self, event: Shown) -> None:
+        """A rank called ``display()``: a new entry of its log, or an update of one."""
 
-    def on_metric(self, rank: int, metric: dict) -> None:
-        """A rank logged metrics (``Accelerator.log``)."""
+    def on_metric(self, event: Metric) -> None:
+        """A rank logged metrics (``Accelerator.log``): ``event.step``, ``event.values``."""
 
-    def on_reply(self, rank: int, payload: Any) -> None:
+    def on_reply(self, event: Reply) -> None:
         """A persistent worker answered a call (``workers``); views of launches ignore it."""
 
     def flush(self) -> float | None:
@@ -137,21 +173,20 @@ class QuietListener:
     def on_start(self, launch: LaunchState) -> None:
         pass
 
-    def on_status(self, rank: int, status: str) -> None:
+    def on_status(self, event: Status) -> None:
         pass
 
-    def on_output(self, rank: int, stream: str, text: str) -> None:
+    def on_output(self, event: Output) -> None:
         """Complete lines a rank wrote (one or many, each ending with a newline)."""
 
-    def on_metric(self, rank: int, metric: dict) -> None:
+    def on_metric(self, event: Metric) -> None:
         pass
 
-    def on_live(self, rank: int, stream: str, text: str) -> None:
+    def on_live(self, event: LiveLine) -> None:
         """The line a rank is still writing (a progress bar's latest frame); "" when none."""
 
-    def on_display(self, rank: int, index: int, replaced: bool) -> None:
-        """A rank called ``display()``: entry ``index`` of its log (``launch.line(rank, index)``) is
-        new, or (``replaced``) an update of a display shown before."""
+    def on_display(self, event: Shown) -> None:
+        """A rank called ``display()``: entry ``event.index`` of its log is new, or an update."""
 
     def flush(self) -> float | None:
         """Called after each batch of events, so output is shown in chunks, not line by line.
@@ -161,7 +196,7 @@ class QuietListener:
         """
         return None
 
-    def on_reply(self, rank: int, payload: Any) -> None:
+    def on_reply(self, event: Reply) -> None:
         """A persistent worker answered a call (``workers``); views of launches ignore it."""
 
     def on_finish(self, launch: LaunchState) -> None:
@@ -194,29 +229,29 @@ class CompositeListener(QuietListener):
         for view in self.views:
             view.on_start(launch)
 
-    def on_status(self, rank: int, status: str) -> None:
+    def on_status(self, event: Status) -> None:
         for view in self.views:
-            view.on_status(rank, status)
+            view.on_status(event)
 
-    def on_output(self, rank: int, stream: str, text: str) -> None:
+    def on_output(self, event: Output) -> None:
         for view in self.views:
-            view.on_output(rank, stream, text)
+            view.on_output(event)
 
-    def on_live(self, rank: int, stream: str, text: str) -> None:
+    def on_live(self, event: LiveLine) -> None:
         for view in self.views:
-            view.on_live(rank, stream, text)
+            view.on_live(event)
 
-    def on_display(self, rank: int, index: int, replaced: bool) -> None:
+    def on_display(self, event: Shown) -> None:
         for view in self.views:
-            view.on_display(rank, index, replaced)
+            view.on_display(event)
 
-    def on_metric(self, rank: int, metric: dict) -> None:
+    def on_metric(self, event: Metric) -> None:
         for view in self.views:
-            view.on_metric(rank, metric)
+            view.on_metric(event)
 
-    def on_reply(self, rank: int, payload: Any) -> None:
+    def on_reply(self, event: Reply) -> None:
         for view in self.views:
-            view.on_reply(rank, payload)
+            view.on_reply(event)
 
     def flush(self) -> float | None:
         delays = [delay for delay in (view.flush() for view in self.views) if delay is not None]
@@ -241,11 +276,11 @@ class GuardedListener(QuietListener):
     Examples:
         >>> class Count:
         ...     lines = 0
-        ...     def on_output(self, rank, stream, text):
-        ...         self.lines += text.count("\\n")
+        ...     def on_output(self, event):
+        ...         self.lines += event.text.count("\\n")
         >>> count = Count()
         >>> guarded = GuardedListener(count)
-        >>> guarded.on_output(0, "stdout", "a\\nb\\n"); guarded.on_status(0, "done")
+        >>> guarded.on_output(Output(0, 0.0, "stdout", "a\\nb\\n")); guarded.on_status(Status(0, 0.0, "done"))
         >>> count.lines
         2
     """
@@ -275,23 +310,23 @@ class GuardedListener(QuietListener):
     def on_start(self, launch: LaunchState) -> None:
         self._call("on_start", launch)
 
-    def on_status(self, rank: int, status: str) -> None:
-        self._call("on_status", rank, status)
+    def on_status(self, event: Status) -> None:
+        self._call("on_status", event)
 
-    def on_output(self, rank: int, stream: str, text: str) -> None:
-        self._call("on_output", rank, stream, text)
+    def on_output(self, event: Output) -> None:
+        self._call("on_output", event)
 
-    def on_live(self, rank: int, stream: str, text: str) -> None:
-        self._call("on_live", rank, stream, text)
+    def on_live(self, event: LiveLine) -> None:
+        self._call("on_live", event)
 
-    def on_display(self, rank: int, index: int, replaced: bool) -> None:
-        self._call("on_display", rank, index, replaced)
+    def on_display(self, event: Shown) -> None:
+        self._call("on_display", event)
 
-    def on_metric(self, rank: int, metric: dict) -> None:
-        self._call("on_metric", rank, metric)
+    def on_metric(self, event: Metric) -> None:
+        self._call("on_metric", event)
 
-    def on_reply(self, rank: int, payload: Any) -> None:
-        self._call("on_reply", rank, payload)
+    def on_reply(self, event: Reply) -> None:
+        self._call("on_reply", event)
 
     def flush(self) -> float | None:
         delay = self._call("flush")

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 from .listener import QuietListener
 
 if TYPE_CHECKING:
+    from ..wire.events import Status
     from .handle import Launch
 
 __all__ = ["register", "active_launches", "last_launch", "find_launch", "observe_launches", "Observed"]
@@ -74,7 +75,7 @@ class Observed(QuietListener):
         self._launch = launch
         self._tell(launch)
 
-    def on_status(self, rank: int, status: str) -> None:
+    def on_status(self, event: Status) -> None:
         self._tell(self._launch)
 
     def changed(self) -> None:

@@ -47,7 +47,7 @@ from ..wire import rebuild_exception
 from ..wire.events import Display, Failure, Malformed, Metric, Output, Reply, Result, Stacks, Status, decode_event
 from ..wire.shared_tensors import new_prefix, remove_leftovers, sweep_dead_kernels
 from .controller import STACKS_WAIT, AskStacks, Command, Controller, Kill, Phase, ShowStatus, TellOtherNodes, Terminate
-from .listener import LaunchListener
+from .listener import LaunchListener, LiveLine, Shown
 from .plan import LaunchPlan
 from .readiness import wait_readable
 from .record import LaunchRecord
@@ -251,7 +251,7 @@ class Supervisor:
         group = self._group
         for command in commands:
             if isinstance(command, ShowStatus):
-                self._notify(self._listener.on_status, command.rank, command.status)
+                self._notify(self._listener.on_status, Status(command.rank, time.time(), command.status))
             elif isinstance(command, TellOtherNodes):
                 self._meeting.report_failure(command.text)
             elif group is None:
@@ -282,29 +282,28 @@ class Supervisor:
     def on_text(self, rank: int, stream: str, text: str) -> None:
         self._control.activity()
         self._record.add_output(rank, stream, text)
-        self._notify(self._listener.on_output, rank, stream, text)
+        self._notify(self._listener.on_output, Output(rank, time.time(), stream, text))
 
     def on_live(self, rank: int, stream: str, text: str) -> None:
-        self._notify(self._listener.on_live, rank, stream, text)
+        self._notify(self._listener.on_live, LiveLine(rank, stream, text))
 
     def on_exit(self, ranks: Sequence[int], exitcode: int | None, signalled: bool, lost: str | None = None) -> None:
         self._carry_out(self._control.exited(list(ranks), exitcode, signalled, lost))
 
     def _on_status(self, event: Status) -> None:
         self._record.set_rank_status(event.rank, event.status)
-        self._notify(self._listener.on_status, event.rank, event.status)
+        self._notify(self._listener.on_status, event)
 
     def _on_output(self, event: Output) -> None:
         self.on_text(event.rank, event.stream, event.text)
 
     def _on_metric(self, event: Metric) -> None:
-        metric = event.as_dict()
-        self._record.add_metric(event.rank, metric, event.time)
-        self._notify(self._listener.on_metric, event.rank, metric)
+        self._record.add_metric(event.rank, event.as_dict(), event.time)
+        self._notify(self._listener.on_metric, event)
 
     def _on_display(self, event: Display) -> None:
         index, replaced = self._record.add_display(event.rank, event.data, event.display_id, event.update)
-        self._notify(self._listener.on_display, event.rank, index, replaced)
+        self._notify(self._listener.on_display, Shown(event.rank, index, replaced))
 
     def _on_result(self, event: Result) -> None:
         self._carry_out(self._control.result(event.rank, event.time))
@@ -318,7 +317,7 @@ class Supervisor:
                 self._carry_out(self._control.unreadable(rank, error, time.time()))
 
     def _on_reply(self, event: Reply) -> None:
-        self._notify(self._listener.on_reply, event.rank, event.payload)
+        self._notify(self._listener.on_reply, event)
 
     def _on_failure(self, event: Failure) -> None:
         self._carry_out(self._control.error(event.rank, rebuild_exception(event.rank, event.report), event.time))

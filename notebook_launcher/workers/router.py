@@ -11,18 +11,19 @@ thread) is kept on the launch (``logs``) but shown nowhere.
 
 Examples:
     >>> router = CallRouter()
-    >>> router.on_output(0, "stdout", "between calls\\n")   # no call running: kept, not shown
+    >>> router.on_output(Output(0, 0.0, "stdout", "between calls\\n"))   # no call running: kept, not shown
 """
 
 from __future__ import annotations
 
 import contextvars
+import dataclasses
 import threading
 from collections.abc import Callable
 from typing import Any, TypeVar
 
 from ..frontend.views import LaunchView
-from ..launching.listener import LaunchState
+from ..launching.listener import LaunchState, LiveLine, Metric, Output, Reply, Shown
 
 __all__ = ["CallRouter", "Call"]
 
@@ -93,32 +94,32 @@ class CallRouter(LaunchView):
     def on_start(self, launch: LaunchState) -> None:
         self._launch = launch
 
-    def on_output(self, rank: int, stream: str, text: str) -> None:
-        call = self._called(rank)
+    def on_output(self, event: Output) -> None:
+        call = self._called(event.rank)
         if call is not None:
-            self._show(call, call.view.on_output, rank, stream, text)
+            self._show(call, call.view.on_output, event)
 
-    def on_live(self, rank: int, stream: str, text: str) -> None:
-        call = self._called(rank)
+    def on_live(self, event: LiveLine) -> None:
+        call = self._called(event.rank)
         if call is not None:
-            self._show(call, call.view.on_live, rank, stream, text)
+            self._show(call, call.view.on_live, event)
 
-    def on_display(self, rank: int, index: int, replaced: bool) -> None:
-        call = self._called(rank)
+    def on_display(self, event: Shown) -> None:
+        call = self._called(event.rank)
         if call is not None:
-            in_call = call.handle.index_in_call(rank, index)
+            in_call = call.handle.index_in_call(event.rank, event.index)
             if in_call is not None:
-                self._show(call, call.view.on_display, rank, in_call, replaced)
+                self._show(call, call.view.on_display, dataclasses.replace(event, index=in_call))
 
-    def on_metric(self, rank: int, metric: Any) -> None:
-        call = self._called(rank)
+    def on_metric(self, event: Metric) -> None:
+        call = self._called(event.rank)
         if call is not None:
-            self._show(call, call.view.on_metric, rank, metric)
+            self._show(call, call.view.on_metric, event)
 
-    def on_reply(self, rank: int, payload: Any) -> None:
+    def on_reply(self, event: Reply) -> None:
         call = self.call
-        if call is not None and payload.get("call") == call.id:
-            call.add_reply(rank, payload)
+        if call is not None and event.payload.get("call") == call.id:
+            call.add_reply(event.rank, dict(event.payload))
 
     def flush(self) -> float | None:
         """The call's view's flush; returns when it wants to be called again (the widget's redraws)."""

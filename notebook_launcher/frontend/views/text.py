@@ -50,7 +50,10 @@ class TextView(LaunchView):
     def on_start(self, launch):
         self._launch = launch
 
-    def on_output(self, rank, stream, text):
+    def on_output(self, event):
+        self._write(event.rank, event.stream, event.text)
+
+    def _write(self, rank, stream, text):
         prefix = line_prefix(self._template, rank)
         body = text[:-1] if text.endswith("\n") else text
         if stream != self._last_stream:
@@ -58,9 +61,9 @@ class TextView(LaunchView):
             self._last_stream = stream
         self._streams[stream].write(prefix + body.replace("\n", "\n" + prefix) + "\n")
 
-    def on_display(self, rank, index, replaced):
-        key = (rank, index)
-        if replaced and time.monotonic() - self._printed.get(key, 0.0) < UPDATE_EVERY:
+    def on_display(self, event):
+        key = (event.rank, event.index)
+        if event.replaced and time.monotonic() - self._printed.get(key, 0.0) < UPDATE_EVERY:
             self._pending.add(key)
             return
         self._print_display(key)
@@ -69,7 +72,7 @@ class TextView(LaunchView):
         rank, index = key
         self._printed[key] = time.monotonic()
         self._pending.discard(key)
-        self.on_output(rank, "stdout", self.launch.line(rank, index).text)
+        self._write(rank, "stdout", self.launch.line(rank, index).text)
 
     def flush(self):
         for out in self._streams.values():

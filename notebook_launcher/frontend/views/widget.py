@@ -32,7 +32,7 @@ from typing import Any
 
 from ...interrupt_routing import kernel_thread
 from ...kernel_streams import skip_idle_display_flushes
-from ...launching.listener import LaunchState
+from ...launching.listener import LaunchState, LiveLine, Metric, Output, Shown, Status
 from ..busy_status import BusyWhileWaiting
 from ..subshells import handle_where_sent
 from .base import LaunchView
@@ -128,29 +128,29 @@ class WidgetView(LaunchView):
         else:
             self._handle.update(bundle, raw=True, metadata=self._snapshots.metadata)
 
-    def on_status(self, rank: int, status: str) -> None:
+    def on_status(self, event: Status) -> None:
         self._changed()
         self._dirty.add("header")
-        if status == "failed" and self.built:
-            self.tabs.selected_index = self._tab_of(rank)
+        if event.status == "failed" and self.built:
+            self.tabs.selected_index = self._tab_of(event.rank)
 
-    def on_output(self, rank: int, stream: str, text: str) -> None:
+    def on_output(self, event: Output) -> None:
         self._changed()
-        self._live.pop((rank, stream), None)
+        self._live.pop((event.rank, event.stream), None)
         self._dirty.add("lines")
 
-    def on_live(self, rank: int, stream: str, text: str) -> None:
-        if text != self._live.get((rank, stream), ""):
-            self._live[(rank, stream)] = text
+    def on_live(self, event: LiveLine) -> None:
+        if event.text != self._live.get((event.rank, event.stream), ""):
+            self._live[(event.rank, event.stream)] = event.text
             self._dirty.add("lines")
 
-    def on_display(self, rank: int, index: int, replaced: bool) -> None:
+    def on_display(self, event: Shown) -> None:
         self._changed()
-        if replaced:
-            self._replaced.add((rank, index))
+        if event.replaced:
+            self._replaced.add((event.rank, event.index))
         self._dirty.add("lines")
 
-    def on_metric(self, rank: int, metric: dict) -> None:
+    def on_metric(self, event: Metric) -> None:
         self._changed()
         self._dirty.add("metrics")
         self._dirty.add("lines")  # an empty log's hint mentions the chart
