@@ -217,7 +217,7 @@ class Meeting(Protocol):
 
 
 class Starter(Protocol):
-    """One way of starting ranks (fork, spawn, torch_xla), chosen once by ``select_starter``."""
+    """One way of starting ranks (fork, spawn, torch_xla, a cluster's actors), made by ``Backend.starter``."""
 
     name: str
 

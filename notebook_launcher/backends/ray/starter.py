@@ -5,7 +5,7 @@ does: cell-defined functions and classes travel) before anything starts; each at
 the warm actors (``pool``), has rank 0's actor host the ranks' store on rank 0's node (as Ray
 Train does: the kernel may be a laptop the nodes cannot reach) and starts one rank per actor.
 
-Examples (what ``select_starter("ray")`` gives the launch)::
+Examples (what ``RayBackend.starter(plan)`` gives the launch)::
 
     starter = RayStarter(); starter.prepare(plan)
     meeting = starter.meeting(plan, attempt=0); port = meeting.open(lambda: False, print)
