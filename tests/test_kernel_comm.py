@@ -198,3 +198,27 @@ def test_sidebar_stop_ends_a_background_launch_and_names_its_cell(kernel):
     kernel.send_comm(comm, {"type": "stop_launch", "request_id": "t", "id": "nope"})
     reply = kernel.comm_message(comm, lambda d: d["type"] == "reply")
     assert reply["ok"] is False and "no running launch with id 'nope'" in reply["error"]
+
+
+def test_a_reloaded_page_replaces_its_earlier_sidebar_even_when_its_close_was_lost():
+    """A page closes its comm as it goes, but under load its connection can end before that close
+    is sent: the kernel then sent every update to the gone page until it went silent (seen as
+    "sidebars: 2" in the browser reload test). The sidebar names its page (kept across reloads);
+    a new comm of the same page replaces the earlier one, another page's is kept."""
+    session = KernelSession()
+    try:
+        session.ok("import notebook_launcher")
+        first = session.open_comm(TARGET, {"type": "get_state", "page": "tab-1"})
+        assert session.comm_message(first, lambda d: d["type"] == "state")
+        other = session.open_comm(TARGET, {"type": "get_state", "page": "tab-2"})
+        assert session.comm_message(other, lambda d: d["type"] == "state")
+        again = session.open_comm(TARGET, {"type": "get_state", "page": "tab-1"})  # tab 1 reloaded
+        assert session.comm_message(first) is None  # the kernel closed the gone page's comm first
+        assert session.comm_message(again, lambda d: d["type"] == "state")
+        count = "__import__('notebook_launcher.frontend.comm').frontend.comm.open_sidebars()"
+        assert session.eval(count) == 2
+        session.send_comm(other, {"type": "alive"})
+        session.ok("notebook_launcher.set_defaults(num_processes=1)")
+        assert session.comm_message(other, lambda d: d["type"] == "settings")  # tab 2 still hears
+    finally:
+        session.shutdown()

@@ -15,6 +15,25 @@ import {
   parseKernelMsg
 } from './messages';
 
+const PAGE_KEY = 'notebook-launcher-page';
+
+/**
+ * This page's id: kept in the tab's session storage across reloads (a new one for a new or
+ * duplicated tab). The kernel closes an earlier comm of the same page when a new one opens: the
+ * close a page sends as it goes is lost when its connection ends first (a reload under load).
+ */
+export function pageId(): string {
+  const navigation = performance.getEntriesByType('navigation')[0] as PerformanceNavigationTiming | undefined;
+  let id = navigation?.type === 'reload' ? window.sessionStorage.getItem(PAGE_KEY) : null;
+  if (!id) {
+    id = `${Date.now().toString(36)}-${Math.random().toString(36).slice(2, 12)}`;
+    window.sessionStorage.setItem(PAGE_KEY, id);
+  }
+  return id;
+}
+
+const PAGE_ID = pageId();
+
 /** What the panel shows: where the connection stands and, once connected, the kernel's state. */
 export type Connection =
   | { phase: 'no-notebook' }
@@ -185,7 +204,7 @@ export class KernelLink {
     };
     this._comm = comm;
     this._set({ phase: 'connecting' });
-    comm.open({ type: 'get_state' });
+    comm.open({ type: 'get_state', page: PAGE_ID });
     this._alive = window.setInterval(() => this._send({ type: 'alive' }), ALIVE_EVERY_MS);
   }
 

@@ -133,6 +133,8 @@ export type KernelMsg =
 /** Front end → kernel. */
 export interface IGetStateMsg {
   type: 'get_state';
+  /** The page (browser tab) the sidebar is on, kept across its reloads (`pageId`). */
+  page?: string;
 }
 
 export interface ISetSettingsMsg {

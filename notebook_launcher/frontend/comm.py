@@ -131,8 +131,9 @@ def open_sidebars() -> int:
 
 
 class _SidebarChannel:
-    def __init__(self, comm, silent_after=SILENT_AFTER, clock=time.monotonic):
+    def __init__(self, comm, silent_after=SILENT_AFTER, clock=time.monotonic, page=None):
         self._comm = comm
+        self.page = page  # the browser tab it is on (kept across reloads), when the sidebar says
         self._clock = clock
         self._silent_after = silent_after
         self._heard = clock()
@@ -224,5 +225,22 @@ class _SidebarChannel:
 
 
 def _open(comm, open_msg):
-    _SidebarChannel(comm)
+    data = (open_msg or {}).get("content", {}).get("data") or {}
+    page = data.get("page") if isinstance(data, dict) and isinstance(data.get("page"), str) else None
+    if page is not None:
+        _close_page(page)
+    _SidebarChannel(comm, page=page)
     comm.send(state())
+
+
+def _close_page(page):
+    """Close the sidebars an earlier load of ``page`` left open: the close it sent as it went was
+    lost (its connection ended first), so the kernel would send to it until it went silent."""
+    with _lock:
+        left = [channel for channel in _channels if channel.page == page]
+    for channel in left:
+        channel._close()
+        try:
+            channel._comm.close()
+        except Exception:  # the page's connection is gone
+            pass

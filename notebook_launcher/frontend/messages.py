@@ -5,7 +5,8 @@ answers with a state; a kernel that imports the package opens a comm to the fron
 ``Hello`` so an open sidebar connects without a click (front ends without the sidebar close it).
 
 Front end → kernel:
-    GetState      {"type": "get_state"}
+    GetState      {"type": "get_state", "page": str}   (the comm's open data; ``page``: the browser tab,
+                  kept across reloads: an earlier comm of the same page is closed)
     SetSettings   {"type": "set_settings", "request_id": str, "settings": {field: value, ...}}
     StopLaunch    {"type": "stop_launch", "request_id": str, "id": str}
     Alive         {"type": "alive"}   (every 30 s while the sidebar is open; no reply)
