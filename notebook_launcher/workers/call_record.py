@@ -32,6 +32,7 @@ from __future__ import annotations
 import heapq
 from typing import Any, Protocol
 
+from ..launching.reading import LaunchReading
 from ..launching.record import LaunchRecord, LogLine
 
 __all__ = ["CallLaunch"]
@@ -52,8 +53,10 @@ class WorkersLaunch(Protocol):
     def stacks(self, timeout: float = 5.0) -> Any: ...
 
 
-class CallLaunch:
-    """What a launch view reads, for one call to some ranks of the workers."""
+class CallLaunch(LaunchReading):
+    """What a launch view reads, for one call to some ranks of the workers: its statuses, results
+    and failure from a record of its own, its lines and metrics from the workers' record, within
+    the call's window."""
 
     kind = "call"
     waited_on = True  # the calling cell raises the call's failure: the view need not show its traceback
@@ -70,7 +73,7 @@ class CallLaunch:
         self.called = list(ranks)
         contiguous = ranks == list(range(ranks[0], ranks[0] + len(ranks)))
         shown = ranks if contiguous else list(workers_launch.ranks)
-        self.record = LaunchRecord(len(shown), shown[0])  # the call's statuses, results and failure
+        self._record = LaunchRecord(len(shown), shown[0])  # the call's statuses, results and failure
         for rank in shown:
             self.record.set_rank_status(rank, "running" if rank in ranks else "done")
         # a display updated by id during this call is shown in this call, not in an earlier cell's entry
@@ -123,44 +126,13 @@ class CallLaunch:
     def done(self) -> bool:
         return self._done
 
-    @property
-    def status(self) -> str:
-        return self.record.status
-
-    def rank_status(self, rank: int) -> str:
-        return self.record.rank_status(rank)
-
     def place(self, rank: int) -> Any:
         return self._launch.record.places.get(rank)
-
-    @property
-    def ranks(self) -> list[int]:
-        return self.record.ranks
-
-    @property
-    def results(self) -> list:
-        return self.record.results
-
-    @property
-    def exception(self) -> BaseException | None:
-        return self.record.failure
-
-    @property
-    def failed_rank(self) -> int | None:
-        return self.record.failed_rank
-
-    @property
-    def failure_traceback(self) -> Any:
-        return self.record.failure_traceback
 
     @property
     def metrics(self) -> list:
         window = self._lines.metrics_between(self._metrics_start, self._metrics_end)
         return [metric for metric in window if metric["rank"] in self._starts]
-
-    @property
-    def elapsed(self) -> float:
-        return self.record.elapsed
 
     def lines(self, rank: int, start: int = 0, stop: int | None = None) -> list[LogLine]:
         first, end = self._span(rank)
