@@ -38,8 +38,11 @@ def test_wheel_contains_the_prebuilt_extension(tmp_path):
     assert SHARE + "package.json" in data and SHARE + "install.json" in data
     assert "etc/jupyter/jupyter_server_config.d/notebook_launcher.json" in data  # enables the server extension
     assert any(name.startswith(SHARE + "static/remoteEntry.") for name in data)
-    assert "notebook_launcher/api.py" in names and "trainer_core/accelerator.py" in names
+    assert "notebook_launcher/api.py" in names and "trainer_core/accelerator/__init__.py" in names
     assert "notebook_launcher/py.typed" in names and "trainer_core/py.typed" in names  # the classifier says Typed
+    for module in ("backends/local/backend.py", "backends/ray/backend.py"):  # the registry imports them by name
+        assert "notebook_launcher/" + module in names, module
+    assert "trainer_core/strategies/fsdp/plugin.py" in names and "trainer_core/compat/shuffle.py" in names
     assert not any("node_modules" in name for name in names)
 
 
@@ -94,7 +97,7 @@ def test_build_makes_a_wheel_and_sdist_that_install_into_a_fresh_environment(tmp
         "LICENSE",
         "pyproject.toml",
         "notebook_launcher/_version.py",
-        "trainer_core/accelerator.py",
+        "trainer_core/accelerator/__init__.py",
         "notebook_launcher/labextension/package.json",
     ):
         assert prefix + name in sources, name

@@ -1,7 +1,7 @@
 """The same script with the same seed trains the same model under trainer_core as under Accelerate.
 
 Users port a run and compare curves, so a prepared loader draws the shuffle order and consumes the
-global RNG exactly as Accelerate's does (``trainer_core/shuffle.py``): the script below — shuffled
+global RNG exactly as Accelerate's does (``trainer_core/compat/shuffle.py``): the script below — shuffled
 loader, dropout, two epochs — runs with Accelerate's ``Accelerator`` and with ours, on 2 CPU ranks
 and in one process, and the final weights must be equal (fp32). A checkpoint taken mid-run and
 resumed in a new launch reaches the uninterrupted run's weights too.

@@ -448,7 +448,7 @@ def test_a_stateful_loader_resumes_mid_epoch_from_save_state(tmp_path):
     for rest, resumed, state in on_ranks(stateful_resume, str(tmp_path / "checkpoint")):
         assert resumed == rest and len(rest) == 7  # 10 batches per rank, 3 handed out before the save
         assert (state["epoch"], state["yielded"]) == (1, 0)  # the resumed pass finished the epoch
-        assert len(state["shuffle"]) > 0  # the next epoch's shuffle state (trainer_core/shuffle.py)
+        assert len(state["shuffle"]) > 0  # the next epoch's shuffle state (trainer_core/compat/shuffle.py)
 
 
 def checkpoints_both_ways(folder):
