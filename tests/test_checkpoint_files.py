@@ -162,7 +162,8 @@ def test_the_checkpoint_just_written_is_never_pruned(tmp_path):
 
     config = ProjectConfiguration(str(tmp_path), automatic_checkpoint_naming=True, total_limit=1)
     for number in (3, 8):
-        os.makedirs(os.path.join(config.checkpoints_dir, f"checkpoint_{number}"))
+        folder = os.path.join(config.checkpoints_dir, f"checkpoint_{number}")
+        atomic.publish(atomic.begin(folder), folder)
     project.prune_checkpoints(config, keep=os.path.join(config.checkpoints_dir, "checkpoint_3"))
     assert sorted(os.listdir(config.checkpoints_dir)) == ["checkpoint_3", "checkpoint_8"]
 

@@ -43,7 +43,9 @@ __all__ = ["CheckpointContext", "CheckpointNotWritten", "save_state", "load_stat
 
 class CheckpointNotWritten(OSError):
     """``save_state`` could not write its files (a full disk, a quota, a file size limit). Nothing
-    was published: the folder is as it was, and the unfinished copy has been removed."""
+    was published: the folder is as it was, and the unfinished copy has been removed (unless the
+    message says the save was cut short while replacing the previous checkpoint, which then stays
+    the one ``load_state`` finds)."""
 
 
 _EXTRA = "notebook_launcher_state.json"
@@ -111,12 +113,26 @@ def save_state(prepared, context, output_dir):
         except Exception as err:  # torch, safetensors and json each say "disk full" their own way
             atomic.abandon(tmp)
             raise _not_written(output_dir, err) from None
-        atomic.publish(tmp, output_dir)
+        try:
+            atomic.publish(tmp, output_dir)
+        except FileExistsError:  # a refusal: it names what is in the way
+            raise
+        except atomic.PartlyPublished as err:
+            raise _not_written(output_dir, err, _PARTLY) from None
+        except OSError as err:
+            raise _not_written(output_dir, err) from None
     state.barrier()
     return output_dir
 
 
-def _not_written(output_dir: str, err: BaseException) -> CheckpointNotWritten:
+_NOTHING = "Nothing was published: the folder is as it was, and the unfinished copy was removed"
+_PARTLY = (
+    "It was cut short while replacing the previous checkpoint, which load_state still finds"
+    " (in the folder's .prev copy); the next save_state finishes the job"
+)
+
+
+def _not_written(output_dir: str, err: BaseException, outcome: str = _NOTHING) -> CheckpointNotWritten:
     """One error that says what happened, instead of a serializer's own (torch's "enforce fail …
     unexpected pos") chained to the OSError under it."""
     cause: BaseException | None = err
@@ -131,8 +147,7 @@ def _not_written(output_dir: str, err: BaseException) -> CheckpointNotWritten:
     except OSError:
         free = "free space unknown"
     error = CheckpointNotWritten(
-        f"save_state could not write the checkpoint for {output_dir} ({why}; {free}). Nothing was"
-        " published: the folder is as it was, and the unfinished copy was removed"
+        f"save_state could not write the checkpoint for {output_dir} ({why}; {free}). {outcome}"
     )
     error.errno = cause.errno if isinstance(cause, OSError) else None
     return error

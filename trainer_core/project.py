@@ -21,10 +21,9 @@ from __future__ import annotations
 
 import os
 import re
-import shutil
 from dataclasses import dataclass
 
-from .atomic import is_complete
+from .atomic import discard, is_complete
 
 __all__ = ["ProjectConfiguration", "next_checkpoint", "latest_checkpoint", "prune_checkpoints"]
 
@@ -105,14 +104,18 @@ def latest_checkpoint(config: ProjectConfiguration) -> str | None:
 
 
 def prune_checkpoints(config: ProjectConfiguration, keep: str | None = None) -> None:
-    """Keep the newest ``total_limit`` checkpoints, and ``keep`` (the one just written) whatever its number."""
+    """Keep the newest ``total_limit`` complete checkpoints, and ``keep`` (the one just written)
+    whatever its number. A save that never finished (a ``checkpoint_<n>.tmp`` with no complete
+    copy of ``n``) does not count and is removed. Only what the library wrote is removed: a
+    checkpoint folder that also holds a file of someone else's keeps that file (and the folder)."""
     if config.total_limit is None:
         return
     found = _numbered(config)
     just_written = _NAME.match(os.path.basename(keep)) if keep else None
-    numbers = sorted(found)
-    for number in numbers[: max(0, len(numbers) - config.total_limit)]:
-        if just_written is not None and number == int(just_written.group(1)):
-            continue
-        for path in found[number]:
-            shutil.rmtree(path, ignore_errors=True)
+    kept = int(just_written.group(1)) if just_written is not None else None
+    complete = [number for number in sorted(found) if number == kept or any(is_complete(p) for p in found[number])]
+    unfinished = [number for number in found if number not in complete]
+    for number in [*unfinished, *complete[: max(0, len(complete) - config.total_limit)]]:
+        if number != kept:
+            for path in found[number]:
+                discard(path)
