@@ -1,9 +1,11 @@
 """The kernel's temporary files and directories, named after the kernel's pid so that those of a
 kernel that died without cleaning up (killed for memory, SIGKILL) can be found and removed.
 
-A spawn launch writes its payload to ``notebook-launcher-<pid>-*.pkl``; persistent workers listen in
-``notebook-launcher-workers-<pid>-*/``. A kernel removes its own when it is done with them; the next
-kernel to import the package removes those of dead kernels (``sweep_dead_kernels``).
+A spawn launch hands its payload (the function, its arguments: a persistent workers' token among
+them) to its ranks as an ``anonymous_file``, which has no name in any folder, so no other process
+finds it there; releases before 0.2 wrote it to ``notebook-launcher-<pid>-*.pkl``. Persistent
+workers listen in ``notebook-launcher-workers-<pid>-*/``. A kernel removes its own when it is done
+with them; the next kernel to import the package removes those of dead kernels (``sweep_dead_kernels``).
 
 Examples:
     >>> path = scratch_file(".pkl")
@@ -18,8 +20,9 @@ import glob
 import os
 import shutil
 import tempfile
+from typing import BinaryIO
 
-__all__ = ["scratch_file", "scratch_dir", "sweep_dead_kernels", "pid_alive"]
+__all__ = ["scratch_file", "scratch_dir", "anonymous_file", "sweep_dead_kernels", "pid_alive"]
 
 _FILE = "notebook-launcher-"
 _DIR = "notebook-launcher-workers-"
@@ -30,6 +33,24 @@ def scratch_file(suffix: str) -> str:
     fd, path = tempfile.mkstemp(prefix=f"{_FILE}{os.getpid()}-", suffix=suffix)
     os.close(fd)
     return path
+
+
+def anonymous_file(data: bytes) -> BinaryIO:
+    """A private file holding ``data`` that no folder names (``O_TMPFILE`` on Linux; elsewhere
+    removed from its folder as soon as it is made): only a process handed its descriptor reads it,
+    and it is gone when the last one closes it. The caller closes it.
+
+    Examples:
+        >>> file = anonymous_file(b"payload")
+        >>> named = [name for name in os.listdir(tempfile.gettempdir()) if name.startswith(f"{_FILE}{os.getpid()}-")]
+        >>> os.pread(file.fileno(), 7, 0), named
+        (b'payload', [])
+        >>> file.close()
+    """
+    file = tempfile.TemporaryFile(prefix=f"{_FILE}{os.getpid()}-")  # noqa: SIM115 (the caller closes it)
+    file.write(data)
+    file.flush()
+    return file
 
 
 def scratch_dir() -> str:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import threading
+import time
 
 from notebook_launcher import launch
 
@@ -179,3 +180,58 @@ def test_listeners_get_typed_frozen_events():
         pass
     else:
         raise AssertionError("a listener's event can be changed under the other listeners")
+
+
+def print_for_ever():
+    line = 0
+    while True:
+        print("line", line, flush=True)
+        line += 1
+
+
+def test_a_listener_that_blocks_never_stalls_the_launch_and_is_reported(capfd):
+    """An ``on_output`` that blocks: before, the supervisor's thread waited in it, so no output was
+    read (``line_count`` froze), the ranks stalled on full pipes, and ``stop(timeout=20)`` returned
+    False. Now the launch reads on, stops in time, and the listener is named as slow."""
+    release = threading.Event()
+
+    class Blocking:
+        calls = 0
+
+        def on_output(self, event):
+            Blocking.calls += 1
+            release.wait(300)
+
+    job = launch(print_for_ever, num_processes=2, display="none", listeners=[Blocking()])
+    slow = "has been in on_output for 5 s; the launch goes on and its events wait"
+    dropped = "events waiting: it is no longer called and misses the rest"
+    err = ""
+    try:
+        deadline = time.monotonic() + 120
+        while job.line_count(0) < 20_000 or dropped not in err:  # lines far past what a pipe holds
+            assert time.monotonic() < deadline, f"output stalled at {job.line_count(0)} lines"
+            assert not job.done
+            job.join(0.1)
+            err += capfd.readouterr().err
+        assert job.stop(timeout=20), "the launch did not stop behind the blocked listener"
+        assert Blocking.calls == 1
+    finally:
+        release.set()
+    err += capfd.readouterr().err
+    assert "notebook_launcher: the listener <" in err and err.count(slow) == 1
+    assert err.index(slow) < err.index(dropped) and err.count(dropped) == 1
+
+
+def test_a_listener_still_busy_at_the_end_is_named_and_the_launch_ends_without_it(capfd):
+    release = threading.Event()
+
+    class Slow:
+        def on_status(self, event):
+            release.wait(300)
+
+    job = launch(print, args=("hi",), num_processes=1, display="none", listeners=[Slow()])
+    try:
+        job.wait(timeout=60)
+    finally:
+        release.set()
+    assert "was still in on_status when the launch ended; the launch did not wait for it" in capfd.readouterr().err

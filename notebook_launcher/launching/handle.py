@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 from ..errors import LaunchError, add_note
 from ..interrupt_routing import wait_event
 from ..tracebacks import shown_as
+from .delivery import DeliveredListener
 from .elastic_compat import also_child_failed
 from .listener import CompositeListener, GuardedListener, LaunchListener
 from .reading import LaunchReading
@@ -82,7 +83,9 @@ class Launch(LaunchReading):
         self._made_on = threading.get_ident()  # a wait on this thread is the cell's (``cell_waits``)
         self._observed = Observed()
         self._record = LaunchRecord(plan.num_processes, plan.global_rank(0))
-        self._listener = CompositeListener(view, self._observed, *(GuardedListener(each) for each in listeners))
+        self._listener = CompositeListener(
+            view, self._observed, *(DeliveredListener(GuardedListener(each)) for each in listeners)
+        )
         self._make_starter = make_starter
         self._stopping = False
         self._stop_asked = threading.Event()  # set with _stopping: ends a wait between two attempts
@@ -115,8 +118,9 @@ class Launch(LaunchReading):
         function that stops it.
 
         It gets ``on_start(launch)`` at once (what ran before can be read from the launch), and
-        ``on_finish(launch)`` once, even when the launch has already ended. A listener that raises
-        is reported in the launching cell and dropped; the launch goes on.
+        ``on_finish(launch)`` once, even when the launch has already ended. It is called on a thread
+        of its own, in order (``DeliveredListener``): one that blocks never stalls the launch, and
+        is reported; one that raises is reported in the launching cell and dropped; the launch goes on.
 
         Examples:
             >>> from notebook_launcher import launch
@@ -130,12 +134,17 @@ class Launch(LaunchReading):
             >>> _ = job.wait()
             >>> stop()
         """
-        guarded = GuardedListener(listener)
-        guarded.on_start(self)
-        self._listener.add(guarded)
+        delivered = DeliveredListener(GuardedListener(listener))
+        delivered.on_start(self)
+        self._listener.add(delivered)
         if self._ended:  # ended meanwhile: its on_finish may have gone to the listeners before this one
-            guarded.on_finish(self)
-        return lambda: self._listener.remove(guarded)
+            delivered.on_finish(self)
+
+        def unsubscribe() -> None:
+            self._listener.remove(delivered)
+            delivered.close()
+
+        return unsubscribe
 
     @property
     def attempt(self) -> int:

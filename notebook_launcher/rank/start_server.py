@@ -100,7 +100,12 @@ class Server:
                 os.close(fd)
             return False
         request = pickle.loads(message)
-        events, stdout, stderr, exit_w = fds
+        if len(fds) != 5:
+            for fd in fds:
+                os.close(fd)
+            self.control.send(pickle.dumps({"error": f"a request carries 5 descriptors, not {len(fds)}"}))
+            return True
+        events, stdout, stderr, exit_w, payload = fds
         try:
             pid = os.fork()
         except OSError as err:
@@ -109,8 +114,8 @@ class Server:
             self.control.send(pickle.dumps({"error": f"fork failed: {err}"}))
             return True
         if pid == 0:
-            self._become_rank(request, events, stdout, stderr, exit_w)
-        for fd in (events, stdout, stderr):
+            self._become_rank(request, events, stdout, stderr, exit_w, payload)
+        for fd in (events, stdout, stderr, payload):
             os.close(fd)
         self.exit_pipes[pid] = exit_w
         self.control.send(pickle.dumps({"pid": pid}))
@@ -133,7 +138,7 @@ class Server:
                     pass
                 os.close(exit_w)
 
-    def _become_rank(self, request: dict, events: int, stdout: int, stderr: int, exit_w: int) -> None:
+    def _become_rank(self, request: dict, events: int, stdout: int, stderr: int, exit_w: int, payload: int) -> None:
         code = 1
         try:
             signal.set_wakeup_fd(-1)
@@ -151,7 +156,7 @@ class Server:
             from .spawn_main import payload_loader
 
             spec = dataclasses.replace(request["spec"], parent_pid=os.getppid())
-            code = run_rank_process(spec, RankPipes(events, stdout, stderr), payload_loader(request["payload"]))
+            code = run_rank_process(spec, RankPipes(events, stdout, stderr), payload_loader(payload))
         except BaseException:  # before the rank's own error reporting took over: say why on its stderr
             import traceback
 

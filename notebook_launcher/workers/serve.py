@@ -28,6 +28,7 @@ from typing import Any
 
 from ..rank.capture import flush_output
 from ..wire import REPLY, dumps_for_kernel, error_report, rank_channel
+from .hello import send_hello
 from .interrupts import CountedInterrupts
 from .source import run_source
 
@@ -39,8 +40,7 @@ def serve(address: str, token: bytes) -> None:
     sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     sock.connect(address)
     connection = Connection(sock.detach())
-    connection.send_bytes(token)  # raw bytes: the kernel checks them before it unpickles anything
-    connection.send((int(os.environ["RANK"]), os.getpid()))
+    send_hello(connection, token, int(os.environ["RANK"]), os.getpid())
     namespace: dict[str, Any] = {"__name__": "__main__"}
     channel = rank_channel()
     assert channel is not None, "serve runs in a launched rank"

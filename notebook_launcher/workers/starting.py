@@ -23,10 +23,8 @@ Examples:
 
 from __future__ import annotations
 
-import hmac
 import os
 import secrets
-import select
 import shutil
 import socket
 import time
@@ -37,6 +35,8 @@ from ..choices import DISPLAYS, check_choice
 from ..errors import LaunchError
 from ..scratch import scratch_dir
 from .handle import Workers
+from .hello import TOKEN_SIZE
+from .lobby import Lobby
 from .router import CallRouter
 from .serve import serve
 
@@ -95,7 +95,7 @@ def start_workers(
             raise TypeError(f"start_workers() does not take {name!r}")
     directory = scratch_dir()  # mode 0700: only this user
     address = os.path.join(directory, "socket")
-    token = secrets.token_bytes(16)
+    token = secrets.token_bytes(TOKEN_SIZE)
     server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     try:
         server.bind(address)
@@ -145,53 +145,29 @@ def _init_process_group(backend: str) -> None:
     dist.init_process_group(backend)
 
 
-def _proven_hello(connection: Connection, token: bytes) -> tuple[int, int] | None:
-    """A rank's (rank, pid), read only once it sent ``token`` as raw bytes; None for anything else.
-
-    The token is compared before anything is unpickled: a process of this user that connects while
-    the workers start must not get the kernel to run its pickle.
-    """
-    try:
-        if not connection.poll(10):
-            return None
-        proof = connection.recv_bytes(maxlength=len(token))  # longer: OSError, nothing read into memory
-        if not hmac.compare_digest(proof, token) or not connection.poll(10):
-            return None
-        hello = connection.recv()
-    except (OSError, EOFError):
-        return None
-    if isinstance(hello, tuple) and len(hello) == 2 and all(isinstance(value, int) for value in hello):
-        return hello
-    return None
-
-
 def _accept(
     server: socket.socket, token: bytes, launch: Any, count: int
 ) -> tuple[dict[int, Connection], dict[int, int]]:
-    """One connection per rank, each proving with ``token`` that it is one of this launch's ranks."""
+    """One connection per rank, each proving with ``token`` that it is one of this launch's ranks
+    (``Lobby``: a connection that stays silent holds up no other)."""
     connections: dict[int, Connection] = {}
     pids: dict[int, int] = {}
     deadline = time.monotonic() + CONNECT_TIMEOUT
-    try:
-        while len(connections) < count:
-            if launch.done:
-                launch.wait()  # raises the rank's failure
-                raise LaunchError("the workers ended before they connected")
-            if time.monotonic() > deadline:
-                raise LaunchError(f"only {len(connections)} of {count} workers connected within {CONNECT_TIMEOUT:g} s")
-            if not select.select([server], [], [], 0.2)[0]:  # bounded wait, so a failed launch is seen
-                continue
-            sock, _ = server.accept()
-            connection = Connection(sock.detach())
-            hello = _proven_hello(connection, token)
-            if hello is None:
+    with Lobby(server, token) as lobby:
+        try:
+            while len(connections) < count:
+                if launch.done:
+                    launch.wait()  # raises the rank's failure
+                    raise LaunchError("the workers ended before they connected")
+                if time.monotonic() > deadline:
+                    raise LaunchError(
+                        f"only {len(connections)} of {count} workers connected within {CONNECT_TIMEOUT:g} s"
+                    )
+                for rank, pid, connection in lobby.arrivals(0.2):  # bounded: a failed launch is seen
+                    connections[rank] = connection
+                    pids[rank] = pid
+        except BaseException:
+            for connection in connections.values():
                 connection.close()
-                continue
-            rank, pid = hello
-            connections[rank] = connection
-            pids[rank] = pid
-    except BaseException:
-        for connection in connections.values():
-            connection.close()
-        raise
+            raise
     return connections, pids

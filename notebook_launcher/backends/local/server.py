@@ -3,9 +3,10 @@
 The first spawn-path launch of a kernel starts the server (one interpreter that imports torch
 once); every later one forks its ranks from it in milliseconds instead of starting an interpreter
 and importing torch per rank. The function and its arguments travel by value exactly as with
-``SpawnStarter`` (the same payload file), the rank gets the kernel's environment and working
-directory *as they are at launch time*, and a rank started this way is, to the supervisor, like
-any other: a pid, a descriptor that becomes readable when it exits, an exit code.
+``SpawnStarter`` (the same payload file, its descriptor sent to the server), the rank gets the
+kernel's environment and working directory *as they are at launch time*, and a rank started this
+way is, to the supervisor, like any other: a pid, a descriptor that becomes readable when it
+exits, an exit code.
 
 The server is restarted when a variable read at import time changes in the kernel (``PYTHON*``,
 ``LD_*``, ``OMP_*``, ``MKL_*``, ``KMP_*``, ``GOMP_*``), and is replaced if it dies.
@@ -94,16 +95,19 @@ class StartServer:
         self.state = "warm"
         _changed()
 
-    def start_rank(self, spec: Any, payload_path: str, pipes: Any) -> ServedProcess:
-        """Have the server fork one rank writing to ``pipes``; the started rank."""
+    def start_rank(self, spec: Any, payload_fd: int, pipes: Any) -> ServedProcess:
+        """Have the server fork one rank writing to ``pipes`` that loads the payload file
+        ``payload_fd``; the started rank."""
         exit_r, exit_w = os.pipe()
-        request = {"spec": spec, "payload": payload_path, "env": dict(os.environ), "cwd": os.getcwd()}
+        request = {"spec": spec, "env": dict(os.environ), "cwd": os.getcwd()}
         try:
             with self._lock:
                 self.wait_ready()
                 try:
                     socket.send_fds(
-                        self._socket, [pickle.dumps(request)], [pipes.events, pipes.stdout, pipes.stderr, exit_w]
+                        self._socket,
+                        [pickle.dumps(request)],
+                        [pipes.events, pipes.stdout, pipes.stderr, exit_w, payload_fd],
                     )
                 except OSError as err:
                     self._failed()
@@ -311,5 +315,4 @@ class ServerStarter(SpawnStarter):
 
     def start(self, plan, specs, pipes):
         (spec,) = specs
-        assert self._payload_path is not None, "prepare() runs before start()"
-        return _registry.server().start_rank(spec, self._payload_path, pipes)
+        return _registry.server().start_rank(spec, self.payload_fd, pipes)

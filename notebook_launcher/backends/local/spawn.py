@@ -3,8 +3,10 @@
 Used when the kernel cannot be forked (CUDA already initialized there) or when asked for. Functions
 and classes defined in notebook cells work because cloudpickle sends them by value. The payload is
 pickled once, in the kernel, before any rank starts, so an argument that cannot be pickled is
-reported by name and nothing runs. Each rank is ``python -m notebook_launcher.rank.spawn_main``
-with its pipes passed as file descriptors and its environment set before the interpreter starts
+reported by name and nothing runs. It is held in an anonymous file (``scratch.anonymous_file``:
+no folder names it, so no other process of the user finds the arguments there) whose descriptor
+each rank inherits. Each rank is ``python -m notebook_launcher.rank.spawn_main`` with its pipes
+and the payload passed as file descriptors and its environment set before the interpreter starts
 (so ``OMP_NUM_THREADS`` applies to torch's thread pool).
 """
 
@@ -18,7 +20,7 @@ import sys
 
 from ...errors import LaunchError
 from ...rank.global_state import GlobalState
-from ...scratch import scratch_file
+from ...scratch import anonymous_file
 from ...wire import by_value
 from .base import ProcessStarter, StartedProcess
 
@@ -27,26 +29,29 @@ class SpawnStarter(ProcessStarter):
     name = "spawn"
 
     def __init__(self):
-        self._payload_path: str | None = None
+        self._payload = None
 
     def prepare(self, plan):
-        payload = payload_file_bytes(plan.function, plan.args)
-        self._payload_path = scratch_file(".pkl")
-        with open(self._payload_path, "wb") as file:
-            file.write(payload)
+        self._payload = anonymous_file(payload_file_bytes(plan.function, plan.args))
+
+    @property
+    def payload_fd(self) -> int:
+        """The descriptor of the payload file, which a rank inherits."""
+        assert self._payload is not None, "prepare() runs before start()"
+        return self._payload.fileno()
 
     def start(self, plan, specs, pipes):
         (spec,) = specs
-        assert self._payload_path is not None, "prepare() runs before start()"
+        payload = self.payload_fd
         death_r, death_w = os.pipe()
         encoded = base64.b64encode(pickle.dumps((spec, pipes.events))).decode()
         try:
             popen = subprocess.Popen(
-                [sys.executable, "-m", "notebook_launcher.rank.spawn_main", self._payload_path, encoded],
+                [sys.executable, "-m", "notebook_launcher.rank.spawn_main", str(payload), encoded],
                 stdin=subprocess.DEVNULL,
                 stdout=pipes.stdout,
                 stderr=pipes.stderr,
-                pass_fds=(pipes.events, death_w),
+                pass_fds=(pipes.events, death_w, payload),
                 env={**os.environ, **spec.env},
             )
         finally:
@@ -54,9 +59,9 @@ class SpawnStarter(ProcessStarter):
         return SpawnedProcess(popen, death_r)
 
     def cleanup(self):
-        if self._payload_path is not None:
-            os.unlink(self._payload_path)
-            self._payload_path = None
+        if self._payload is not None:
+            self._payload.close()
+            self._payload = None
 
 
 def payload_file_bytes(function, args, how="start_method='spawn'", instead="start_method='fork'"):

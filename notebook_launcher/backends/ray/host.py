@@ -95,37 +95,35 @@ class RankHost:
     def start_rank(self, spec: Any, payload: bytes) -> int:
         """Fork the rank ``spec`` describes from the start server; its pid. ``payload`` is the
         launch's function and arguments, as the spawn starter writes them."""
-        from ...scratch import scratch_file
+        from ...scratch import anonymous_file
 
         if self._rank is not None and self._rank.exitcode is None:
             raise RuntimeError(f"this actor still carries rank {self._rank.spec.rank} (pid {self._rank.pid})")
-        path = scratch_file(".pkl")
-        with open(path, "wb") as file:
-            file.write(payload)
+        file = anonymous_file(payload)
         spec = dataclasses.replace(spec, launcher_pid=os.getpid(), tensor_prefix=None)
         with self._lock:
             self._outbox.clear()
         try:
-            rank = self._starter.submit(self._fork, spec, path).result()
+            rank = self._starter.submit(self._fork, spec, file).result()
         except BaseException:
-            os.unlink(path)
+            file.close()
             raise
         self._rank = rank
         threading.Thread(target=self._relay, args=(rank,), name="notebook-launcher-relay", daemon=True).start()
         return rank.pid
 
-    def _fork(self, spec: Any, path: str) -> _Rank:
+    def _fork(self, spec: Any, payload: Any) -> _Rank:
         from ..local.pipes import close_pipes, make_pipes
 
         ours, theirs = make_pipes()
         try:
-            process = self._server().start_rank(spec, path, theirs)
+            process = self._server().start_rank(spec, payload.fileno(), theirs)
         except BaseException:
             close_pipes(ours)
             raise
         finally:
             close_pipes(theirs)
-        return _Rank(spec, process, ours, path)
+        return _Rank(spec, process, ours, payload)
 
     def poll(self, timeout: float) -> list[tuple[str, Any]]:
         """What the rank sent since the last poll, waiting up to ``timeout`` s for something:
@@ -200,14 +198,14 @@ class RankHost:
 class _Rank:
     """The live rank of an actor: its process, the actor's ends of its pipes, its payload file."""
 
-    def __init__(self, spec: Any, process: Any, pipes: Any, payload_path: str) -> None:
+    def __init__(self, spec: Any, process: Any, pipes: Any, payload: Any) -> None:
         from ..local.reaper import Reaper
 
         self.spec = spec
         self.process = process
         self.pid = process.pid
         self.pipes = {"events": pipes.events, "stdout": pipes.stdout, "stderr": pipes.stderr}
-        self.payload_path = payload_path
+        self.payload = payload
         self.reaper = Reaper(grace_period=0.0)
         self.exitcode: int | None = None
 
@@ -216,7 +214,4 @@ class _Rank:
             os.close(fd)
         self.pipes = {}
         self.process.release()
-        try:
-            os.unlink(self.payload_path)
-        except OSError:
-            pass
+        self.payload.close()
