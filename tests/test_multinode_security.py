@@ -180,3 +180,43 @@ def test_a_signed_failure_recorded_from_one_launch_does_not_verify_in_the_next(k
     assert kernel.eval("second.wait(timeout=120)")[:2] == (0, 2)
     assert node1.eval("second.wait(timeout=120)")[:2] == (1, 2)
     del attacker
+
+
+def test_a_node_cannot_be_steered_into_a_concurrent_c10d_launch_with_the_same_secret(kernel, node1):
+    """Two c10d launches share a secret and run id (launch A waits for its second node; launch B's
+    first node hosts B's meeting). Someone without the secret copies A's attempt marker and A's
+    ranks' address into B's meeting store. Before, B's second node took A's session from the
+    copied marker, joined A's ranks and trained inside A (both launches "succeeded"), silently.
+    Now it challenges the meeting's host, which answers in B's own session: the wait ends with an
+    error that says the marker may have been replayed, and A gets no node from B."""
+    import torch.distributed as dist
+
+    from kernel_session import KernelSession
+
+    b_host = KernelSession()
+    try:
+        for session in (kernel, b_host):
+            session.ok(TRAIN)
+        port_a, port_b = free_port(kernel), free_port(b_host)
+        options = f"num_processes=1, num_nodes=2, rdzv_backend='c10d', {SECRET}, display='none'"
+        kernel.ok(f"job_a = launch(short, use_port={port_a}, rendezvous_timeout=90, {options})")
+        b_host.ok(f"job_b = launch(short, use_port={port_b}, rendezvous_timeout=90, {options})")
+        for session, job in ((kernel, "job_a"), (b_host, "job_b")):
+            session.ok(f"while not {job}.waiting: {job}.join(0.02)", timeout=60)
+        store_a = dist.TCPStore("127.0.0.1", port_a, 2, False, timeout=datetime.timedelta(seconds=30))
+        store_b = dist.TCPStore("127.0.0.1", port_b, 2, False, timeout=datetime.timedelta(seconds=30))
+        keys = ["notebook_launcher/none/0/attempt", "notebook_launcher/none/0/master"]
+        store_a.wait(keys)
+        for key in keys:
+            store_b.set(key, store_a.get(key))
+        result = node1.run(f"launch(short, use_port={port_b}, rendezvous_timeout=8, {options}).wait(timeout=60)")
+        assert result.error is not None and result.error["ename"] == "LaunchError", result.outputs
+        assert "the c10d rendezvous host did not answer a joining node's challenge" in result.error["evalue"]
+        assert "the store's marker may have been replayed from another launch" in result.error["evalue"]
+        assert not kernel.eval("job_a.done")  # A still waits for a node of its own
+        del store_a, store_b
+    finally:
+        for session, job in ((kernel, "job_a"), (b_host, "job_b")):
+            session.run(f"{job}.stop(timeout=60)")
+        b_host.shutdown()
+    assert kernel.children() == [] and node1.children() == []

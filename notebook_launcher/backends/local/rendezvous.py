@@ -30,8 +30,11 @@ Launches of one notebook share their secret, run id and attempt numbers, so a si
 recorded from one launch would verify in the next. Each store's host therefore draws a random
 session, signs it as the attempt marker, and signs every later message with it (``signed_store``):
 a value from another launch never verifies. A marker can still be replayed, so a joining node
-writes a random challenge and goes on only once node 0 has signed it in the session: only a node
-holding the secret can, and only now.
+writes a random challenge and goes on only once the store's host has signed it in the session,
+bound to the store's port: only a node holding the secret can, only now, and only the host of the
+store the node reached. That holds for the c10d meeting store as for the ranks' store: a marker and
+address copied from a concurrent launch with the same secret into this one's meeting store no longer
+lead a node into the other launch (it trained there, silently); the node's wait times out saying so.
 
 A node that does not come within ``rendezvous_timeout`` is a ``LaunchError`` naming what was
 waited for. While the ranks run, every node watches one key of the store: a node whose launch
@@ -59,6 +62,7 @@ from collections.abc import Callable
 from typing import Any
 
 from ...errors import LaunchError
+from .challenges import Wait, answer_all, await_answer, forgeries
 from .signed_store import SignedStore
 from .stores import bind as _bind
 from .stores import host_store
@@ -100,6 +104,8 @@ class Rendezvous:
         self.store: Any = None  # the ranks' store (server on node 0, a client elsewhere)
         self._signed: SignedStore | None = None  # node-to-node messages on it
         self._meeting: SignedStore | None = None  # c10d: the store the nodes meet at
+        self._meeting_port = 0
+        self._hosts_meeting = False  # c10d: this node hosts the meeting store (it answers challenges there)
         self._listener: socket.socket | None = None  # bound, not served yet (one node)
 
     @classmethod
@@ -218,6 +224,7 @@ class Rendezvous:
                 del store  # an earlier attempt's store, or one not signed with this launch's secret
             except Exception:  # not up yet: node 0 may start later
                 pass
+            self._tend()
             if time.monotonic() > deadline:
                 mismatch = (
                     "; the store there was not signed with this node's secret: give every node the same secret="
@@ -236,30 +243,31 @@ class Rendezvous:
     ) -> None:
         """Go on only once node 0 has signed this node's fresh challenge in the store's session: a
         marker replayed from another launch has no node 0 behind it to do so."""
-        signed = self._signed
-        assert signed is not None
-        challenge = secrets.token_hex(16)
-        signed.put_raw(f"challenge/{self.node_rank}", challenge)
-        while signed.get(f"answer/{self.node_rank}") != challenge:
-            if stop_requested():
-                raise LaunchError("stopped while waiting for node 0 to answer this node's challenge")
-            if time.monotonic() > deadline:
-                raise LaunchError(
-                    f"node 0 did not answer node {self.node_rank}'s challenge on the store at"
-                    f" {self.master_addr}:{self.port} within rendezvous_timeout={self.timeout:g} s: the"
-                    " store's marker may have been replayed from another launch" + _forgeries(signed)
-                )
-            waiting(f"waiting for node 0 at {self.master_addr}:{self.port} to answer")
-            time.sleep(_POLL)  # a poll of the store on another machine, bounded by the deadline
+        assert self._signed is not None
+        wait = Wait(deadline, self.timeout, stop_requested, waiting)
+        who = f"node {self.node_rank}"
+        await_answer(self._signed, str(self.node_rank), int(self.port or 0), who, "node 0", wait, self._tend)
 
-    def _answer_challenges(self) -> None:
-        """Node 0: sign, in this store's session, each node's challenge not answered yet."""
-        signed = self._signed
-        assert signed is not None
-        for node in range(1, self.num_nodes):
-            challenge = signed.raw(f"challenge/{node}")
-            if challenge is not None and signed.get(f"answer/{node}") != challenge:
-                signed.set(f"answer/{node}", challenge)
+    def _challenge_meeting_host(
+        self, deadline: float, stop_requested: Callable[[], bool], waiting: Callable[[str], None]
+    ) -> None:
+        """c10d: go on only once the meeting store's host has signed this node's challenge in the
+        session its marker names (a marker copied from a concurrent launch names that launch's)."""
+        meeting = self._meeting
+        assert meeting is not None
+        wait = Wait(deadline, self.timeout, stop_requested, waiting)
+        number = str(meeting.count("challengers"))
+        host = "the c10d rendezvous host"
+        await_answer(meeting, number, self._meeting_port, "a joining node", host, wait, self._tend)
+
+    def _tend(self) -> None:
+        """Answer, in each store this node hosts, the challenges not answered yet: the ranks' store
+        (node 0) and the c10d meeting store (its host), whatever this node is waiting for itself."""
+        if self._hosts_meeting and self._meeting is not None:
+            challengers = self._meeting.count("challengers", 0)
+            answer_all(self._meeting, (str(name) for name in range(1, challengers + 1)), self._meeting_port)
+        if self.node_rank == 0 and self._signed is not None and self.num_nodes > 1 and self.port is not None:
+            answer_all(self._signed, (str(node) for node in range(1, self.num_nodes)), self.port)
 
     def _wait_for_nodes(
         self, deadline: float, stop_requested: Callable[[], bool], waiting: Callable[[str], None]
@@ -268,8 +276,7 @@ class Rendezvous:
         assert signed is not None
         signed.set(f"joined/{self.node_rank}", "joined")
         while True:
-            if self.node_rank == 0:
-                self._answer_challenges()
+            self._tend()
             joined = sum(signed.get(f"joined/{node}") is not None for node in range(self.num_nodes))
             if joined >= self.num_nodes:
                 return
@@ -278,7 +285,7 @@ class Rendezvous:
             if time.monotonic() > deadline:
                 raise LaunchError(
                     f"only {joined} of {self.num_nodes} nodes joined the rendezvous at"
-                    f" {self.master_addr}:{self.port} within rendezvous_timeout={self.timeout:g} s" + _forgeries(signed)
+                    f" {self.master_addr}:{self.port} within rendezvous_timeout={self.timeout:g} s" + forgeries(signed)
                 )
             waiting(
                 f"waiting for {self.num_nodes - joined} more node(s) to join at {self.master_addr}:{self.port}"
@@ -294,15 +301,18 @@ class Rendezvous:
         host, _, port = (self.endpoint or f"{self.master_addr}:{self.port}").rpartition(":")
         host = host.strip("[]")
         waiting(f"joining the c10d rendezvous at {host}:{port} (run id {self.run_id!r})")
+        self._meeting_port = int(port)
         try:
             store = self._host(host, int(port), self.num_nodes)
             self._meeting = self._hosted(self._sign(store))
+            self._hosts_meeting = True
         except LaunchError as err:
             if not isinstance(err.__cause__, OSError) or err.__cause__.errno not in _CANNOT_BIND:
                 raise
             _, self._meeting = self._connect(
                 host, int(port), deadline, stop_requested, waiting, "the c10d rendezvous store"
             )
+            self._challenge_meeting_host(deadline, stop_requested, waiting)
         arrival = self._meeting.count("arrivals")
         if arrival > self.num_nodes:
             raise LaunchError(
@@ -316,12 +326,13 @@ class Rendezvous:
         meeting = self._meeting
         assert meeting is not None
         while (address := meeting.get("master")) is None:
+            self._tend()
             if stop_requested():
                 raise LaunchError("stopped while waiting for node 0's address")
             if time.monotonic() > deadline:
                 raise LaunchError(
                     f"node 0 did not publish its store's address on the c10d rendezvous within"
-                    f" rendezvous_timeout={self.timeout:g} s" + _forgeries(meeting)
+                    f" rendezvous_timeout={self.timeout:g} s" + forgeries(meeting)
                 )
             waiting("waiting for node 0's store address")
             time.sleep(_POLL)  # a poll of the meeting store, bounded by the deadline
@@ -387,12 +398,3 @@ class Rendezvous:
         if self._listener is not None:  # never served: the launch ended before its ranks started
             self._listener.close()
             self._listener = None
-
-
-def _forgeries(signed: SignedStore) -> str:
-    if not signed.forged:
-        return ""
-    return (
-        f"; {signed.forged} value(s) on the store were not signed with this launch's secret: give every"
-        " node the same secret= (or another process wrote to the store)"
-    )

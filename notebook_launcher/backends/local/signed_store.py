@@ -75,10 +75,10 @@ class SignedStore:
             return None
         return text
 
-    def count(self, key: str) -> int:
-        """Add one to the counter ``key`` (an arrival) and return it (counters cannot be signed: a
-        forged increment can only make a wait time out, which then says so)."""
-        return int(self.store.add(self._prefix + key, 1))
+    def count(self, key: str, by: int = 1) -> int:
+        """Add ``by`` to the counter ``key`` (an arrival; 0 reads it) and return it (counters cannot
+        be signed: a forged increment can only make a wait time out, which then says so)."""
+        return int(self.store.add(self._prefix + key, by))
 
     def _mac(self, key: str, text: str) -> str:
         message = f"{self._prefix}{self.session}\0{key}\0{text}".encode()
