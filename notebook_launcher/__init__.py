@@ -93,9 +93,11 @@ def _register_in_kernel():
         register_notices(ipython.get_ipython())
         for backend in loaded_backends():
             backend.in_kernel()
+        from .rank.containers import sweep as sweep_dead_cgroups
         from .scratch import sweep_dead_kernels
 
         sweep_dead_kernels()  # what kernels killed before they could clean up left in /tmp
+        sweep_dead_cgroups()  # and in the cgroups of their ranks
 
 
 _register_in_kernel()

@@ -180,8 +180,8 @@ def test_a_failing_rank_with_a_child_reports_without_waiting_out_grace_periods(k
 
 
 def test_what_a_killed_kernel_left_in_tmp_is_removed_by_the_next_import(tmp_path):
-    """The spawn payload and the workers' directory of a kernel killed mid-launch are named after its
-    pid; the next kernel that imports the package removes them."""
+    """The workers' directory of a kernel killed mid-launch is named after its pid; the next kernel
+    that imports the package removes it. (The spawn payload has no name to leave: an anonymous file.)"""
     import glob
     import tempfile
 
@@ -191,7 +191,7 @@ def test_what_a_killed_kernel_left_in_tmp_is_removed_by_the_next_import(tmp_path
         session.ok("from notebook_launcher import start_workers\nworkers = start_workers(1, display='none')")
         pid = session.process.pid
         left = glob.glob(f"{tempfile.gettempdir()}/notebook-launcher-*{pid}-*")
-        assert any(path.endswith(".pkl") for path in left) and any("workers" in path for path in left)
+        assert not any(path.endswith(".pkl") for path in left) and any("workers" in path for path in left)
         family = session.process.children(recursive=True)
         session.process.send_signal(signal.SIGKILL)
         psutil.wait_procs(family, timeout=10)
@@ -296,5 +296,102 @@ def test_a_guardian_killed_by_hand_is_replaced_by_one_that_knows_every_live_grou
         family = [process.pid for process in session.process.children(recursive=True)]
         session.process.send_signal(signal.SIGKILL)
         assert _wait_gone(pids + family, timeout=10) == []
+    finally:
+        session.shutdown()
+
+
+STARTS_UNMARKED = dedent("""
+    import ctypes, subprocess, sys, time
+    def starts_unmarked(ending):
+        quiet = {"stdout": subprocess.DEVNULL, "stderr": subprocess.DEVNULL}
+        pids = [subprocess.Popen(["sleep", "300"], env={}, **quiet).pid]     # no environment: no mark
+        retitled = (
+            "import ctypes, os, sys, time\\n"
+            "fields = open('/proc/self/stat').read().rsplit(')', 1)[1].split()\\n"
+            "start, end = int(fields[-5]), int(fields[-2])        # arg_start, env_end\\n"
+            "ctypes.memset(start, 0, end - start)                  # its title over argv and environ\\n"
+            "os.write(1, b'retitled')\\n"
+            "time.sleep(300)\\n"
+        )
+        child = subprocess.Popen([sys.executable, "-c", retitled], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+        assert child.stdout.read(8) == b"retitled"
+        pids.append(child.pid)
+        read_end, write_end = os.pipe()
+        if os.fork() == 0:                       # a daemon, the python-daemon way: no new program
+            os.setsid()
+            if os.fork() == 0:
+                os.write(write_end, str(os.getpid()).encode())
+                time.sleep(300)
+            os._exit(0)
+        os.close(write_end)
+        pids.append(int(os.read(read_end, 32)))
+        with open(os.environ["PIDS_FILE"] + os.environ["RANK"], "w") as file:
+            file.write(" ".join(map(str, pids)))
+        if ending == "SIGKILL":
+            os.kill(os.getpid(), signal.SIGKILL)
+        threading.Event().wait()
+""")
+
+
+def _unmarked_are_unmarked(pids):
+    """The three carry no mark (so only their cgroup can find them) and have left the rank's group."""
+    from notebook_launcher.rank.marked import MARK_VARIABLE
+
+    for pid in pids:
+        with open(f"/proc/{pid}/environ", "rb") as file:
+            assert MARK_VARIABLE.encode() not in file.read()
+
+
+needs_cgroups = pytest.mark.skipif(
+    not __import__("notebook_launcher.rank.containers", fromlist=["available"]).available(),
+    reason="no writable cgroup v2 hierarchy here: processes that leave group, session and mark cannot be contained",
+)
+
+
+@needs_cgroups
+@pytest.mark.parametrize("method", ["fork", "spawn"])
+def test_processes_that_carry_no_mark_die_with_a_killed_rank(kernel, tmp_path, method):
+    """A daemon made without a new program, a child started with ``env={}`` and one that overwrote
+    its environment to set its title: before, each outlived a SIGKILLed rank with ppid 1."""
+    kernel.ok("import os, signal, threading")
+    kernel.ok(STARTS_UNMARKED)
+    kernel.ok(f"os.environ['PIDS_FILE'] = {str(tmp_path / 'pids')!r}")
+    result = kernel.run(f"notebook_launcher(starts_unmarked, ('SIGKILL',), num_processes=1, start_method={method!r})")
+    kernel.ok("del os.environ['PIDS_FILE']")
+    assert result.error["ename"] == "WorkerError"
+    pids = _escapees(tmp_path)
+    assert len(pids) == 3
+    assert _wait_gone(pids, timeout=5) == []  # SIGKILLed before the cell returned
+
+
+@needs_cgroups
+@pytest.mark.parametrize("method", ["fork", "spawn"])
+def test_processes_that_carry_no_mark_die_with_a_killed_kernel(tmp_path, method):
+    from notebook_launcher.rank import containers
+
+    session = KernelSession()
+    try:
+        session.ok("import os, signal, threading\nfrom notebook_launcher import launch")
+        session.ok(STARTS_UNMARKED)
+        session.ok(f"os.environ['PIDS_FILE'] = {str(tmp_path / 'pids')!r}")
+        session.ok(
+            f"job = launch(starts_unmarked, ('wait',), num_processes=1, start_method={method!r}, display='none')"
+        )
+        session.ok(
+            "import time\n_t = time.monotonic()\n"
+            f"while not os.path.exists({str(tmp_path / 'pids0')!r}):\n"
+            "    assert time.monotonic() - _t < 60\n"
+            "    job.join(0.05)\n"
+        )
+        pids = _escapees(tmp_path)
+        _unmarked_are_unmarked(pids)
+        root = containers.kernel_root(session.process.pid, create=False)
+        assert root is not None and set(pids) <= set(containers.members(root))
+        session.process.send_signal(signal.SIGKILL)
+        assert _wait_gone(pids, timeout=10) == []
+        deadline = time.monotonic() + 10
+        while os.path.exists(root):  # the guardian removes the kernel's cgroups after emptying them
+            assert time.monotonic() < deadline, f"{root} was left"
+            time.sleep(0.05)
     finally:
         session.shutdown()

@@ -190,7 +190,6 @@ def test_a_node_cannot_be_steered_into_a_concurrent_c10d_launch_with_the_same_se
     Now it challenges the meeting's host, which answers in B's own session: the wait ends with an
     error that says the marker may have been replayed, and A gets no node from B."""
     import torch.distributed as dist
-
     from kernel_session import KernelSession
 
     b_host = KernelSession()

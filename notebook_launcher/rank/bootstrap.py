@@ -42,6 +42,7 @@ from ..wire import (
     set_tensor_prefix,
 )
 from .capture import FLUSH_INTERVAL, Capture, flush_output
+from .containers import join as join_cgroup
 from .descendants import PRCTL, become_subreaper, end_descendants
 from .marked import mark_rank
 from .notebook import make_safe
@@ -66,6 +67,7 @@ class RankSpec:
     tensor_prefix: str | None = None  # where large returned tensors go (``wire.shared_tensors``)
     launcher_pid: int = 0  # the kernel that launched it (the parent may be a start server)
     flush_interval: float = FLUSH_INTERVAL  # seconds between output flushes (the kernel's setting)
+    cgroup: str | None = None  # the cgroup the rank moves into first (``rank.containers``), if any
     # ``env`` as the byte strings ``os.environ`` keeps on POSIX, encoded where the spec is made (a
     # forked rank pays a copied page for each object it makes)
     encoded_env: tuple = field(init=False, repr=False, compare=False)
@@ -96,6 +98,7 @@ def prepare_process(spec: RankSpec, pipes: RankPipes, channel_lock: Any = None) 
 
     ``channel_lock`` is for processes whose forks share the channel (torch_xla's rank processes).
     """
+    join_cgroup(spec.cgroup)  # first: every process the rank starts is born in it
     lead_own_group()
     # The kernel's interrupt reaches the kernel's process group, which the rank has left; a SIGINT
     # sent to the rank itself is a KeyboardInterrupt, as in a script (and the default of its children).

@@ -25,7 +25,7 @@ from __future__ import annotations
 import os
 import signal
 import sys
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
 __all__ = ["MARK_VARIABLE", "mark_rank", "rank_prefix", "kernel_prefix", "marked", "kill_marked", "guard"]
 
@@ -90,9 +90,10 @@ def kill_marked(prefix: str) -> list[int]:
     return pids
 
 
-def guard(kernel_pid: int, lines: Iterable[bytes]) -> None:
+def guard(kernel_pid: int, lines: Iterable[bytes], end_cgroups: Callable[[int], object] | None = None) -> None:
     """The guardian's work: follow the "+pgid"/"-pgid" lines the kernel writes; once they end (the
-    kernel is gone), SIGKILL every group still alive and every process its ranks started."""
+    kernel is gone), SIGKILL every group still alive, every process its ranks started, and
+    (``end_cgroups(kernel_pid)``) everything in its ranks' cgroups."""
     groups: set[int] = set()
     for line in lines:
         try:
@@ -109,7 +110,18 @@ def guard(kernel_pid: int, lines: Iterable[bytes]) -> None:
         except OSError:
             pass
     kill_marked(kernel_prefix(kernel_pid))
+    if end_cgroups is not None:
+        end_cgroups(kernel_pid)
+
+
+def _end_kernel_cgroups(kernel_pid: int) -> None:
+    sys.path.append(os.path.dirname(os.path.abspath(__file__)))  # last: nothing here shadows the standard library
+    import containers  # rank/containers.py, as a plain module: the guardian runs without the package
+
+    root = containers.kernel_root(kernel_pid, create=False)
+    if root is not None:
+        containers.kill_and_remove(root)
 
 
 if __name__ == "__main__":  # the guardian: marked.py <mark> <kernel pid>
-    guard(int(sys.argv[2]), sys.stdin.buffer)
+    guard(int(sys.argv[2]), sys.stdin.buffer, _end_kernel_cgroups)
