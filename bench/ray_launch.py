@@ -1,7 +1,7 @@
 """Start-up of a launch on a Ray cluster: notebook_launcher(cluster="ray") first and later, beside a
 local spawn launch and Ray Train's TorchTrainer running the same function, side by side.
 
-A real two-node Ray cluster is started on this machine (``tests/ray_cluster.py``: 127.0.0.1 and
+A real two-node Ray cluster is started on this machine (``tests/ray_cluster.py``: 127.0.0.5 and
 127.0.0.2, 2 CPUs each); this process is the driver, as a kernel is. The function: 4 ranks join a
 gloo process group, all-reduce a tensor 4 times (4 "steps") and return. Times are call → return,
 medians over ``--rounds`` later launches.

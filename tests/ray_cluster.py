@@ -1,9 +1,12 @@
 """A real two-node Ray cluster on this machine, for the cluster tests, the notebook and the bench.
 
-The head listens on 127.0.0.1; the second node joins it on 127.0.0.2 (another loopback address, so
-the two nodes have different addresses, as on a real cluster). Both run ``ray start --block`` in a
-session of their own, so ``stop`` ends exactly the processes this cluster started (never another
-Ray on the machine, as ``ray stop`` would).
+The head is on 127.0.0.5 and the second node joins it on 127.0.0.2 (other loopback addresses, so
+the two nodes have different addresses, as on a real cluster); a driver (a kernel, a test) takes
+the address it reaches the head from, loopback too. Not 127.0.0.1: Ray rewrites that one address
+(and "localhost") to the machine's network address, so a head started there and every driver of it
+talked over the machine's own interface. ``loopback_report`` lists every address Ray reports, for the tests to
+check. Both nodes run ``ray start --block`` in a session of their own, so ``stop`` ends exactly the
+processes this cluster started (never another Ray on the machine, as ``ray stop`` would).
 """
 
 from __future__ import annotations
@@ -32,11 +35,27 @@ TRAIN_FOREVER = (
     "        dist.all_reduce(torch.ones(1))\n"
 )
 START_TIMEOUT = 180.0  # seconds for both nodes to come up on a loaded 2-core machine
+HEAD = "127.0.0.5"  # the head's address (see the module docstring: not 127.0.0.1)
+SECOND = "127.0.0.2"
+# a kernel cell printing every address Ray reports (nodes, GCS, the driver's node, the ranks' places)
+LOOPBACK_REPORT = (
+    "import ray as _ray\n"
+    "_addresses = {n['NodeManagerAddress'] for n in _ray.nodes()} | {_ray.util.get_node_ip_address()}\n"
+    "_addresses.add(str(_ray.get_runtime_context().gcs_address).rpartition(':')[0])\n"
+    "print(sorted(_addresses))\n"
+)
+
+
+def all_loopback(addresses) -> bool:
+    """Whether every address is a loopback one (127.0.0.0/8 or ::1)."""
+    import ipaddress
+
+    return bool(addresses) and all(ipaddress.ip_address(address.strip("[]")).is_loopback for address in addresses)
 
 
 def _free_port() -> int:
     with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
+        probe.bind((HEAD, 0))
         return probe.getsockname()[1]
 
 
@@ -48,9 +67,9 @@ class LocalRayCluster:
         self.cpus = cpus
         self.nodes = nodes  # 1: the head alone
         self.port = _free_port()
-        self.address = f"127.0.0.1:{self.port}"
+        self.address = f"{HEAD}:{self.port}"
         self.client_port = _free_port()
-        self.client_address = f"ray://127.0.0.1:{self.client_port}"  # Ray Client
+        self.client_address = f"ray://{HEAD}:{self.client_port}"  # Ray Client
         self.temp_dir = tempfile.mkdtemp(prefix="nlray-", dir="/tmp")  # short: Ray puts sockets in it
         self.log = open(os.path.join(self.temp_dir, "nodes.log"), "wb")  # noqa: SIM115 -- closed in stop()
         self._nodes: list[subprocess.Popen] = []
@@ -70,7 +89,7 @@ class LocalRayCluster:
                 "--ray-client-server-port",
                 str(self.client_port),
                 "--node-ip-address",
-                "127.0.0.1",
+                HEAD,
                 "--port",
                 str(self.port),
                 "--include-dashboard=false",
@@ -81,7 +100,7 @@ class LocalRayCluster:
         )
         self._wait_for(lambda: self._listening(), "the head to listen")
         if self.nodes > 1:
-            self._start_node(["--address", self.address, "--node-ip-address", "127.0.0.2", *common])
+            self._start_node(["--address", self.address, "--node-ip-address", SECOND, *common])
         return self
 
     def add_node(self, address: str, cpus: int, resources: dict[str, float]) -> int:
@@ -123,7 +142,7 @@ class LocalRayCluster:
 
     def _listening(self) -> bool:
         try:
-            socket.create_connection(("127.0.0.1", self.port), timeout=1).close()
+            socket.create_connection((HEAD, self.port), timeout=1).close()
             return True
         except OSError:
             return False

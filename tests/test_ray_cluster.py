@@ -15,7 +15,7 @@ import pytest
 
 ray = pytest.importorskip("ray")
 
-from ray_cluster import TRAIN_FOREVER, LocalRayCluster  # noqa: E402
+from ray_cluster import HEAD, LOOPBACK_REPORT, SECOND, TRAIN_FOREVER, LocalRayCluster, all_loopback  # noqa: E402
 
 from notebook_launcher import launch, notebook_launcher  # noqa: E402
 from notebook_launcher.backends.ray.pool import pool_info, release_pool  # noqa: E402
@@ -34,6 +34,9 @@ def cluster():
     try:
         ray.init(address=local.address, log_to_driver=False)
         local.wait_for_nodes(ray)
+        addresses = {node["NodeManagerAddress"] for node in ray.nodes()} | {ray.util.get_node_ip_address()}
+        addresses.add(str(ray.get_runtime_context().gcs_address).rpartition(":")[0])
+        assert addresses == {HEAD, SECOND} and all_loopback(addresses), addresses
         yield local
     finally:
         release_pool()
@@ -194,6 +197,8 @@ def test_a_kernel_interrupt_ends_the_cluster_ranks_and_frees_the_cluster(cluster
         for rank in range(4):
             assert re.search(rf"rank {rank}: in train_forever .*dist.all_reduce", result.error["evalue"])
         assert kernel.eval("__import__('notebook_launcher.backends.ray').backends.ray.pool_info()") is None
+        reported = kernel.ok(LOOPBACK_REPORT).stdout.strip()  # the kernel as a driver: on loopback too
+        assert reported == str(sorted([HEAD, SECOND])), reported
         wait_until(lambda: free_cpus() == 4, "the interrupted launch's actors to be released", timeout=20)
         again = "print(notebook_launcher(lambda: 'again', num_processes=2, cluster='ray'))"
         assert kernel.ok(again, timeout=120).stdout.strip().endswith("again")
@@ -458,17 +463,15 @@ def test_the_widget_and_the_sidebar_show_which_node_each_rank_runs_on_in_a_brows
         panes = page.evaluate(VISIBLE_PANES)
         assert len(panes) == 1 and "rank 3 waits" in panes[0], panes
         places = page.locator(".nl-places").first.inner_text()
-        # Ray names a node on 127.0.0.1 by the machine's address: read the addresses from the ranks
         found = re.fullmatch(r"ranks 0, 1 on node 0 \((\S+)\) · ranks 2, 3 on node 1 \((\S+)\)", places)
-        assert found and "127.0.0.2" in found.groups(), places
+        assert found and set(found.groups()) == {HEAD, SECOND}, places  # every place on loopback
 
         section = sidebar.locator('[data-testid="nl-cluster"]')
         assert section_shown(sidebar)
         section.get_by_text("Warm rank actors: 4").wait_for(timeout=30_000)
         assert section.locator("h4").inner_text() == f"Ray cluster · {cluster.address}"
-        head = next(address for address in found.groups() if address != "127.0.0.2")
         nodes = section.locator(".nl-node").all_inner_texts()  # the live ones
-        assert sorted(nodes) == sorted([f"{head} (head) · CPU 2", "127.0.0.2 · CPU 2"])
+        assert sorted(nodes) == sorted([f"{HEAD} (head) · CPU 2", f"{SECOND} · CPU 2"])
         if lost_earlier:  # the node lost by an earlier test of this module
             assert section.locator(".nl-node-lost").inner_text() == "Lost: 127.0.0.3"
         assert section.locator(".nl-cluster-free").inner_text() == "Free: CPU 0 of 4"

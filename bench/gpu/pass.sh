@@ -8,11 +8,14 @@
 # (kernels started from the same python), notebooks/mnist_gpu.ipynb and quickstart.ipynb, the
 # launch benches (a no-op on CPU ranks, and a first collective on the GPUs) and the GPU step
 # bench. Writes REPORT_DIR/report.md and report.json (bench/gpu/report.py), the stages' whole
-# output in logs.txt and pytest's junit.xml, and ends whatever a stage left running. It exits
-# non-zero when a stage failed (a GPU test, a notebook), ran past its limit, or left something
-# running. Without a GPU (`make gpu-dry-run`) the GPU tests skip, the notebooks and the benches
-# run on CPU ranks, and the report says so. Settings: GPU_PYTHON (python3), GPU_KIT (.gpu-kit),
-# GPU_PASS_QUICK=1 (fewer bench rounds, for the dry run).
+# output in logs.txt and pytest's junit.xml, and ends whatever a stage left running: each stage
+# runs under bench/gpu/contained.py, a child subreaper that ends its own descendants and nothing
+# else (a person's kernels, another user's processes, are never touched). It exits non-zero when
+# a stage failed (a GPU test, a notebook), ran past its limit, or left something running. Without
+# a GPU (`make gpu-dry-run`) the GPU tests skip, the notebooks and the benches run on CPU ranks,
+# and the report says so. Settings: GPU_PYTHON (python3), GPU_KIT (.gpu-kit), GPU_PASS_QUICK=1
+# (fewer bench rounds, for the dry run), GPU_PASS_ONLY="stage stage..." (those stages alone, and
+# no kit: the python's own packages; for tests of the pass itself).
 set -u
 report=${1:?usage: bench/gpu/pass.sh REPORT_DIR}
 cd "$(dirname "$0")/../.."
@@ -27,13 +30,15 @@ trap 'rm -rf "$site" "$home" "$work"' EXIT
 : >"$work/stages.tsv"
 : >"$report/logs.txt"
 
-# One stage: NAME SECONDS COMMAND...; its output goes to logs.txt, its exit code and time to stages.tsv.
+# One stage: NAME SECONDS COMMAND...; its output goes to logs.txt, its exit code and time to
+# stages.tsv, what it left running (then ended) to leftover.txt.
 stage() {
     local name=$1 limit=$2 start end rc
     shift 2
+    if [ -n "${GPU_PASS_ONLY:-}" ] && [[ " $GPU_PASS_ONLY " != *" $name "* ]]; then return 0; fi
     echo "===== $name (at most ${limit}s): $*" >>"$report/logs.txt"
     start=$(date +%s%N)
-    timeout -k 10 "$limit" "$@" >"$work/$name.log" 2>&1
+    timeout -k 10 "$limit" "$python" bench/gpu/contained.py "$work/leftover.txt" -- "$@" >"$work/$name.log" 2>&1
     rc=$?
     end=$(date +%s%N)
     cat "$work/$name.log" >>"$report/logs.txt"
@@ -42,14 +47,16 @@ stage() {
     return 0
 }
 
-ls "$kit"/*.whl >/dev/null 2>&1 || { echo "no kit in $kit: run 'make gpu-kit' first" >&2; exit 2; }
-stage kit 60 "$python" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
-    --target "$site" "$kit"/*.whl
 export PYTHONPATH="$site:$repo" PYTHONUNBUFFERED=1 NL_TEST_KERNEL_PYTHON="$python"
+: >"$work/leftover.txt"
+if [ -z "${GPU_PASS_ONLY:-}" ]; then
+    ls "$kit"/*.whl >/dev/null 2>&1 || { echo "no kit in $kit: run 'make gpu-kit' first" >&2; exit 2; }
+    stage kit 60 "$python" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
+        --target "$site" "$kit"/*.whl
+fi
 # Jupyter's runtime and data folders (connection files, kernel specs) in a scratch home of the pass.
 export JUPYTER_RUNTIME_DIR="$home/runtime" JUPYTER_DATA_DIR="$home/data" IPYTHONDIR="$home/ipython"
 export HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 TRANSFORMERS_OFFLINE=1 MNIST_OFFLINE=1 MPLBACKEND=agg
-before=$(ps -eo pid= | tr -d ' ' | sort)
 
 stage environment 60 "$python" bench/gpu/facts.py
 mapfile -t gpu_tests < <(grep -l "pytest.mark.gpu" tests/test_*.py)
@@ -64,15 +71,6 @@ CUDA_VISIBLE_DEVICES= stage bench-launch 60 "$python" bench/launch_overhead.py -
 stage bench-gpu-launch 90 "$python" bench/gpu/launch.py --rounds "$gpu_rounds"
 stage bench-step 120 "$python" bench/gpu/step.py --json "$work/step.json" "${quick[@]}"
 
-# Whatever a stage left running (a kernel, a rank) is reported and ended.
-leftover=$(comm -13 <(echo "$before") <(ps -eo pid= | tr -d ' ' | sort) | while read -r pid; do
-    cmd=$({ tr '\0' ' ' <"/proc/$pid/cmdline"; } 2>/dev/null) || continue
-    case "$cmd" in *"$repo"* | *ipykernel* | *notebook_launcher* | *pytest*) echo "$pid $cmd" ;; esac
-done)
-if [ -n "$leftover" ]; then
-    echo "$leftover" | awk '{print $1}' | xargs -r kill -9 2>/dev/null
-fi
-printf '%s\n' "$leftover" >"$work/leftover.txt"
 "$python" bench/gpu/report.py "$work" "$report"
-# the pass fails when a stage failed or ran out of time, or something was left running
-! cut -f2 "$work/stages.tsv" | grep -qv '^0$' && [ -z "$leftover" ]
+# the pass fails when a stage failed or ran out of time, or a stage left something running
+! cut -f2 "$work/stages.tsv" | grep -qv '^0$' && [ ! -s "$work/leftover.txt" ]
