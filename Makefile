@@ -56,8 +56,7 @@ COLAB_VENV := .venv-colab
 COLAB_STAMP := $(COLAB_VENV)/.installed-torch-2.11
 KAGGLE_VENV := .venv-kaggle
 KAGGLE_STAMP := $(KAGGLE_VENV)/.installed-torch-2.10
-KERNEL_TESTS := tests/test_launch_basics.py tests/test_launch_faults.py tests/test_launch_checks.py \
-	tests/test_widget.py tests/test_kernel_comm.py tests/test_workers.py tests/test_start_server.py
+KERNEL_TESTS := tests/kernel
 KERNEL_EXTRAS := cloudpickle psutil scikit-learn tqdm matplotlib safetensors
 
 $(COLAB_STAMP): pyproject.toml
@@ -94,7 +93,7 @@ $(XLA_STAMP): $(KAGGLE_STAMP)
 	touch $(XLA_STAMP)
 
 # JupyterLab with real-time collaboration (jupyter-collaboration), for the collaborator's view of a
-# launch (tests/test_collaboration_browser.py): the main environment's packages, through a .pth
+# launch (tests/browser/test_collaboration_browser.py): the main environment's packages, through a .pth
 # file, with jupyter-collaboration on top (its server extension and lab extension then load only in
 # servers this environment starts; the main environment's JupyterLab stays without it).
 RTC_VENV := .venv-rtc
@@ -108,8 +107,7 @@ $(RTC_STAMP): $(STAMP)
 	touch $(RTC_STAMP)
 
 # The tests that start no process and no kernel: seconds in all.
-PROCESS_FREE_TESTS = tests/test_units.py tests/test_gpu_report.py tests/test_layers.py tests/test_backend_registry.py \
-	tests/test_controller.py tests/test_events.py tests/test_cell_handoff.py tests/test_cluster_placement.py
+PROCESS_FREE_TESTS = tests/unit
 
 # Seconds: lint, format, types (Python and TypeScript), unit tests and doctests. `make test` runs it first.
 check: $(STAMP) labextension/node_modules
@@ -141,15 +139,15 @@ test: check $(STAMP) $(LABEXT) browser $(RTC_STAMP)
 	@echo "--- again with Kaggle's kernel versions (torch 2.10, ipykernel 6.17, ipywidgets 8.1.5) ---"
 	PYTHONPATH=$(CURDIR) NL_TEST_KERNEL_PYTHON=$(abspath $(KAGGLE_VENV))/bin/python $(PY) -m pytest $(KERNEL_TESTS)
 	@echo "--- the XLA path, on torch_xla's CPU device ---"
-	PYTHONPATH=$(CURDIR) NL_TEST_XLA=1 NL_TEST_KERNEL_PYTHON=$(abspath $(XLA_VENV))/bin/python $(PY) -m pytest tests/test_xla.py
+	PYTHONPATH=$(CURDIR) NL_TEST_XLA=1 NL_TEST_KERNEL_PYTHON=$(abspath $(XLA_VENV))/bin/python $(PY) -m pytest tests/xla/test_xla.py
 	@echo "--- the documentation site ---"
 	$(MAKE) docs
 
 # The README's pictures, taken by the browser tests in a real JupyterLab (what a person sees), so they
 # stay current: the live widget of test_browser and the sidebar of test_sidebar_browser.
 pictures: $(STAMP) $(LABEXT) browser
-	$(PY) -m pytest -q tests/test_browser.py::test_the_live_widget_keeps_the_reader_then_the_notebook_keeps_the_launch \
-		tests/test_sidebar_browser.py::test_sidebar_sets_the_device_count_that_a_launch_uses
+	$(PY) -m pytest -q tests/browser/test_browser.py::test_the_live_widget_keeps_the_reader_then_the_notebook_keeps_the_launch \
+		tests/browser/test_sidebar_browser.py::test_sidebar_sets_the_device_count_that_a_launch_uses
 	cp test-artifacts/widget.png notebooks/images/widget.png
 	cp test-artifacts/sidebar.png notebooks/images/sidebar.png
 

@@ -7,6 +7,12 @@ import os
 import psutil
 import pytest
 from kernel_session import KernelSession, is_kernel_helper
+from paths import SANDBOX_BACKEND
+
+# The conftest.py files (this one, and the folders' markers: ``folders.mark_folder``) are loaded as conftests, but
+# not collected for doctests: as modules they would all be named "conftest".
+collect_ignore = ["conftest.py"]
+collect_ignore_glob = ["*/conftest.py"]
 
 
 def _has_cuda():
@@ -104,16 +110,13 @@ def browser():
         chromium.close()
 
 
-SANDBOX_BACKEND = os.path.join(os.path.dirname(__file__), "backend_sandbox")  # the package and its dist-info
-
-
 @pytest.fixture
 def sandbox(monkeypatch):
     """``cluster="sandbox"`` (``tests/backend_sandbox``) registered for one test; the registry is
     put back after it."""
     from notebook_launcher import backends
 
-    monkeypatch.syspath_prepend(SANDBOX_BACKEND)
+    monkeypatch.syspath_prepend(str(SANDBOX_BACKEND))
     monkeypatch.setattr(backends, "_known", dict(backends._known))
     monkeypatch.setattr(backends, "_loaded", dict(backends._loaded))
     backends.register_backend("sandbox", "sandbox_backend:SandboxBackend")

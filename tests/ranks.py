@@ -25,7 +25,7 @@ def on_ranks(function, *args, num_processes=2, **options):
 def seeded_order(seed=7):
     """A loader generator for tests that compare N ranks with one process: its sampler's order is
     the same everywhere. (A plain ``shuffle=True`` shuffles as Accelerate does, which differs between
-    one process and several: tests/test_same_seed.py.)"""
+    one process and several: tests/trainer/test_same_seed.py.)"""
     import torch
 
     return torch.Generator().manual_seed(seed)

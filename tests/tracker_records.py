@@ -1,4 +1,4 @@
-"""Read back what each tracker package wrote for a run, from its own files (for tests/test_trackers.py).
+"""Read back what each tracker package wrote for a run, from its own files (for tests/trainer/test_trackers.py).
 
 Every reader takes the run's folder (the test's ``HOME``, working directory and ``project_dir``)
 and returns ``(config, [(step, loss), ...])`` with ``config`` the stored ``lr`` (None where the

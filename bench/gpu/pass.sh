@@ -59,7 +59,7 @@ export JUPYTER_RUNTIME_DIR="$home/runtime" JUPYTER_DATA_DIR="$home/data" IPYTHON
 export HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 TRANSFORMERS_OFFLINE=1 MNIST_OFFLINE=1 MPLBACKEND=agg
 
 stage environment 60 "$python" bench/gpu/facts.py
-mapfile -t gpu_tests < <(grep -l "pytest.mark.gpu" tests/test_*.py)
+mapfile -t gpu_tests < <(grep -rl --include='test_*.py' "pytest.mark.gpu" tests)
 stage gpu-tests 200 "$python" -m pytest -m gpu -p no:cacheprovider -o addopts= -ra --strict-markers \
     --timeout 150 --junitxml="$report/junit.xml" "${gpu_tests[@]}"
 MNIST_EPOCHS=2 stage notebook 90 "$python" notebooks/run_notebook.py notebooks/mnist_gpu.ipynb

@@ -4,7 +4,7 @@ The controller is told what happened (a rank's status, result, error, stacks or 
 time passing) and answers with commands (``Terminate``, ``Kill``, ``AskStacks``, ``TellOtherNodes``,
 ``ShowStatus``). It never touches a process, a descriptor or a thread: the supervisor carries the
 commands out on a ``RankGroup`` (local processes today), so the rules below are tested with a
-scripted list of events and a fake clock (tests/test_controller.py):
+scripted list of events and a fake clock (tests/unit/test_controller.py):
 
 * the first failure wins (an exception, a death, an exit without a result, a stall, a timeout,
   another node's failure); every other live rank is then ended — SIGTERM-like ``Terminate`` now,

@@ -2,11 +2,12 @@
 
 import importlib.util
 import random
-from pathlib import Path
 from statistics import median
 
+from paths import REPO
+
 # loaded from its file: the bench folder on sys.path would put its modules (kernel, faults) before others
-_PATH = Path(__file__).parent.parent / "bench" / "intervals.py"
+_PATH = REPO / "bench" / "intervals.py"
 _SPEC = importlib.util.spec_from_file_location("bench_intervals", _PATH)
 assert _SPEC is not None and _SPEC.loader is not None
 _intervals = importlib.util.module_from_spec(_SPEC)

@@ -13,11 +13,10 @@ import os
 import subprocess
 import sys
 import time
-from pathlib import Path
 
 import psutil
+from paths import REPO
 
-REPO = Path(__file__).resolve().parent.parent
 CONTAINED = REPO / "bench" / "gpu" / "contained.py"
 
 

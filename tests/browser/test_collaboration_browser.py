@@ -11,12 +11,12 @@ from __future__ import annotations
 
 import os
 import re
-from pathlib import Path
 
 import pytest
 from browser import CHROMIUM, LabServer, make_gates, open_notebook, parked_launch, release_gates, run_all, screenshot
+from paths import REPO
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = REPO
 RTC_PYTHON = ROOT / ".venv-rtc" / "bin" / "python"
 
 pytestmark = [

@@ -5,13 +5,11 @@ from __future__ import annotations
 import re
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
+from paths import NOTEBOOKS
 
 pytestmark = pytest.mark.slow  # every notebook run end to end (see conftest.py)
-
-NOTEBOOKS = Path(__file__).resolve().parent.parent / "notebooks"
 
 
 def run_notebook(name, tmp_path, **env):

@@ -26,10 +26,11 @@ import sys
 from pathlib import Path
 
 import pytest
+from paths import TESTS
 
 from notebook_launcher.launching.ports import free_port
 
-HARNESS = Path(__file__).resolve().parent / "accelerate_compat.py"
+HARNESS = TESTS / "accelerate_compat.py"
 
 DELIBERATE = {
     # It checks that an Accelerate Accelerator stops working once Accelerate's singleton state is

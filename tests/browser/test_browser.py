@@ -26,6 +26,7 @@ from browser import (
     screenshot,
     switch_theme,
 )
+from paths import NOTEBOOKS
 
 pytestmark = pytest.mark.skipif(not os.path.exists(CHROMIUM), reason="Debian's chromium is not installed")
 
@@ -221,7 +222,7 @@ def test_the_shipped_quickstart_reads_well_as_a_clone_opens_it(lab, browser):
     shows its chips apart, its chart drawn and its logs capped, and opening it modifies nothing."""
     import shutil
 
-    shutil.copy(os.path.join(os.path.dirname(__file__), os.pardir, "notebooks", "quickstart.ipynb"), lab.root)
+    shutil.copy(NOTEBOOKS / "quickstart.ipynb", lab.root)
     page = browser.new_page(viewport={"width": 1400, "height": 1000})
     page.goto(lab.url("/lab/tree/quickstart.ipynb?reset"))
     static = page.locator(".nl-static", has_text="succeeded in").first

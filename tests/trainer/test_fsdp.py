@@ -310,7 +310,7 @@ def test_a_killed_sharded_run_restarts_from_its_checkpoint_to_the_same_weights(t
 
 def test_fsdp_set_up_by_accelerate_launch_is_taken_and_its_fsdp1_default_refused(monkeypatch):
     """``accelerate launch --use_fsdp`` sets variables that Accelerator() reads when given no plugin
-    (tests/test_accelerate_compat.py runs a whole script that way); its FSDP1 default is refused by name."""
+    (tests/compat/test_accelerate_compat.py runs a whole script that way); its FSDP1 default is refused by name."""
     monkeypatch.setenv("ACCELERATE_USE_FSDP", "true")
     monkeypatch.delenv("FSDP_VERSION", raising=False)
     with pytest.raises(ValueError, match="fsdp_version=1 is not supported"):

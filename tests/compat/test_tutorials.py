@@ -13,16 +13,16 @@ so sequences are padded to 64 instead of 128).
 
 from __future__ import annotations
 
-import os
 from textwrap import dedent
 
 import pytest
+from paths import TESTS as HELPERS
 
 from tests.kernel_session import KernelSession
 
 pytestmark = pytest.mark.slow  # each tutorial run end to end (see conftest.py)
 
-TESTS = os.path.dirname(os.path.abspath(__file__))
+TESTS = str(HELPERS)
 
 SETUP = dedent("""
     import sys

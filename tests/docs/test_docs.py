@@ -8,7 +8,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+from paths import REPO
+
+ROOT = REPO
 
 
 def test_api_reference_examples_render_as_code(tmp_path):

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import importlib.util
 import json
-from pathlib import Path
+
+from paths import REPO
 
 
 def _load(name):
     """A module of bench/gpu, loaded from its file (its folder on sys.path would shadow others)."""
-    path = Path(__file__).resolve().parent.parent / "bench" / "gpu" / f"{name}.py"
+    path = REPO / "bench" / "gpu" / f"{name}.py"
     spec = importlib.util.spec_from_file_location(f"gpu_{name}", path)
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)

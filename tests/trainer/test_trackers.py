@@ -16,6 +16,7 @@ import warnings
 from pathlib import Path
 
 import pytest
+from paths import TESTS
 from tracker_records import READERS, environment, init_kwargs
 
 from trainer_core import Accelerator
@@ -48,7 +49,7 @@ RUN = textwrap.dedent(
 def run_tracker(name: str, folder: Path) -> str:
     done = subprocess.run(
         [sys.executable, "-c", RUN, name, str(folder), json.dumps(init_kwargs(folder))],
-        env={**environment(folder), "PATH": "/usr/bin:/bin", "PYTHONPATH": str(Path(__file__).parents[1])},
+        env={**environment(folder), "PATH": "/usr/bin:/bin", "PYTHONPATH": str(TESTS)},
         cwd=folder,
         capture_output=True,
         text=True,

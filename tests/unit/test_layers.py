@@ -12,9 +12,10 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+from paths import REPO
+
+ROOT = REPO
 
 
 def test_every_layer_contract_is_kept():

@@ -5,7 +5,7 @@ stands in for it and says how: a fake ``nvidia-smi`` on the PATH (what the launc
 capabilities from), a fake ``libcuda.so.1`` built with the C compiler (what the driver check asks),
 ``torch.cuda``'s capability functions replaced (what a rank's Accelerator asks), and the CUDA-init
 recorder called from a module's import (as torchao's import calls ``torch.cuda``). Everything
-else (the plan, the preflight, the messages, kernels and ranks) is the real thing; tests/test_gpu.py
+else (the plan, the preflight, the messages, kernels and ranks) is the real thing; tests/gpu/test_gpu.py
 runs the same paths on a real GPU.
 """
 

@@ -14,6 +14,7 @@ from textwrap import dedent
 
 import pytest
 from kernel_session import KernelSession
+from paths import NOTEBOOKS
 
 pytestmark = pytest.mark.skipif(os.environ.get("NL_TEST_XLA") != "1", reason="needs the torch_xla environment")
 
@@ -198,7 +199,7 @@ def test_the_tpu_notebook_runs_on_the_xla_cpu_device():
     """notebooks/tpu_colab_kaggle.ipynb, cell by cell, in a kernel of the torch_xla environment."""
     import nbformat
 
-    path = os.path.join(os.path.dirname(__file__), "..", "notebooks", "tpu_colab_kaggle.ipynb")
+    path = str(NOTEBOOKS / "tpu_colab_kaggle.ipynb")
     cells = [cell.source for cell in nbformat.read(path, as_version=4).cells if cell.cell_type == "code"]
     session = _kernel(CPU_NUM_DEVICES="1", TPU_NOTEBOOK_EPOCHS="4")
     try:

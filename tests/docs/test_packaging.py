@@ -9,7 +9,9 @@ import sys
 import zipfile
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+from paths import REPO
+
+ROOT = REPO
 SHARE = "share/jupyter/labextensions/notebook-launcher/"
 
 

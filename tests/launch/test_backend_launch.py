@@ -13,7 +13,7 @@ import sys
 import traceback
 
 import pytest
-from conftest import SANDBOX_BACKEND as SANDBOX
+from paths import SANDBOX_BACKEND as SANDBOX
 
 from notebook_launcher import notebook_launcher
 
