@@ -1,6 +1,6 @@
 """What a collaborator sees of a launch: JupyterLab with real-time collaboration
-(jupyter-collaboration, from ``make .venv-rtc/...``), two people (two browser contexts) on one
-notebook, one of them running the launch.
+(jupyter-collaboration, in the environment of the nox session ``collaboration``), two people (two
+browser contexts) on one notebook, one of them running the launch.
 
 The collaborator's page holds the output, but not as trusted, so it cannot draw the widget: it
 shows the launch's latest static form, refreshed from the server as the launch runs, then the
@@ -17,11 +17,11 @@ from browser import CHROMIUM, LabServer, make_gates, open_notebook, parked_launc
 from paths import REPO
 
 ROOT = REPO
-RTC_PYTHON = ROOT / ".venv-rtc" / "bin" / "python"
+RTC_PYTHON = os.environ.get("NL_TEST_RTC_PYTHON", "")  # the nox session "collaboration" makes it
 
 pytestmark = [
     pytest.mark.skipif(not os.path.exists(CHROMIUM), reason="Debian's chromium is not installed"),
-    pytest.mark.skipif(not RTC_PYTHON.exists(), reason="no JupyterLab with collaboration: make .venv-rtc"),
+    pytest.mark.skipif(not os.path.exists(RTC_PYTHON), reason="no JupyterLab with collaboration: the nox session"),
 ]
 
 # the seconds the collaborator's form says the launch has run ("running · 7.2 s · as of …")
@@ -35,7 +35,7 @@ RUN_SECONDS = """(selector) => {
 def collaborative_lab(tmp_path):
     main = ROOT / ".venv"
     env = {"JUPYTER_PATH": str(main / "share" / "jupyter"), "JUPYTER_CONFIG_PATH": str(main / "etc" / "jupyter")}
-    server = LabServer(tmp_path, python=str(RTC_PYTHON), env=env)
+    server = LabServer(tmp_path, python=RTC_PYTHON, env=env)
     yield server
     server.stop()
 

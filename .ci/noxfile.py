@@ -1,0 +1,185 @@
+"""The suite as sessions of nox: one kind of test, or one runtime, each (``make test`` runs them all).
+
+    make tools                                    # .venv-tools: uv and nox (make test does it)
+    .venv-tools/bin/nox -f .ci/noxfile.py -l      # the sessions
+    .venv-tools/bin/nox -f .ci/noxfile.py -s "kernel(colab)"
+
+The main environment (``.venv``, the Makefile's: torch 2.13 on CPU) runs every test; a runtime's
+session builds only what its kernel or ranks run on (Colab's torch 2.11 with ipykernel 6.17 and
+ipywidgets 7.7 without ``comm``, Kaggle's torch 2.10 with ipywidgets 8.1.5, torch_xla's CPU device)
+and points the tests at it (``NL_TEST_KERNEL_PYTHON``). Environments are made by uv, which installs
+in parallel and hard-links every file they share from one cache beside them (``.cache/uv``): the
+CUDA libraries that torch 2.9 and 2.10 both take are on disk once. They are kept between local runs
+(``reuse_venv``), except the dry GPU pass's, removed after it.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import nox
+
+REPO = Path(__file__).resolve().parent.parent
+MAIN = str(REPO / ".venv" / "bin" / "python")  # the main environment: `make env`
+PYTHON = os.environ.get("NL_PYTHON", sys.executable)  # the interpreter every runtime's environment is made from
+
+# uv reads no pip.conf: it gets the folder of wheels pip is given on this machine (a CPU build of
+# torch), a cache beside the environments (hard links need one file system), and never a download
+# of a Python of its own
+os.environ.setdefault("UV_CACHE_DIR", str(REPO / ".cache" / "uv"))
+os.environ.setdefault("UV_LINK_MODE", "hardlink")
+os.environ.setdefault("UV_PYTHON_DOWNLOADS", "never")
+if os.environ.get("PIP_FIND_LINKS") and not os.environ.get("UV_FIND_LINKS"):
+    os.environ["UV_FIND_LINKS"] = os.environ["PIP_FIND_LINKS"]
+
+nox.options.default_venv_backend = "uv"
+nox.options.reuse_venv = "yes"  # CUDA builds of torch are gigabytes: kept between local runs
+nox.options.envdir = str(REPO / ".nox")
+nox.options.error_on_external_run = False
+
+# what the kernel-level tests import in a kernel, beside torch, ipykernel and ipywidgets
+KERNEL_EXTRAS = ("cloudpickle", "psutil", "scikit-learn", "tqdm", "matplotlib", "safetensors")
+
+
+def pytest(session: nox.Session, *args: str, **env: str) -> None:
+    """The main environment's pytest, from the checkout's root."""
+    session.chdir(REPO)
+    session.run(MAIN, "-m", "pytest", *args, env=env, external=True)
+
+
+@nox.session(python=False)
+def check(session: nox.Session) -> None:
+    """Seconds: lint, format, types (Python and TypeScript), tests/unit and every docstring example."""
+    session.run("make", "-C", str(REPO), "--no-print-directory", "check", external=True)
+
+
+@nox.session(python=PYTHON)
+def gpu_dry(session: nox.Session) -> None:
+    """The GPU pass, dry (no GPU here: the kit is complete, the pass runs, the GPU tests skip), in an
+    environment built as the lent machine's is (torch, then bench/gpu/device_base.txt, then the kit
+    offline). First, and removed after it: the disk then holds the other environments."""
+    kit = REPO / ".gpu-kit-dry"
+    version = f"{sys.version_info[0]}.{sys.version_info[1]}"
+    try:
+        session.install("torch==2.13.0")
+        session.install("-r", str(REPO / "bench" / "gpu" / "device_base.txt"))
+        session.run(
+            "make", "-C", str(REPO), "--no-print-directory", "gpu-kit", f"GPU_KIT={kit}", f"GPU_KIT_PYTHON={version}"
+        )
+        session.chdir(REPO)
+        python = str(Path(session.bin) / "python")
+        env = {"GPU_PYTHON": python, "GPU_KIT": str(kit), "GPU_PASS_QUICK": "1"}
+        session.run("bash", "bench/gpu/pass.sh", str(REPO / "build" / "gpu-dry-run"), env=env, external=True)
+    finally:
+        shutil.rmtree(kit, ignore_errors=True)
+        shutil.rmtree(session.virtualenv.location, ignore_errors=True)
+
+
+@nox.session(python=False)
+def main(session: nox.Session) -> None:
+    """Every test of the main runtime but the unit tests (``check``), the browsers and the clusters:
+    real kernels and ranks, trainer_core, Accelerate's own scripts, the notebooks, the README."""
+    pytest(session, "tests", "-m", "not unit and not browser and not cluster", "--durations=25", *session.posargs)
+
+
+@nox.session(python=False)
+def browser(session: nox.Session) -> None:
+    """A real JupyterLab (and Notebook 7) and Debian's Chromium: what a person sees."""
+    pytest(session, "tests/browser", "--deselect", "tests/browser/test_collaboration_browser.py", *session.posargs)
+
+
+@nox.session(python=PYTHON)
+def collaboration(session: nox.Session) -> None:
+    """JupyterLab with real-time collaboration (jupyter-collaboration 5) on top of the main
+    environment's packages (a .pth file): its extensions load only in servers this environment
+    starts, so the main environment's JupyterLab stays without it."""
+    main_site = _site_packages(MAIN)
+    Path(_site_packages(str(Path(session.bin) / "python")), "main_environment.pth").write_text(
+        f"import site; site.addsitedir({main_site!r})\n"
+    )
+    session.install("jupyter-collaboration==5.0.4")
+    python = str(Path(session.bin) / "python")
+    pytest(session, "tests/browser/test_collaboration_browser.py", *session.posargs, NL_TEST_RTC_PYTHON=python)
+
+
+@nox.session(python=False)
+def cluster(session: nox.Session) -> None:
+    """A real two-node Ray cluster on loopback addresses."""
+    pytest(session, "tests/cluster", *session.posargs)
+
+
+@dataclass(frozen=True)
+class Runtime:
+    """A kernel's runtime: what its environment holds, beside the package."""
+
+    torch: str
+    packages: tuple[str, ...]
+    without_comm: bool = False  # Colab's kernel has no standalone comm package
+
+
+RUNTIMES = {
+    "colab": Runtime(
+        "torch==2.11.0", ("ipykernel==6.17.1", "ipywidgets==7.7.1", "accelerate==1.14.0", *KERNEL_EXTRAS), True
+    ),
+    "kaggle": Runtime("torch==2.10.0", ("ipykernel==6.17.1", "ipywidgets==8.1.5", "accelerate", *KERNEL_EXTRAS)),
+}
+
+
+NEVER = str(REPO / ".ci" / "never.txt")  # what these environments never install (triton)
+
+
+def _build(session: nox.Session, runtime: Runtime) -> str:
+    session.install("--override", NEVER, runtime.torch)
+    session.install("--override", NEVER, *runtime.packages)
+    python = str(Path(session.bin) / "python")
+    if runtime.without_comm:
+        session.run(python, "-c", "import comm", success_codes=[1], silent=True, external=True)
+    return python
+
+
+@nox.session(python=PYTHON)
+@nox.parametrize("runtime", list(RUNTIMES))
+def kernel(session: nox.Session, runtime: str) -> None:
+    """The kernel-level tests (tests/kernel) again, with kernels started from a runtime's versions
+    (README "Tested versions")."""
+    python = _build(session, RUNTIMES[runtime])
+    pytest(session, "tests/kernel", *session.posargs, NL_TEST_KERNEL_PYTHON=python, PYTHONPATH=str(REPO))
+
+
+XLA = {
+    "2.9": Runtime(
+        "torch==2.9.0",
+        ("torch_xla==2.9.0", "ipykernel", "ipywidgets", "cloudpickle", "psutil", "scikit-learn", "safetensors"),
+    ),
+}
+
+
+@nox.session(python=PYTHON)
+@nox.parametrize("version", list(XLA))
+def xla(session: nox.Session, version: str) -> None:
+    """The XLA path (tests/xla: launches, trainer_core, the TPU notebook) on torch_xla's CPU device."""
+    python = _build(session, XLA[version])
+    session.run(python, "-c", "import torch_xla.core.xla_model as xm; xm.xla_device()", env={"PJRT_DEVICE": "CPU"})
+    env = {"NL_TEST_XLA": "1", "NL_TEST_KERNEL_PYTHON": python, "PYTHONPATH": str(REPO)}
+    pytest(session, "tests/xla", *session.posargs, **env)
+
+
+@nox.session(python=False)
+def docs(session: nox.Session) -> None:
+    """The documentation site, built with --strict (a broken link or reference fails)."""
+    session.run("make", "-C", str(REPO), "--no-print-directory", "docs", external=True)
+
+
+def _site_packages(python: str) -> str:
+    import subprocess
+
+    return subprocess.run(
+        [python, "-c", "import sysconfig; print(sysconfig.get_path('purelib'))"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
