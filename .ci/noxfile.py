@@ -57,7 +57,7 @@ def check(session: nox.Session) -> None:
     session.run("make", "-C", str(REPO), "--no-print-directory", "check", external=True)
 
 
-@nox.session(python=PYTHON)
+@nox.session(python=PYTHON, venv_params=["--seed"])  # with pip: the pass installs the kit with it
 def gpu_dry(session: nox.Session) -> None:
     """The GPU pass, dry (no GPU here: the kit is complete, the pass runs, the GPU tests skip), in an
     environment built as the lent machine's is (torch, then bench/gpu/device_base.txt, then the kit
@@ -67,9 +67,8 @@ def gpu_dry(session: nox.Session) -> None:
     try:
         session.install("torch==2.13.0")
         session.install("-r", str(REPO / "bench" / "gpu" / "device_base.txt"))
-        session.run(
-            "make", "-C", str(REPO), "--no-print-directory", "gpu-kit", f"GPU_KIT={kit}", f"GPU_KIT_PYTHON={version}"
-        )
+        make = ("make", "-C", str(REPO), "--no-print-directory")
+        session.run(*make, "gpu-kit", f"GPU_KIT={kit}", f"GPU_KIT_PYTHON={version}", external=True)
         session.chdir(REPO)
         python = str(Path(session.bin) / "python")
         env = {"GPU_PYTHON": python, "GPU_KIT": str(kit), "GPU_PASS_QUICK": "1"}

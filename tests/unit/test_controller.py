@@ -247,3 +247,13 @@ def test_the_policy_imports_no_mechanism():
     imported = {alias.name for node in ast.walk(tree) if isinstance(node, ast.Import) for alias in node.names}
     imported |= {node.module or "" for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)}
     assert not imported & {"os", "select", "signal", "psutil", "threading", "subprocess", "time"}
+
+
+def test_the_hint_ends_the_stall_message_the_user_reads():
+    control, record, clock = running(faults=FaultPolicy(stall_timeout=30.0, stall_hint="try NCCL_P2P_DISABLE=1"))
+    clock.now = 30.0
+    control.tick()
+    clock.now = 30.0 + STACKS_WAIT
+    control.tick()
+    assert isinstance(record.failure, LaunchStalled)
+    assert str(record.failure).endswith("; try NCCL_P2P_DISABLE=1")
