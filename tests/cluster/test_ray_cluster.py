@@ -346,7 +346,7 @@ def test_without_ray_installed_the_error_says_how_to_install_it():
 
 def test_the_notebook_drives_four_ranks_on_the_cluster_and_its_saved_output_holds_every_rank(cluster, tmp_path):
     import nbformat
-    from test_notebooks import run_notebook
+    from notebook_runs import run_notebook
 
     release_pool()  # this process's warm actors would hold the cluster's CPUs
     printed = run_notebook("ray_cluster.ipynb", tmp_path, RAY_ADDRESS=cluster.address)

@@ -7,24 +7,10 @@ import subprocess
 import sys
 
 import pytest
+from notebook_runs import run_notebook
 from paths import NOTEBOOKS
 
 pytestmark = pytest.mark.slow  # every notebook run end to end (see conftest.py)
-
-
-def run_notebook(name, tmp_path, **env):
-    import os
-
-    saved = tmp_path / name
-    result = subprocess.run(
-        [sys.executable, str(NOTEBOOKS / "run_notebook.py"), str(NOTEBOOKS / name), "--save", str(saved)],
-        capture_output=True,
-        text=True,
-        timeout=900,
-        env={**os.environ, **env},
-    )
-    assert result.returncode == 0, f"{name} failed:\n{result.stdout}\n{result.stderr}"
-    return result.stdout
 
 
 def test_quickstart_trains_to_90_percent_on_two_ranks(tmp_path):
