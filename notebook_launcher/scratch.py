@@ -4,8 +4,10 @@ kernel that died without cleaning up (killed for memory, SIGKILL) can be found a
 A spawn launch hands its payload (the function, its arguments: a persistent workers' token among
 them) to its ranks as an ``anonymous_file``, which has no name in any folder, so no other process
 finds it there; releases before 0.2 wrote it to ``notebook-launcher-<pid>-*.pkl``. Persistent
-workers listen in ``notebook-launcher-workers-<pid>-*/``. A kernel removes its own when it is done
-with them; the next kernel to import the package removes those of dead kernels (``sweep_dead_kernels``).
+workers listen in ``notebook-launcher-workers-<pid>-*/``; the ranks' shared ``torch.compile``
+caches are in ``notebook-launcher-compile-<pid>-*/`` (``compiling``). A kernel removes its own when
+it is done with them; the next kernel to import the package removes those of dead kernels
+(``sweep_dead_kernels``).
 
 Examples:
     >>> path = scratch_file(".pkl")
@@ -20,12 +22,13 @@ import glob
 import os
 import shutil
 import tempfile
+from collections.abc import Callable
 from typing import BinaryIO
 
 __all__ = ["scratch_file", "scratch_dir", "anonymous_file", "sweep_dead_kernels", "pid_alive"]
 
 _FILE = "notebook-launcher-"
-_DIR = "notebook-launcher-workers-"
+_KINDS = ("workers", "compile")  # the kernel's scratch folders: notebook-launcher-<kind>-<pid>-*
 
 
 def scratch_file(suffix: str) -> str:
@@ -53,9 +56,20 @@ def anonymous_file(data: bytes) -> BinaryIO:
     return file
 
 
-def scratch_dir() -> str:
-    """A new private directory (mode 0700) of this kernel's; the caller removes it."""
-    return tempfile.mkdtemp(prefix=f"{_DIR}{os.getpid()}-")
+def scratch_dir(kind: str = "workers") -> str:
+    """A new private directory (mode 0700) of this kernel's, for ``kind`` (one of ``_KINDS``); the
+    caller removes it.
+
+    Examples:
+        >>> path = scratch_dir("compile")
+        >>> name, mode = os.path.basename(path), os.stat(path).st_mode & 0o777
+        >>> name.startswith(f"notebook-launcher-compile-{os.getpid()}-"), oct(mode)
+        (True, '0o700')
+        >>> os.rmdir(path)
+    """
+    if kind not in _KINDS:
+        raise ValueError(f"kind must be one of {', '.join(_KINDS)}, not {kind!r}")
+    return tempfile.mkdtemp(prefix=f"{_FILE}{kind}-{os.getpid()}-")
 
 
 def sweep_dead_kernels() -> int:
@@ -66,17 +80,24 @@ def sweep_dead_kernels() -> int:
     """
     removed = 0
     where = tempfile.gettempdir()
-    for pattern, remove in ((_FILE + "*.pkl", os.unlink), (_DIR + "*", shutil.rmtree)):
-        for path in glob.glob(os.path.join(where, pattern)):
-            name = os.path.basename(path)
-            pid = name[len(_DIR) if name.startswith(_DIR) else len(_FILE) :].split("-", 1)[0]
+    found: list[tuple[str, int, Callable[[str], object]]] = [
+        (path, len(_FILE), os.unlink) for path in glob.glob(os.path.join(where, _FILE + "*.pkl"))
+    ]
+    for kind in _KINDS:
+        prefix = f"{_FILE}{kind}-"
+        found += [(path, len(prefix), shutil.rmtree) for path in glob.glob(os.path.join(where, prefix + "*"))]
+    for path, start, remove in found:
+        pid = os.path.basename(path)[start:].split("-", 1)[0]
+        try:
             if not pid.isdigit() or pid_alive(int(pid)) or os.stat(path).st_uid != os.getuid():
                 continue
-            try:
-                remove(path)
-                removed += 1
-            except OSError:  # another kernel removed it first
-                pass
+        except OSError:  # removed meanwhile
+            continue
+        try:
+            remove(path)
+            removed += 1
+        except OSError:  # another kernel removed it first
+            pass
     return removed
 
 

@@ -32,6 +32,7 @@ if TYPE_CHECKING:  # what the names are, for type checkers; at run time they loa
         load_checkpoint_and_dispatch,
         load_checkpoint_in_model,
     )
+    from .compiling import TorchDynamoPlugin
     from .data_config import DataLoaderConfiguration
     from .parallelism import ParallelismConfig
     from .seeding import set_seed
@@ -51,6 +52,7 @@ _PUBLIC = {
     "load_checkpoint_and_dispatch": "big_modeling",
     "load_checkpoint_in_model": "big_modeling",
     "DataLoaderConfiguration": "data_config",
+    "TorchDynamoPlugin": "compiling",
     "DummyOptim": "strategies.deepspeed.placeholders",
     "DummyScheduler": "strategies.deepspeed.placeholders",
     "DeepSpeedPlugin": "strategies.deepspeed.plugin",
@@ -78,6 +80,7 @@ __all__ = [
     "Accelerator",
     "DataLoaderConfiguration",
     "DeepSpeedPlugin",
+    "TorchDynamoPlugin",
     "DummyOptim",
     "DummyScheduler",
     "FullyShardedDataParallelPlugin",

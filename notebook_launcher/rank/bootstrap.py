@@ -29,6 +29,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..compiling.serial import compile_one_at_a_time
 from ..interrupt_routing import take_own_interrupts
 from ..wire import (
     ERROR,
@@ -109,6 +110,7 @@ def prepare_process(spec: RankSpec, pipes: RankPipes, channel_lock: Any = None) 
     channel = ChannelWriter(pipes.events, rank=spec.rank, lock=channel_lock)
     capture = Capture.install(pipes, channel, frozenset({spec.parent_pid, spec.launcher_pid}), spec.flush_interval)
     apply_environment(spec.env, spec.encoded_env)
+    compile_one_at_a_time()  # the kernel's ranks compile each graph once between them (``compiling``)
     mark_rank(spec.launcher_pid or spec.parent_pid)
     _cap_threads(spec.threads)
     _forget_accelerate_state()

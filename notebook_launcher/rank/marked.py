@@ -114,14 +114,22 @@ def guard(kernel_pid: int, lines: Iterable[bytes], end_cgroups: Callable[[int], 
         end_cgroups(kernel_pid)
 
 
-def _end_kernel_cgroups(kernel_pid: int) -> None:
+def _after_kernel(kernel_pid: int) -> None:
+    """What the guardian removes once the kernel is gone: its ranks' cgroups (emptied first) and its
+    ranks' shared compile caches (``compiling``: a kernel removes them itself at a clean exit)."""
+    import glob
+    import shutil
+    import tempfile
+
     sys.path.append(os.path.dirname(os.path.abspath(__file__)))  # last: nothing here shadows the standard library
     import containers  # rank/containers.py, as a plain module: the guardian runs without the package
 
     root = containers.kernel_root(kernel_pid, create=False)
     if root is not None:
         containers.kill_and_remove(root)
+    for folder in glob.glob(os.path.join(tempfile.gettempdir(), f"notebook-launcher-compile-{kernel_pid}-*")):
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 if __name__ == "__main__":  # the guardian: marked.py <mark> <kernel pid>
-    guard(int(sys.argv[2]), sys.stdin.buffer, _end_kernel_cgroups)
+    guard(int(sys.argv[2]), sys.stdin.buffer, _after_kernel)

@@ -85,7 +85,6 @@ def test_transformers_style_checks_read_the_deepspeed_plugin():
     [
         ({"megatron_lm_plugin": object()}, "Megatron-LM training is not supported"),
         ({"torch_tp_plugin": object()}, "ParallelismConfig"),
-        ({"dynamo_backend": "inductor"}, "call torch.compile"),
     ],
 )
 def test_what_has_no_engine_here_is_refused_with_the_reason(options, message):

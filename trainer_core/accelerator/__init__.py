@@ -42,6 +42,7 @@ from ..compat.handlers import Handlers
 from ..compat.interop import share_state_with_accelerate
 from ..compat.launch_environment import launch_plugins
 from ..compat.setup_names import SetupNames, one_deepspeed_plugin, refuse_unsupported
+from ..compiling import dynamo_settings
 from ..data import DataState
 from ..data_config import DataLoaderConfiguration
 from ..memory import held_bytes
@@ -102,9 +103,10 @@ class Accelerator(PrepareMethods, TrackerMethods, CheckpointMethods, MeshMethods
         device_placement: False is accepted on the CPU (where everything already is), refused elsewhere.
         split_batches: Accelerate's older place for ``DataLoaderConfiguration(split_batches=)``.
         deepspeed_plugins: a dict holding one DeepSpeed plugin (instead of ``deepspeed_plugin``).
-        dynamo_backend: "no" (or None) only: trainer_core does not compile the model (call
-            ``torch.compile`` yourself); another backend is refused with that reason.
-        dynamo_plugin: as ``dynamo_backend``, Accelerate's ``TorchDynamoPlugin``.
+        dynamo_backend: a ``torch.compile`` backend ("inductor", "eager", ...; "no"): ``prepare``
+            compiles each model last, as Accelerate does (``trainer_core.compiling``).
+        dynamo_plugin: instead of ``dynamo_backend``, a ``TorchDynamoPlugin`` (ours or
+            Accelerate's): backend, mode, fullgraph, dynamic, options, regional compilation.
         torch_tp_plugin: refused: tensor parallelism goes through ``parallelism_config``.
         megatron_lm_plugin: refused: there is no Megatron-LM engine here.
     """
@@ -153,11 +155,10 @@ class Accelerator(PrepareMethods, TrackerMethods, CheckpointMethods, MeshMethods
         refuse_unsupported(
             self.state.device.type,
             device_placement,
-            dynamo_backend=dynamo_backend,
-            dynamo_plugin=dynamo_plugin,
             torch_tp_plugin=torch_tp_plugin,
             megatron_lm_plugin=megatron_lm_plugin,
         )
+        self.state.dynamo_plugin = self._dynamo = dynamo_settings(dynamo_backend, dynamo_plugin)
         self.device_placement = device_placement
         chosen = mixed_precision or os.environ.get("ACCELERATE_MIXED_PRECISION") or "no"
         self.fsdp_plugin, self.deepspeed_plugin = _sharding_plugins(fsdp_plugin, deepspeed_plugin, deepspeed_plugins)

@@ -23,7 +23,7 @@ from typing import Any
 import torch
 from torch.utils.hooks import RemovableHandle
 
-from .. import checkpoint, ops, project
+from .. import checkpoint, compiling, ops, project
 from ..precision import FullPrecision
 from ..prepared import PreparedObjects
 from ..project import ProjectConfiguration
@@ -66,14 +66,17 @@ class CheckpointMethods(ProcessHelpers):
         self, model: torch.nn.Module, keep_fp32_wrapper: bool = True, keep_torch_compile: bool = True
     ) -> torch.nn.Module:
         """The user's module: without DDP, and (``keep_fp32_wrapper=False``) without the autocast
-        forward, and (``keep_torch_compile=False``) without ``torch.compile``'s wrapper."""
+        forward, and (``keep_torch_compile=False``) without ``torch.compile``'s wrapper (with it, the
+        compiled wrapper is pointed at the user's module and returned, as Accelerate does)."""
+        rewrap, model = compiling.unwrap(model)
         if not keep_fp32_wrapper and "forward" in vars(model):
             del model.forward
         model = self.strategy.unwrap(model)
-        return getattr(model, "_orig_mod", model) if not keep_torch_compile else model
+        return rewrap(model) if keep_torch_compile else model
 
     def get_state_dict(self, model: torch.nn.Module, unwrap: bool = True) -> dict:
         """The model's state dict (of the user's module with ``unwrap``, else of the DDP wrapper)."""
+        model = compiling.unwrap(model)[1]  # a compiled model's names are its module's
         return self.strategy.module_state_dict(model) if unwrap else model.state_dict()
 
     def save(self, obj: Any, f: str | os.PathLike, safe_serialization: bool = False) -> None:
@@ -205,7 +208,7 @@ class CheckpointMethods(ProcessHelpers):
             self.state,
             self.precision,
             self.step,
-            self.unwrap_model,
+            lambda model: self.unwrap_model(model, keep_torch_compile=False),  # the names of an uncompiled model
             safe_serialization,
             stateful_dataloaders=bool(getattr(self.dataloader_config, "use_stateful_dataloader", False)),
             strategy=self.strategy,

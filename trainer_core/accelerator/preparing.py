@@ -48,6 +48,7 @@ class PrepareMethods:
     num_processes: int
     _data_state: Any
     _mesh: Any
+    _dynamo: Any  # the DynamoSettings prepare compiles with (``trainer_core.compiling``)
 
     def prepare(self, *objects: Any, device_placement: list[bool] | None = None) -> Any:
         """Prepare models, optimizers, data loaders and schedulers; return them in the same order.
@@ -109,6 +110,7 @@ class PrepareMethods:
         self.prepared.note_moved(before, dict(self.strategy.unwrap(model).named_parameters()))
         if self.precision.name != "no":
             model.forward = autocast_forward(model.forward, self.precision)
+        model = self.strategy.compile(model, self._dynamo)  # last, as Accelerate compiles
         self.prepared.models.append(model)
         return model
 

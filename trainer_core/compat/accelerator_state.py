@@ -19,16 +19,16 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any
 
 import torch
 
 from ..accelerator.process_helpers import ProcessHelpers
+from ..compiling import DynamoSettings
 from ..state import DistributedState
 
-__all__ = ["AcceleratorState", "DynamoSettings"]
+__all__ = ["AcceleratorState"]
 
 # the process helpers the state offers as its Accelerator does (Accelerate's PartialState has them)
 _HELPERS = (
@@ -44,19 +44,6 @@ _HELPERS = (
 )
 
 
-@dataclass(frozen=True)
-class DynamoSettings:
-    """Accelerate's ``TorchDynamoPlugin`` as read by code: trainer_core compiles nothing itself, so
-    the backend is ``"NO"`` (``torch.compile`` your model yourself; prepare keeps it compiled)."""
-
-    backend: str = "NO"
-    mode: str | None = None
-    fullgraph: bool = False
-    dynamic: bool | None = None
-    options: Any = None
-    disable: bool = False
-
-
 class _Helpers(ProcessHelpers):
     def __init__(self, state: DistributedState) -> None:
         self.state = state
@@ -67,7 +54,7 @@ class AcceleratorState(DistributedState):
     """The Accelerator's ``state``; ``attach`` records its Accelerator's set-up once that is made."""
 
     _setup: Mapping[str, Any] = MappingProxyType({})
-    dynamo_plugin = DynamoSettings()
+    dynamo_plugin = DynamoSettings()  # the Accelerator sets its own (``trainer_core.compiling``)
     torch_tp_plugin = None
     megatron_lm_plugin = None
     use_ipex = False

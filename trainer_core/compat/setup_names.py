@@ -187,7 +187,7 @@ def refuse_unsupported(device_type: str, device_placement: bool, **plugins: Any)
     """Refuse, with the reason, the ``Accelerator`` arguments trainer_core has no engine for.
 
     Examples:
-        >>> refuse_unsupported("cpu", True, dynamo_backend="no", megatron_lm_plugin=None)
+        >>> refuse_unsupported("cpu", True, megatron_lm_plugin=None)
         >>> refuse_unsupported("cpu", True, megatron_lm_plugin=object())  # doctest: +ELLIPSIS
         Traceback (most recent call last):
         ...
@@ -203,14 +203,7 @@ def refuse_unsupported(device_type: str, device_placement: bool, **plugins: Any)
         " use fsdp_plugin or deepspeed_plugin",
     }
     for name, value in plugins.items():
-        if name in ("dynamo_backend", "dynamo_plugin"):
-            backend = getattr(value, "backend", value)
-            if str(getattr(backend, "value", backend) or "no").lower() != "no":
-                raise ValueError(
-                    f"{name}: trainer_core does not compile the model; call torch.compile(model) yourself"
-                    " (before or after prepare)"
-                )
-        elif value is not None:
+        if value is not None:
             raise ValueError(f"{name}: {reasons[name]}")
 
 

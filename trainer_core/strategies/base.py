@@ -81,6 +81,10 @@ class Strategy(Protocol):
         """The user's module inside whatever ``setup_module`` wrapped around it."""
         ...
 
+    def compile(self, model: torch.nn.Module, settings: Any) -> torch.nn.Module:
+        """``model`` (as ``setup_module`` left it) compiled as ``settings`` (``DynamoSettings``) say."""
+        ...
+
     def module_state_dict(self, model: torch.nn.Module) -> dict[str, Any]:
         """The full weights of the user's module (every rank gets them)."""
         ...
@@ -158,6 +162,12 @@ class BaseStrategy:
 
     def unwrap(self, model: torch.nn.Module) -> torch.nn.Module:
         return model
+
+    def compile(self, model: torch.nn.Module, settings: Any) -> torch.nn.Module:
+        """Compiled around whatever wraps it (DDP), as Accelerate compiles: ``trainer_core.compiling``."""
+        from ..compiling import compile_model
+
+        return compile_model(model, settings)
 
     def module_state_dict(self, model: torch.nn.Module) -> dict[str, Any]:
         return self.unwrap(model).state_dict()

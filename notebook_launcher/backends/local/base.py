@@ -4,9 +4,11 @@ and the ``ProcessStarter`` that starts one per rank and reaches it through pipes
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from typing import TYPE_CHECKING
 
+from ...compiling import compile_environment
 from ..base import Meeting, RankGroup
 
 if TYPE_CHECKING:
@@ -71,8 +73,9 @@ class ProcessStarter:
         return Rendezvous.for_plan(plan, attempt)
 
     def rank_spec(self, plan: LaunchPlan, spec: RankSpec) -> RankSpec:
-        """The launch's spec: a local rank is what the launch describes."""
-        return spec
+        """The launch's spec, with the kernel's compile cache: the local ranks of every launch of
+        the kernel share it (``compiling``)."""
+        return dataclasses.replace(spec, env={**spec.env, **compile_environment()})
 
     def start(self, plan: LaunchPlan, specs: list[RankSpec], pipes: RankPipes) -> StartedProcess:
         """Start one process for ``specs``; it writes to ``pipes``."""

@@ -68,6 +68,15 @@ class DeepSpeedStrategy(ParallelStrategy):
     def adapt_precision(self, precision: FullPrecision) -> FullPrecision:
         return EnginePrecision(precision)
 
+    def compile(self, model: torch.nn.Module, settings: Any) -> torch.nn.Module:
+        """Refused: the engine owns the module's hooks and offloaded parameters."""
+        if settings.enabled:
+            raise ValueError(
+                "dynamo_backend with DeepSpeed is not supported by trainer_core: compile the module before"
+                " prepare (torch.compile(model)), or use DDP or FSDP2 with dynamo_backend"
+            )
+        return model
+
     def prepare_together(self, objects: Sequence[Any], settings: PrepareSettings) -> list[Any]:
         """``objects`` with the model replaced by a DeepSpeed engine that owns the optimizer given with
         it; a ``DummyOptim``/``DummyScheduler`` replaced by the optimizer/schedule DeepSpeed built."""

@@ -42,6 +42,14 @@ class FSDP2Strategy(ParallelStrategy):
         self.plugin = plugin
         self.shard_mesh = mesh["dp_shard"] if mesh is not None else None  # None: every rank
 
+    def compile(self, model: torch.nn.Module, settings: Any) -> torch.nn.Module:
+        """In place (``module.compile()``), as Accelerate compiles FSDP2 models: the sharded module
+        stays the module that the optimizer, the state dicts and the checkpoints know."""
+        from ...compiling import compile_in_place
+
+        compile_in_place(model, settings)
+        return model
+
     def data_shard(self) -> tuple[int, int]:
         """On a mesh, the ranks that differ only in their tensor-parallel coordinate share batches."""
         if self.shard_mesh is None:

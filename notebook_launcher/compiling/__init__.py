@@ -1,0 +1,13 @@
+"""One compile for every rank: ``torch.compile`` in a launch compiles each graph once, not once per rank.
+
+The kernel gives every local rank the same private cache folder (``cache``: Inductor's FX graph,
+AOTAutograd and code caches, and Triton's), kept for the kernel's life, so a second launch of the
+same function starts from what the first compiled. In each rank (``serial``), Inductor compiles
+one graph at a time across the kernel's ranks: the first to reach a graph compiles it, and every
+other rank then finds it in the shared cache instead of compiling it again on the same cores.
+"""
+
+from .cache import compile_cache_dir, compile_environment, remove_compile_cache
+from .serial import LOCK_VARIABLE, compile_one_at_a_time
+
+__all__ = ["LOCK_VARIABLE", "compile_cache_dir", "compile_environment", "compile_one_at_a_time", "remove_compile_cache"]
