@@ -151,6 +151,7 @@ bench: $(STAMP)
 	$(PY) bench/dist_cell.py
 	$(PY) bench/big_model.py
 	$(PY) bench/sharded_training.py
+	$(PY) bench/compile_start.py
 
 clean:
 	rm -rf $(VENV) $(TOOLS) .nox .cache/uv .venv-colab .venv-kaggle .venv-xla .venv-rtc .venv-gpu-dry .gpu-kit .gpu-kit-dry .pytest_cache test-artifacts labextension/node_modules labextension/lib notebook_launcher/labextension

@@ -38,8 +38,21 @@ class BenchKernel:
         return "".join(out)
 
     def close(self):
+        """Shut the kernel down, and end what it started (a hung launch's ranks), by its own tree."""
+        import psutil
+
+        try:
+            family = psutil.Process(self.manager.provisioner.process.pid).children(recursive=True)
+        except psutil.Error:
+            family = []
         self.client.stop_channels()
         self.manager.shutdown_kernel(now=True)
+        for process in family:
+            try:
+                process.kill()
+            except psutil.Error:
+                pass
+        psutil.wait_procs(family, timeout=10)
 
 
 def run_rounds(setup, one_round, report, rounds, round_timeout=600):

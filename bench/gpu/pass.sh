@@ -70,6 +70,11 @@ rounds=30 gpu_rounds=8 quick=()
 CUDA_VISIBLE_DEVICES= stage bench-launch 60 "$python" bench/launch_overhead.py --rounds "$rounds"
 stage bench-gpu-launch 90 "$python" bench/gpu/launch.py --rounds "$gpu_rounds"
 stage bench-step 120 "$python" bench/gpu/step.py --json "$work/step.json" "${quick[@]}"
+# torch.compile's first step, one rank per GPU, beside Accelerate and torch.multiprocessing (GPUs only:
+# on 2 CPU cores the same table takes ~25 minutes, bench/compile_start.py)
+if gpus=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU') && [ "$gpus" -gt 0 ]; then
+    stage bench-compile 420 "$python" bench/compile_start.py --device cuda --ranks "$gpus"
+fi
 
 "$python" bench/gpu/report.py "$work" "$report"
 # the pass fails when a stage failed or ran out of time, or a stage left something running

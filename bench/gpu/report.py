@@ -85,6 +85,7 @@ def build(folder: Path, report_dir: Path) -> dict:
         "gpu_launch_bench": table(_log(folder, "bench-gpu-launch")),
         "step_bench": json.loads(step_path.read_text()) if step_path.exists() else None,
         "step_table": table(_log(folder, "bench-step")),
+        "compile_table": table(_log(folder, "bench-compile")) if (folder / "bench-compile.log").exists() else "",
         "left_running": [line for line in (folder / "leftover.txt").read_text().splitlines() if line.strip()],
     }
 
@@ -119,6 +120,8 @@ def markdown(report: dict) -> str:
     out += ["", "## Launch bench (a no-op on 2 CPU ranks)", "", "```", report["launch_bench"], "```"]
     out += ["", "## Launch bench (a first collective on the GPUs)", "", "```", report["gpu_launch_bench"], "```"]
     out += ["", "## Step bench", "", "```", report["step_table"], "```"]
+    if report["compile_table"]:
+        out += ["", "## torch.compile's first step (bench/compile_start.py)", "", "```", report["compile_table"], "```"]
     left = report["left_running"]
     out += ["", f"Left running after the pass: {'nothing' if not left else ''}"] + [f"- `{line}`" for line in left]
     return "\n".join(out) + "\n"
