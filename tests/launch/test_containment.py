@@ -181,29 +181,37 @@ def test_a_failing_rank_with_a_child_reports_without_waiting_out_grace_periods(k
 
 def test_what_a_killed_kernel_left_in_tmp_is_removed_by_the_next_import(tmp_path):
     """The workers' directory of a kernel killed mid-launch is named after its pid; the next kernel
-    that imports the package removes it. (The spawn payload has no name to leave: an anonymous file.)"""
+    that imports the package removes it. (The spawn payload has no name to leave: an anonymous file;
+    the ranks' compile cache is removed by the guardian.) The kernels get a temporary folder of
+    their own, so no other test's kernel sweeps it meanwhile."""
     import glob
+    import shutil
     import tempfile
 
-    session = KernelSession()
+    scratch = tempfile.mkdtemp(prefix="nlt-", dir="/tmp")  # short: the workers' socket path is in it
+    session = KernelSession(env={"TMPDIR": scratch})
     try:
         _start_and_wait_for_children(session, tmp_path, "spawn")
         session.ok("from notebook_launcher import start_workers\nworkers = start_workers(1, display='none')")
         pid = session.process.pid
-        left = glob.glob(f"{tempfile.gettempdir()}/notebook-launcher-*{pid}-*")
-        assert not any(path.endswith(".pkl") for path in left) and any("workers" in path for path in left)
+        found = glob.glob(f"{scratch}/notebook-launcher-*{pid}-*")
+        left = [path for path in found if "-workers-" in path]
+        compiled = [path for path in found if "-compile-" in path]
+        assert not any(path.endswith(".pkl") for path in found) and left and compiled, found
         family = session.process.children(recursive=True)
         session.process.send_signal(signal.SIGKILL)
         psutil.wait_procs(family, timeout=10)
     finally:
         session.shutdown()
     assert all(os.path.exists(path) for path in left)  # nobody was there to remove them
-    fresh = KernelSession()
+    assert not any(os.path.exists(path) for path in compiled)  # but the guardian, the compile cache
+    fresh = KernelSession(env={"TMPDIR": scratch})
     try:
         fresh.ok("import notebook_launcher")
         assert [path for path in left if os.path.exists(path)] == []
     finally:
         fresh.shutdown()
+        shutil.rmtree(scratch, ignore_errors=True)
 
 
 STARTS_ESCAPEES = dedent("""
