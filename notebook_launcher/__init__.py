@@ -94,10 +94,10 @@ def _register_in_kernel():
         for backend in loaded_backends():
             backend.in_kernel()
         from .rank.containers import sweep as sweep_dead_cgroups
-        from .scratch import sweep_dead_kernels
+        from .scratch import pid_alive, sweep_dead_kernels
 
         sweep_dead_kernels()  # what kernels killed before they could clean up left in /tmp
-        sweep_dead_cgroups()  # and in the cgroups of their ranks
+        sweep_dead_cgroups(pid_alive)  # and in the cgroups of their ranks
 
 
 _register_in_kernel()

@@ -25,6 +25,7 @@ from __future__ import annotations
 import os
 import signal
 import time
+from collections.abc import Callable
 
 __all__ = ["available", "kernel_root", "new_cgroup", "join", "members", "kill_and_remove", "sweep", "disabled"]
 
@@ -159,9 +160,9 @@ def _remove(path: str) -> bool:
     return True
 
 
-def sweep(alive: object = None) -> int:
+def sweep(alive: Callable[[int], bool]) -> int:
     """Remove the rank cgroups of kernels that no longer run (killed before their guardian could);
-    returns how many. ``alive(pid)`` tells a running kernel (default: ``os.kill(pid, 0)``)."""
+    returns how many. ``alive(pid)`` tells a running kernel (``scratch.pid_alive``)."""
     mount, own = _cgroup2_mount(), _own_path()
     if disabled() or mount is None or own is None:
         return 0
@@ -173,19 +174,7 @@ def sweep(alive: object = None) -> int:
         return 0
     for name in names:
         pid = name[len(_PREFIX) :]
-        if not name.startswith(_PREFIX) or not pid.isdigit() or _running(int(pid), alive):
+        if not name.startswith(_PREFIX) or not pid.isdigit() or alive(int(pid)):
             continue
         removed += kill_and_remove(os.path.join(parent, name), timeout=1.0)
     return removed
-
-
-def _running(pid: int, alive: object) -> bool:
-    if callable(alive):
-        return bool(alive(pid))
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
