@@ -123,6 +123,30 @@ class LineReader:
         held, self._held = self._held, ""
         return held
 
+    @property
+    def open(self) -> bool:
+        """Whether a row is still open: a bar being drawn, or a line being written."""
+        if self._screen is not None:
+            return any(self._screen.rows)
+        return bool(self._held or self._partial)
+
+    def interrupt(self) -> str:
+        """Another stream wrote where this one's cursor is: give out every open row as it shows now
+        (the cursor's row too), and go on from a new row, as a terminal does when stdout prints
+        below a bar that stderr drew. Nothing is given out twice.
+
+        Examples:
+            >>> err = LineReader()
+            >>> err.feed(b"progress 1/2\\rprogress 2/2\\r"), err.interrupt(), err.feed(b"done\\n")
+            ('', 'progress 2/2\\n', 'done\\n')
+        """
+        if self._screen is not None:
+            return self._screen.take() + self._screen.interrupt()
+        held, self._held = self._held, ""
+        line = "".join(self._partial)
+        self._partial = []
+        return held + (last_frame(line) + "\n" if last_frame(line) and not _cleared(line) else "")
+
     def finish(self) -> str:
         """What is left after the stream ended, as last lines ("" when nothing is)."""
         rest = self._cut + self._decoder.decode(b"", final=True)
@@ -152,6 +176,7 @@ class _Screen:
         self.cursor = len(self.rows) - 1
         self.start: str | None = "line"  # at its row's start after a "line" feed or a "return"; None: after text
         self.reach = 0
+        self.hidden = False  # the stream hid the cursor (a live display, rich's, draws its frames)
         self.given: list[str] = []  # lines given out by cursor moves down, not yet taken
         self.write(partial)
 
@@ -199,6 +224,9 @@ class _Screen:
                 self.rows[self.cursor] = []
         elif final == "G" and count == 1:
             self.start = "return"
+        elif parameters == "?25" and final in "hl":
+            self.hidden = final == "l"
+            self.reach = 0 if self.hidden else self.reach  # a new live display: its first frame is drawn yet
 
     def _down(self, count: int) -> None:
         self.cursor += count
@@ -212,7 +240,11 @@ class _Screen:
     def keep(self) -> int:
         """How many rows above the cursor stay open: one more than the stream has moved up (a
         redrawn region grows a row at a time, and its next redraw moves up that much further), or,
-        for a stream that never moved up, the bar just above the cursor."""
+        for a stream that never moved up, the bar just above the cursor. A stream that hid the cursor
+        and has not moved up since keeps every row: rich's ``Live`` hides it, draws its first frame
+        and only then moves up to redraw it."""
+        if self.hidden and not self.reach:
+            return OPEN_ROWS
         if self.reach:
             return self.reach + 1
         return 1 if self.cursor and self.bars[self.cursor - 1] else 0
@@ -235,6 +267,13 @@ class _Screen:
             self.rows, self.bars = [[]], [False]
         self.cursor = max(0, self.cursor - cut)
         return "".join(lines)
+
+    def interrupt(self) -> str:
+        """Give out every row, the cursor's too (another stream wrote there); the cursor goes on
+        from the start of a new row."""
+        lines = self.commit(0, final=True)
+        self.start = "line"
+        return lines
 
     def live(self) -> str:
         """The open rows' last ``LIVE_LIMIT`` characters, read from the end (a row megabytes long

@@ -163,3 +163,105 @@ def test_a_line_c_code_is_half_way_through_does_not_take_in_a_python_line(kernel
     )
     lines = json.loads(result.stdout.split("RESULT ", 1)[1])
     assert lines == ["[C] half and the rest", "python line"]
+
+
+REDRAWN = dedent("""
+    import sys
+    from tqdm import tqdm
+    def redrawn():
+        print("to stderr", file=sys.stderr)
+        for i in (1, 2):
+            print(f"progress {i}/2", end="\\r", file=sys.stderr)
+        print("after")
+        for _ in tqdm(range(3), desc="closed", mininterval=0, ascii=True):
+            pass
+        print("after the bar")
+        print("bar 1/2", end="\\r", file=sys.stderr)
+        print("between")
+        print("bar done", file=sys.stderr)
+""")
+
+
+@pytest.mark.parametrize("method", ["fork", "spawn"])
+def test_a_line_rewritten_with_a_carriage_return_keeps_its_place_among_the_other_streams_lines(kernel, method):
+    """A row drawn with ``\\r`` on stderr (a hand-made progress line, a closed tqdm bar) is still
+    open when stdout prints: a terminal shows it above the print. Before, the kernel held it until
+    stderr's next line, so it came after the print (24 of 24 runs): to stderr, after, progress 2/2."""
+    kernel.ok(REDRAWN)
+    result = kernel.ok(
+        dedent(f"""
+        from notebook_launcher import launch
+        from notebook_launcher.frontend.views.static import static_bundle
+        import json
+        job = launch(redrawn, num_processes=1, start_method={method!r}, display="text")
+        job.wait()
+        lines = [[line.stream, line.text.rstrip("\\n")] for line in job.lines(0)]
+        print("RESULT", json.dumps([lines, job.logs(0), static_bundle(job)["text/plain"]]))
+    """),
+        timeout=120,
+    )
+    lines, logs, saved = json.loads(result.stdout.split("RESULT ", 1)[1])
+    order = ["to stderr", "progress 2/2", "after", "closed: 100%", "after the bar", "bar 1/2", "between", "bar done"]
+    streams = ["stderr", "stderr", "stdout", "stderr", "stdout", "stderr", "stdout", "stderr"]
+    assert len(lines) == len(order), lines
+    for (stream, text), expected, expected_stream in zip(lines, order, streams, strict=True):
+        assert text.startswith(expected) and stream == expected_stream, lines
+    for shown in (logs, saved):
+        assert [shown.index(text) for text in order] == sorted(shown.index(text) for text in order)
+
+
+RICH_LIVE = dedent("""
+    import io, sys
+    def live_table():
+        from rich.console import Console
+        from rich.live import Live
+        from rich.table import Table
+
+        class Tee(io.TextIOBase):
+            '''Writes to the rank's stdout and keeps a copy: the bytes a terminal would have been sent.'''
+            def __init__(self, stream):
+                self.stream, self.kept = stream, io.StringIO()
+            def write(self, text):
+                self.kept.write(text)
+                return self.stream.write(text)
+            def flush(self):
+                self.stream.flush()
+
+        tee = Tee(sys.stdout)  # the rank's stdout itself: Live puts a proxy in its place
+        table = Table("step", "loss")
+        with Live(table, console=Console(file=tee, force_terminal=True, width=60), auto_refresh=False) as live:
+            for step in range(10):
+                table.add_row(str(step), f"{1 / (step + 1):.3f}")
+                live.refresh()
+                sys.stdout.flush()  # each frame its own output event, as a slow loop sends them
+        return tee.kept.getvalue()
+""")
+
+
+@pytest.mark.parametrize("method", ["fork", "spawn"])
+def test_a_rich_live_table_that_keeps_growing_leaves_what_a_terminal_shows(kernel, method):
+    """rich's ``Live`` hides the cursor, draws a frame, then moves up a row at a time to redraw it a
+    row taller. Before, every stale frame stayed in the log (a table the terminal shows in 14 rows
+    left 10 frames of it). The reference is pyte fed the bytes the rank wrote."""
+    import pyte
+
+    from notebook_launcher.frontend.views.ansi import strip_ansi
+
+    kernel.ok(RICH_LIVE)
+    result = kernel.ok(
+        dedent(f"""
+        from notebook_launcher import launch
+        import json
+        job = launch(live_table, num_processes=1, start_method={method!r}, display="text")
+        job.wait()
+        print("RESULT", json.dumps([job.results[0], [line.text for line in job.lines(0)]]))
+    """),
+        timeout=120,
+    )
+    written, lines = json.loads(result.stdout.split("RESULT ", 1)[1])
+    screen = pyte.Screen(200, 100)
+    screen.set_mode(pyte.modes.LNM)  # a pty turns each line feed into CR LF
+    pyte.Stream(screen).feed(written)
+    terminal = [row.rstrip() for row in screen.display if row.strip()]
+    assert len(terminal) == 14
+    assert [strip_ansi(line).rstrip() for line in lines if line.strip()] == terminal

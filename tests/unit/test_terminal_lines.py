@@ -83,6 +83,18 @@ PROGRAMS = {
                 progress.refresh()
         print("after", file=sys.stderr)
     """,
+    "rich Live table growing a row a frame": """
+        from rich.console import Console
+        from rich.live import Live
+        from rich.table import Table
+        table = Table("step", "loss")
+        print("before", file=sys.stderr, flush=True)
+        with Live(table, console=Console(file=sys.stderr), auto_refresh=False) as live:
+            for step in range(12):
+                table.add_row(str(step), f"{1 / (step + 1):.3f}")
+                live.refresh()
+        print("after", file=sys.stderr)
+    """,
     "Lightning's RichProgressBar, val_loss wrapping onto a second row": """
         import logging, time, warnings
         warnings.filterwarnings("ignore")
@@ -178,6 +190,16 @@ def test_where_the_reads_split_a_stream_changes_nothing_in_the_log(name):
     for _ in range(200):
         cuts = sorted(rng.sample(range(1, len(stream)), 9))
         assert _pieces(stream, cuts) == expected, f"split at {cuts}"
+
+
+def test_a_growing_rich_live_table_is_shown_live_as_its_latest_frame_only():
+    """Before: a ``Live`` table of 12 rows left every earlier frame in the log (each a row longer;
+    a terminal shows 18 lines): rich hides the cursor and draws its first frame before it first
+    moves up, so that frame's rows were given out as final, and it moves up one row per code."""
+    stream = _stream(PROGRAMS["rich Live table growing a row a frame"])
+    lines, most = _log(stream, 64)
+    assert len(lines) == len(_terminal(stream)) == 18
+    assert most <= 17  # the newest frame: 12 rows, the header's 3 and the bottom border, plus the row below
 
 
 def test_nested_bars_are_shown_live_on_their_own_rows_then_give_their_last_frames():

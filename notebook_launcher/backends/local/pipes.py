@@ -28,6 +28,8 @@ from .base import StartedProcess
 
 __all__ = ["RankProcess", "make_pipes", "close_pipes"]
 
+_OTHER = {"stdout": "stderr", "stderr": "stdout"}
+
 READ_LIMIT = 1 << 20  # bytes read from one pipe per round, so one chatty rank cannot starve the rest
 
 
@@ -81,6 +83,7 @@ class RankProcess:
                 output = self._output(event)
                 if output is not None:
                     rank, stream, data = output
+                    self._interrupt(rank, _OTHER[stream], sink)
                     reader = self._reader(rank, stream, "events")
                     self._deliver(rank, stream, reader.feed(data), reader, sink)
                 else:
@@ -99,6 +102,13 @@ class RankProcess:
             return None
         stream, data = parts
         return event[3], stream, data.encode("utf-8", "backslashreplace") if isinstance(data, str) else data
+
+    def _interrupt(self, rank: int, stream: str, sink: RankSink) -> None:
+        """The rank's other Python stream writes next: this one's open rows (a bar drawn with
+        ``\\r``) end as they show now, so they come before what the other stream writes."""
+        reader = self._lines.get((rank, stream, "events"))
+        if reader is not None and reader.open:
+            self._deliver(rank, stream, reader.interrupt(), reader, sink)
 
     def _reader(self, rank: int, stream: str, way: str) -> LineReader:
         reader = self._lines.get((rank, stream, way))
