@@ -56,7 +56,8 @@ def send_display(channel: Any, data: dict, display_id: str | None, update: bool)
 
 def route_displays_without_a_shell(channel: Any) -> None:
     """In a rank with no IPython shell, IPython's ``display`` (wherever the rank imports it from)
-    sends display events; a rank with a shell keeps the shell's own, already routed."""
+    sends display events and ``clear_output`` clears nothing; a rank with a shell keeps the shell's
+    own, already routed."""
     display = _ShelllessDisplay(channel)
     for name in _DISPLAY_MODULES:
         after_import(name, lambda module: _replace_display(module, display))
@@ -68,6 +69,13 @@ def _replace_display(module: Any, display: _ShelllessDisplay) -> None:
         return
     if hasattr(module, "display"):
         module.display = display
+    if hasattr(module, "clear_output"):
+        module.clear_output = _keep_output
+
+
+def _keep_output(wait: bool = False) -> None:
+    """``clear_output`` in a rank: nothing is cleared (the rank's log keeps every line and display,
+    as under fork). Without a shell, IPython's would write erase codes to both streams."""
 
 
 class _ShelllessDisplay:

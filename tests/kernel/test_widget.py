@@ -544,6 +544,33 @@ def test_a_ranks_prints_and_displays_keep_the_order_it_made_them_in(kernel):
     assert kernel.eval("out_of_order") == []
 
 
+@pytest.mark.parametrize("method", ["fork", "spawn"])
+def test_a_clear_output_display_print_loop_keeps_each_display_in_its_place(kernel, method):
+    """The live-plot loop of many notebooks (``clear_output(wait=True)``, ``display(fig)``,
+    ``print``), and a display below a row drawn with ``\\r``. Before, a spawned rank (no shell:
+    IPython's ``clear_output`` writes erase codes and a carriage return) put each display one place
+    early (6 of 6 runs): the printed line, marked as redrawn, was held until the next display came."""
+    kernel.ok(
+        dedent("""
+        def live_plot():
+            import sys
+            from IPython.display import HTML, clear_output, display
+            for i in range(4):
+                clear_output(wait=True)
+                display(HTML(f"<b>figure {i}</b>"))
+                print(f"step {i}")
+            print("drawn 1/2", end="\\r", file=sys.stderr)
+            display(HTML("<b>below the bar</b>"))
+        """)
+    )
+    kernel.ok(f"job = launch(live_plot, num_processes=1, display='none', start_method={method!r}); job.wait()")
+    made = kernel.eval(
+        "[line.text.strip() if line.bundle is None else line.bundle['text/html'] for line in job.lines(0)]"
+    )
+    expected = [x for i in range(4) for x in (f"<b>figure {i}</b>", f"step {i}")]
+    assert made == [*expected, "drawn 1/2", "<b>below the bar</b>"]
+
+
 def test_the_stacks_action_shows_where_each_rank_is_in_the_widget_and_the_saved_form(kernel, tmp_path):
     """What the "Stacks" button runs (``take_stacks``), on a background launch whose ranks wait."""
     kernel.ok(gate_code(tmp_path))

@@ -21,7 +21,7 @@ import os
 from typing import Any
 
 from ...rank.bootstrap import RankPipes
-from ...wire import OUTPUT, REPLY, FrameReader, LineReader
+from ...wire import DISPLAY, OUTPUT, REPLY, FrameReader, LineReader
 from ...wire.events import output_parts
 from ..base import RankSink
 from .base import StartedProcess
@@ -87,6 +87,9 @@ class RankProcess:
                     reader = self._reader(rank, stream, "events")
                     self._deliver(rank, stream, reader.feed(data), reader, sink)
                 else:
+                    if type(event) is tuple and len(event) == 4 and event[0] == DISPLAY and event[3] in self.ranks:
+                        for stream in _OTHER:  # a display comes below the rows drawn before it
+                            self._interrupt(event[3], stream, sink)
                     sink.on_event(self.ranks, event)
             return
         reader = self._reader(self.first_rank, kind, "fd")
@@ -104,8 +107,8 @@ class RankProcess:
         return event[3], stream, data.encode("utf-8", "backslashreplace") if isinstance(data, str) else data
 
     def _interrupt(self, rank: int, stream: str, sink: RankSink) -> None:
-        """The rank's other Python stream writes next: this one's open rows (a bar drawn with
-        ``\\r``) end as they show now, so they come before what the other stream writes."""
+        """The rank's other Python stream, or a display, comes next: this stream's open rows (a bar
+        drawn with ``\\r``) end as they show now, so they come before it."""
         reader = self._lines.get((rank, stream, "events"))
         if reader is not None and reader.open:
             self._deliver(rank, stream, reader.interrupt(), reader, sink)
