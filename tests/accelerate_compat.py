@@ -17,7 +17,9 @@ accelerate package and changed in these ways only, all on the syntax tree:
 Each rank appends one JSON line per test call to ``OUT.rank<N>``: the call as written, whether it
 passed, the error, and whether it used trainer_core at all ("ours": an attribute of a trainer_core
 Accelerator, its state or a prepared object was read during the call; a test of Accelerate's own
-``PartialState`` or operations passes or fails whatever trainer_core does).
+``PartialState`` or operations passes or fails whatever trainer_core does); then, once the script's
+``main`` returned, ``{"ended": SCRIPT}`` (a release of Accelerate that adds test calls to a script
+needs no change to the suite, and a rank that died part-way is told apart).
 """
 
 from __future__ import annotations
@@ -196,6 +198,8 @@ def main() -> None:
     sys.path.insert(0, os.path.dirname(path))
     sys.argv = [path, *script_args]
     exec(compile(transformed(name, library), path, "exec"), namespace)
+    results.write(json.dumps({"ended": name}) + "\n")  # main returned: every test call it makes was made
+    results.flush()
 
 
 if __name__ == "__main__":

@@ -42,10 +42,12 @@ DELIBERATE = {
     "test_stateful_dataloader_save_state(accelerator)",
 }
 
-# (the test calls each script's main makes on 2 CPU ranks, the passing ones that use trainer_core's
-# objects: with the deliberate differences, which use them too, 32 of the 52 calls). Accelerate
-# itself passes all of them in test_script, test_sync, test_ops and test_metrics here; in
-# test_distributed_data_loop it passes 2 and then hangs. The benchmarks page (docs/pages/benchmarks.md) shows them.
+# (at least: the test calls each script's main makes on 2 CPU ranks, and the passing ones that use
+# trainer_core's objects, as of Accelerate 1.15; with the deliberate differences, which use them
+# too, 32 of the 52 calls. Accelerate 1.16 adds one call to test_script and one to
+# test_distributed_data_loop, both passing on trainer_core.) Accelerate itself passes all of them in
+# test_script, test_sync, test_ops and test_metrics here; in test_distributed_data_loop it passes 2
+# and then hangs. The benchmarks page (docs/pages/benchmarks.md) shows them.
 EXPECTED = {
     "test_script": (18, 7),
     "test_sync": (4, 4),
@@ -68,7 +70,13 @@ def run_script(script, out, cwd, library="trainer_core", script_args=(), launch_
     for rank in (0, 1):
         recorded = Path(f"{out}.rank{rank}")
         assert recorded.exists(), f"rank {rank} recorded nothing:\n{run.stderr[-3000:]}"
-        calls.append([json.loads(line) for line in recorded.read_text().splitlines()])
+        lines = [json.loads(line) for line in recorded.read_text().splitlines()]
+        ended = bool(lines) and lines[-1] == {"ended": script}
+        calls.append(lines[:-1] if ended else lines)
+        # (a deliberate difference that is the script's last call leaves the ranks out of step, so
+        # what main does after it, Accelerate's end_training barrier, may fail)
+        finished = ended or (calls[-1] and calls[-1][-1]["call"] in DELIBERATE)
+        assert finished, f"rank {rank} did not finish {script}:\n{run.stderr[-3000:]}"
     return calls, run
 
 
@@ -80,11 +88,9 @@ def test_accelerate_script_passes_with_trainer_core(script, tmp_path):
         failed = {r["call"]: r["error"] for r in results if not r["passed"] and r["call"] not in DELIBERATE}
         assert failed == {}, f"rank {rank}: {json.dumps(failed, indent=1)}\n{run.stderr[-3000:]}"
         calls, ours = EXPECTED[script]
-        passed = sum(r["passed"] for r in results)
-        deliberate = sum(r["call"] in DELIBERATE for r in results)
-        assert passed + deliberate == calls, f"rank {rank} ran {len(results)} tests:\n{run.stderr[-3000:]}"
+        assert len(results) >= calls, f"rank {rank} ran {len(results)} tests:\n{run.stderr[-3000:]}"
         used = sorted(r["call"] for r in results if r["ours"] and r["passed"])
-        assert len(used) == ours, f"rank {rank}: {len(used)} passing calls used trainer_core, not {ours}: {used}"
+        assert len(used) >= ours, f"rank {rank}: {len(used)} passing calls used trainer_core, not {ours}: {used}"
 
 
 def _passed_with_ours(ranks, run):
