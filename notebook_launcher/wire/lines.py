@@ -163,15 +163,16 @@ class LineReader:
 class _Screen:
     """The bottom of a terminal: the rows a stream may still rewrite, and its cursor.
 
-    A row is a list of text pieces (appending is cheap however long the row grows). ``bars`` marks
-    rows drawn after a carriage return; ``reach`` is the furthest the stream has moved above the
-    lowest row drawn.
+    A row is a list of text pieces (appending is cheap however long the row grows), over what the
+    row showed before it was written from its start again (a shorter frame leaves the end of a
+    longer one, as on a terminal). ``bars`` marks rows drawn after a carriage return; ``reach`` is
+    the furthest the stream has moved above the lowest row drawn.
     """
 
     def __init__(self, held: str, partial: str) -> None:
-        self.rows: list[list[str]] = [[held.rstrip("\n")]] if held else []
+        self.rows: list[_Row] = [_Row([held.rstrip("\n")])] if held else []
         self.bars: list[bool] = [True] if held else []
-        self.rows.append([])
+        self.rows.append(_Row())
         self.bars.append(False)
         self.cursor = len(self.rows) - 1
         self.start: str | None = "line"  # at its row's start after a "line" feed or a "return"; None: after text
@@ -198,7 +199,9 @@ class _Screen:
         if not text:
             return
         if self.start is not None:
-            self.rows[self.cursor] = [text]
+            under = self.shown(self.cursor)
+            row = self.rows[self.cursor] = _Row([text])
+            row.under = under
             self.bars[self.cursor] = self.bars[self.cursor] or self.start == "return"
             self.start = None
         else:
@@ -217,11 +220,13 @@ class _Screen:
             self._down(count)
             self.start = "return" if final == "E" else self.start
         elif final == "K" and (parameters in ("1", "2") or self.start is not None):
-            self.rows[self.cursor] = []  # the whole row, or the rest of it from its start
+            self.rows[self.cursor] = _Row()  # the whole row, or the rest of it from its start
+        elif final == "K":
+            self.rows[self.cursor].under = ""  # the rest of the row, from the end of what was written
         elif final == "J":
             del self.rows[self.cursor + 1 :], self.bars[self.cursor + 1 :]
             if self.start is not None:
-                self.rows[self.cursor] = []
+                self.rows[self.cursor] = _Row()
         elif final == "G" and count == 1:
             self.start = "return"
         elif parameters == "?25" and final in "hl":
@@ -231,7 +236,7 @@ class _Screen:
     def _down(self, count: int) -> None:
         self.cursor += count
         while len(self.rows) <= self.cursor:
-            self.rows.append([])
+            self.rows.append(_Row())
             self.bars.append(False)
         self.start = "line"
         if self.cursor > self.keep() or len(self.rows) > OPEN_ROWS:
@@ -260,11 +265,11 @@ class _Screen:
         if final:
             while cut and not self.rows[cut - 1]:
                 cut -= 1  # the empty rows the cursor ended on
-        given = zip(self.rows[:cut], self.bars[:cut], strict=True)
-        lines = ["".join(row) + "\n" for row, bar in given if not (bar and _blank(row))]
+        shown = [(self.shown(index), bar) for index, bar in enumerate(self.bars[:cut])]
+        lines = [text + "\n" for text, bar in shown if not (bar and _blank(text))]
         del self.rows[:cut], self.bars[:cut]
         if not self.rows:
-            self.rows, self.bars = [[]], [False]
+            self.rows, self.bars = [_Row()], [False]
         self.cursor = max(0, self.cursor - cut)
         return "".join(lines)
 
@@ -275,6 +280,11 @@ class _Screen:
         self.start = "line"
         return lines
 
+    def shown(self, index: int) -> str:
+        """What row ``index`` shows: its text, and the end of what it showed before, beyond it."""
+        row = self.rows[index]
+        return _overlay(row.under, "".join(row)) if row.under else "".join(row)
+
     def live(self) -> str:
         """The open rows' last ``LIVE_LIMIT`` characters, read from the end (a row megabytes long
         costs no more than a short one)."""
@@ -283,23 +293,48 @@ class _Screen:
             last -= 1  # the empty rows below the text
         shown: list[str] = []
         size = 0
-        for row in reversed(self.rows[:last]):
-            shown.append(_tail(row, LIVE_LIMIT - size))
+        for index in reversed(range(last)):
+            row = self.rows[index]
+            shown.append(_tail([self.shown(index)] if row.under else row, LIVE_LIMIT - size))
             size += len(shown[-1]) + 1
             if size >= LIVE_LIMIT:
                 break
         return "\n".join(reversed(shown))[-LIVE_LIMIT:]
 
 
+class _Row(list):
+    """A row's text pieces, and ``under``: what the row showed when it was last written from its
+    start (a terminal overwrites a row; it does not clear it)."""
+
+    under = ""
+
+
 def last_frame(line: str) -> str:
-    """What a terminal shows of ``line``: the text after its last carriage return.
+    """What a terminal shows of ``line``: each frame after a carriage return written over the row,
+    so a shorter frame leaves the end of a longer one (as a terminal and Jupyter show it).
 
     Examples:
-        >>> last_frame(" 10%\\r 50%\\r")
-        ' 50%'
+        >>> last_frame(" 10%\\r 50%\\r"), last_frame("loss 0.125\\rloss 0.5")
+        (' 50%', 'loss 0.525')
     """
     line = line[:-1] if line.endswith("\r") else line
-    return line.rsplit("\r", 1)[-1]
+    if "\r" not in line:
+        return line
+    frames = line.split("\r")
+    shown = frames[0]
+    for frame in frames[1:]:
+        shown = _overlay(shown, frame)
+    return shown
+
+
+def _overlay(under: str, over: str) -> str:
+    """``over`` written from the start of a row that showed ``under``: ``over``, then the rest of
+    ``under`` (without its colours, when either has any: columns are counted without codes)."""
+    if "\x1b" not in under and "\x1b" not in over:
+        return over + under[len(over) :]
+    plain = _CODES.sub("", under)
+    width = len(_CODES.sub("", over))
+    return over + plain[width:] if width < len(plain) else over
 
 
 def _drawn(row: str) -> bool:
@@ -312,8 +347,8 @@ def _cleared(row: str) -> bool:
     return _drawn(row) and not _CODES.sub("", last_frame(row)).strip()
 
 
-def _blank(row: list[str]) -> bool:
-    return not _CODES.sub("", "".join(row)).strip()
+def _blank(text: str) -> bool:
+    return not _CODES.sub("", text).strip()
 
 
 def _tail(pieces: list[str], size: int) -> str:
