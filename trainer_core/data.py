@@ -118,30 +118,59 @@ class ShardedBatchSampler:
         return self.dataset_size - (len(self) - 1) * self.global_batch
 
     def epoch_order(self):
+        """The epoch's indices as an iterator, drawn as the loader asks for them: from the user's
+        sampler lazily, as Accelerate's ``BatchSamplerShard`` draws them (an epoch left early with
+        ``break`` leaves the sampler's generator where Accelerate leaves it, so the next epoch's
+        order is the same), else the seeded or the sequential order."""
         if self.source is not None:
             if self.before_order is not None:
                 self.before_order()
-            return [int(index) for index in self.source]
+            return (int(index) for index in self.source)
         if not self.shuffle:
-            return list(range(self.dataset_size))
+            return iter(range(self.dataset_size))
         generator = torch.Generator().manual_seed(self.seed + self.epoch)
-        return torch.randperm(self.dataset_size, generator=generator).tolist()
+        return iter(torch.randperm(self.dataset_size, generator=generator).tolist())
 
     def __iter__(self):
         order = self.epoch_order()
-        if not self.even_batches:  # batch k goes to rank k mod world; the last ones may be missing or short
-            first, self.start = self.start, 0
-            count = self._local_batches()
-            for k in range(self.rank + first * self.world, count, self.world):
-                yield order[k * self.batch_size : (k + 1) * self.batch_size]
-            return
-        needed = len(self) * self.global_batch
-        while order and len(order) < needed:
-            order += order[: needed - len(order)]
         first, self.start = self.start, 0
-        for step in range(first, len(self)):
-            start = step * self.global_batch + self.rank * self.batch_size
-            yield order[start : start + self.batch_size]
+        yield from (self._even(order, first) if self.even_batches else self._dealt(order, first))
+
+    def _even(self, order, first):
+        """Each step takes ``global_batch`` indices, this rank its slice; a short last step is
+        completed from the epoch's first indices (over again when the dataset is smaller)."""
+        size, made = self.global_batch, 0
+        opening: list[int] = []
+        step: list[int] = []
+        for index in order:
+            if len(opening) < size:
+                opening.append(index)
+            step.append(index)
+            if len(step) == size:
+                if made >= first:
+                    yield self._share(step)
+                made, step = made + 1, []
+        if step and not self.drop_last:
+            while len(step) < size:
+                step += opening[: size - len(step)]
+            if made >= first:
+                yield self._share(step)
+
+    def _share(self, step):
+        return step[self.rank * self.batch_size : (self.rank + 1) * self.batch_size]
+
+    def _dealt(self, order, first):
+        """Batch k of the loader's size goes to rank k mod world, handed out once every rank's batch
+        of its round is drawn; the last ones may be missing or short."""
+        held = None
+        for k, batch in enumerate(_batched(order, self.batch_size, self.drop_last)):
+            if k % self.world == self.rank and k // self.world >= first:
+                held = batch
+            if k % self.world == self.world - 1 and held is not None:
+                yield held
+                held = None
+        if held is not None:
+            yield held
 
 
 class PreparedDataLoader(DataLoader):
@@ -407,3 +436,16 @@ def _batch_len(batch):
     if isinstance(batch, dict) and batch:
         return _batch_len(next(iter(batch.values())))
     return 1
+
+
+def _batched(indices, size, drop_last):
+    """Lists of ``size`` indices, each given out as its last index is drawn (as torch's
+    ``BatchSampler``); a short last one unless ``drop_last``."""
+    batch = []
+    for index in indices:
+        batch.append(index)
+        if len(batch) == size:
+            yield batch
+            batch = []
+    if batch and not drop_last:
+        yield batch

@@ -74,3 +74,50 @@ def test_a_run_resumed_from_its_checkpoint_reaches_the_uninterrupted_weights(tmp
     on_ranks(train, "trainer_core", 3, str(tmp_path), 1)
     resumed = on_ranks(train, "trainer_core", 3, str(tmp_path), 1, True)[0]
     _assert_equal(whole, resumed)
+
+
+def epoch_orders(library, break_at, size, workers, even_batches):
+    """Each epoch's batches of a shuffled loader, the first epoch left with ``break`` after step
+    ``break_at`` (Accelerate's ``early_stopping.py`` example leaves an epoch so), then a draw from
+    the global RNG."""
+    import sys
+
+    from accelerate import DataLoaderConfiguration
+    from torch.utils.data import DataLoader, TensorDataset
+
+    if "accelerate.state" in sys.modules:
+        sys.modules["accelerate.state"].AcceleratorState._reset_state(True)
+    if library == "accelerate":
+        from accelerate import Accelerator
+        from accelerate.utils import set_seed
+    else:
+        from trainer_core import Accelerator, set_seed
+    set_seed(42)
+    loader = DataLoader(TensorDataset(torch.arange(float(size))), batch_size=4, shuffle=True, num_workers=workers)
+    accelerator = Accelerator(cpu=True, dataloader_config=DataLoaderConfiguration(even_batches=even_batches))
+    loader = accelerator.prepare(loader)
+    epochs = []
+    for epoch in range(3):
+        epochs.append([])
+        for step, (x,) in enumerate(loader):
+            epochs[-1].append(x.tolist())
+            if epoch == 0 and step == break_at:
+                break
+    return epochs, torch.rand(1).item()
+
+
+@pytest.mark.parametrize(
+    ("processes", "break_at", "size", "workers", "even_batches"),
+    [(2, 3, 40, 0, True), (2, 4, 40, 0, True), (2, 2, 42, 2, True), (2, 2, 42, 0, False), (1, 3, 40, 0, True)],
+)
+def test_an_epoch_left_early_is_followed_by_accelerates_next_epoch_order(
+    processes, break_at, size, workers, even_batches
+):
+    """Before, a prepared loader drew the whole epoch's order from the sampler when the epoch began
+    (two ``randperm`` draws of the generator); Accelerate draws it as batches are asked for, so after
+    a ``break`` its generator had drawn one, and every later epoch's order differed (2 processes)."""
+    args = (break_at, size, workers, even_batches)
+    theirs = on_ranks(epoch_orders, "accelerate", *args, num_processes=processes)
+    ours = on_ranks(epoch_orders, "trainer_core", *args, num_processes=processes)
+    assert ours == theirs
+    assert len(ours[0][0][0]) == break_at + 1  # the break happened (at step 4 of 40 samples: the last step)
