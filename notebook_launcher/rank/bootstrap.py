@@ -46,6 +46,7 @@ from .capture import FLUSH_INTERVAL, Capture, flush_output
 from .containers import join as join_cgroup
 from .descendants import PRCTL, become_subreaper, end_descendants
 from .marked import mark_rank
+from .nested_launchers import refuse_nested_launchers
 from .notebook import make_safe
 from .stacks import collect_stacks
 
@@ -118,6 +119,7 @@ def prepare_process(spec: RankSpec, pipes: RankPipes, channel_lock: Any = None) 
     set_tensor_prefix(spec.tensor_prefix)
     capture.on_stacks_request = lambda: channel.send(STACKS, collect_stacks(capture.thread_ident))
     make_safe(channel)
+    refuse_nested_launchers()
     return channel
 
 

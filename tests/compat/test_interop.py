@@ -125,3 +125,37 @@ def test_lightning_trainer_with_its_default_progress_bar_runs_in_a_launch(kernel
     kernel.ok("job = launch(lightning_trainer, num_processes=2, display='widget'); job.wait()", timeout=300)
     assert kernel.eval("job.results") == [(2, 0, 8), (2, 1, 8)]
     assert "Epoch 1" in kernel.eval("job.logs(0)")
+
+
+NESTED = dedent("""
+    def nested_trainer(strategy):
+        data = torch.utils.data.TensorDataset(torch.randn(32, 4))
+        trainer = L.Trainer(accelerator="cpu", devices=2, strategy=strategy, max_epochs=1, logger=False,
+                            enable_checkpointing=False, enable_progress_bar=False)
+        trainer.fit(Tiny(), torch.utils.data.DataLoader(data, batch_size=4))
+    def nested_fabric(strategy):
+        from lightning.fabric import Fabric
+        Fabric(accelerator="cpu", devices=2, strategy=strategy).launch(lambda fabric: fabric.global_rank)
+""")
+
+
+@pytest.mark.parametrize(
+    ("method", "function", "strategy"),
+    [("fork", "nested_trainer", "ddp_notebook"), ("spawn", "nested_fabric", "ddp_spawn")],
+)
+def test_a_lightning_strategy_that_starts_its_own_processes_says_what_to_use_in_a_launch(
+    kernel, method, function, strategy
+):
+    """Before: Trainer(strategy="ddp_notebook") in a launch's ranks failed with a bare gloo
+    "Connection reset by peer" (the processes it forked met at the launch's address)."""
+    kernel.ok(LIGHTNING + NESTED, timeout=180)
+    result = kernel.run(
+        f"job = launch({function}, ({strategy!r},), num_processes=2, start_method={method!r}, display='none')\n"
+        "job.wait()",
+        timeout=300,
+    )
+    assert result.error is not None and result.error["ename"] == "RuntimeError"
+    message = result.error["evalue"]
+    assert f'strategy="{strategy}" starts processes of its own' in message
+    assert 'Use Trainer(strategy="ddp", devices=2)' in message and "without a launch" in message
+    assert kernel.ok("print('the kernel goes on')").stdout == "the kernel goes on\n"
