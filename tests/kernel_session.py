@@ -34,7 +34,10 @@ class CellResult:
 
     @property
     def stdout(self):
-        return self.text("stdout")
+        """What the cell printed, without the launcher's notices that it waited for its background
+        warm-up (said only when the wait is long, as on a loaded machine: ``warmup.SAY_AFTER``);
+        ``text("stdout")`` keeps them."""
+        return _WARMUP_NOTICES.sub("", self.text("stdout"))
 
     @property
     def stderr(self):
@@ -48,6 +51,13 @@ class CellResult:
         if self.error:
             raise AssertionError(f"cell raised {self.error['ename']}: {self.error['evalue']}\n{self.traceback}")
         return self
+
+
+_WARMUP_NOTICES = re.compile(
+    r"^notebook-launcher: (?:this cell|the launch) (?:waits for the launcher's background import of .*"
+    r" to finish \(once a kernel\)|waited \d+\.\d s for it)\n",
+    re.M,
+)
 
 
 def _strip_ansi(text):

@@ -407,20 +407,21 @@ def test_a_cell_or_a_launch_that_waits_long_for_the_warm_up_says_so_and_not_as_a
         ):  # fmt: skip
             said = f"notebook-launcher: {waiter} waits for the launcher's background import of held_import to finish"
             cell_id = session.submit(cell)
-            waiting = session.collect(cell_id, until=lambda result, said=said: said in result.stdout)
+            waiting = session.collect(cell_id, until=lambda result, said=said: said in result.text("stdout"))
             assert "next cell" not in waiting.stdout and "5" not in waiting.stdout  # it has not gone on
             with open(tmp_path / "gate", "w") as gate:
                 gate.write("go")
             done = session.collect(cell_id)
             assert done.error is None and done.stderr == ""
-            assert re.search(rf"notebook-launcher: {waiter} waited \d+\.\d s for it", done.stdout), done.stdout
+            said_done = done.text("stdout")
+            assert re.search(rf"notebook-launcher: {waiter} waited \d+\.\d s for it", said_done), said_done
         assert done.stdout.strip().endswith("5")
         session.ok("warmup.SAY_AFTER = 3600\nsys.modules.pop('held_import'); warmup.start_warmup(('held_import',))")
         cell_id = session.submit("print('quiet')")
         with open(tmp_path / "gate", "w") as gate:  # opens once the warm-up reads it: the cell waits on it
             gate.write("go")
         done = session.collect(cell_id)
-        assert done.stdout == "quiet\n" and done.stderr == ""
+        assert done.text("stdout") == "quiet\n" and done.stderr == ""  # nothing said
     finally:
         session.shutdown()
 
