@@ -25,6 +25,7 @@ import torch
 from torch.utils.data import BatchSampler, DataLoader, IterableDataset, RandomSampler, SequentialSampler
 
 from .ops import apply_to_tensors
+from .sharding import ShardedBatchSampler
 
 __all__ = ["DataState", "PreparedDataLoader", "ShardedBatchSampler"]
 
@@ -71,106 +72,6 @@ class DataState:
 
     def reset(self):
         self._running.clear()
-
-
-class ShardedBatchSampler:
-    """This rank's batches of indices for one epoch (see the module docstring)."""
-
-    def __init__(self, dataset_size, batch_size, drop_last, shuffle, seed, rank, world, source=None, before_order=None):
-        self.source = source  # the user's sampler, kept: its order is every rank's order (same seeds)
-        self.before_order = before_order  # called just before ``source`` is iterated for an epoch
-        self.even_batches = True  # False: no padding; ranks may get fewer or shorter batches
-        self.dataset_size = dataset_size
-        self.batch_size = batch_size
-        self.drop_last = drop_last
-        self.shuffle = shuffle
-        self.seed = seed
-        self.rank = rank
-        self.world = world
-        self.epoch = 0
-        self.start = 0  # the step the next epoch starts at (resuming mid-epoch); back to 0 after it
-
-    @property
-    def global_batch(self):
-        return self.batch_size * self.world
-
-    def __len__(self):
-        if not self.even_batches:
-            batches = self._local_batches()
-            return max(0, (batches - self.rank + self.world - 1) // self.world)
-        if self.drop_last:
-            return self.dataset_size // self.global_batch
-        return math.ceil(self.dataset_size / self.global_batch)
-
-    def _local_batches(self):
-        """Batches of the loader's own size in one epoch (uneven sharding deals them out)."""
-        if self.drop_last:
-            return self.dataset_size // self.batch_size
-        return math.ceil(self.dataset_size / self.batch_size)
-
-    @property
-    def remainder(self):
-        """Real samples in the last global step (None without even batches: nothing is padding)."""
-        if not self.even_batches:
-            return None
-        if self.drop_last or len(self) == 0:
-            return self.global_batch
-        return self.dataset_size - (len(self) - 1) * self.global_batch
-
-    def epoch_order(self):
-        """The epoch's indices as an iterator, drawn as the loader asks for them: from the user's
-        sampler lazily, as Accelerate's ``BatchSamplerShard`` draws them (an epoch left early with
-        ``break`` leaves the sampler's generator where Accelerate leaves it, so the next epoch's
-        order is the same), else the seeded or the sequential order."""
-        if self.source is not None:
-            if self.before_order is not None:
-                self.before_order()
-            return (int(index) for index in self.source)
-        if not self.shuffle:
-            return iter(range(self.dataset_size))
-        generator = torch.Generator().manual_seed(self.seed + self.epoch)
-        return iter(torch.randperm(self.dataset_size, generator=generator).tolist())
-
-    def __iter__(self):
-        order = self.epoch_order()
-        first, self.start = self.start, 0
-        yield from (self._even(order, first) if self.even_batches else self._dealt(order, first))
-
-    def _even(self, order, first):
-        """Each step takes ``global_batch`` indices, this rank its slice; a short last step is
-        completed from the epoch's first indices (over again when the dataset is smaller)."""
-        size, made = self.global_batch, 0
-        opening: list[int] = []
-        step: list[int] = []
-        for index in order:
-            if len(opening) < size:
-                opening.append(index)
-            step.append(index)
-            if len(step) == size:
-                if made >= first:
-                    yield self._share(step)
-                made, step = made + 1, []
-        if step and not self.drop_last:
-            while len(step) < size:
-                step += opening[: size - len(step)]
-            if made >= first:
-                yield self._share(step)
-
-    def _share(self, step):
-        return step[self.rank * self.batch_size : (self.rank + 1) * self.batch_size]
-
-    def _dealt(self, order, first):
-        """Batch k of the loader's size goes to rank k mod world, handed out once every rank's batch
-        of its round is drawn; the last ones may be missing or short."""
-        held = None
-        for k, batch in enumerate(_batched(order, self.batch_size, self.drop_last)):
-            if k % self.world == self.rank and k // self.world >= first:
-                held = batch
-            if k % self.world == self.world - 1 and held is not None:
-                yield held
-                held = None
-        if held is not None:
-            yield held
 
 
 class PreparedDataLoader(DataLoader):
@@ -436,16 +337,3 @@ def _batch_len(batch):
     if isinstance(batch, dict) and batch:
         return _batch_len(next(iter(batch.values())))
     return 1
-
-
-def _batched(indices, size, drop_last):
-    """Lists of ``size`` indices, each given out as its last index is drawn (as torch's
-    ``BatchSampler``); a short last one unless ``drop_last``."""
-    batch = []
-    for index in indices:
-        batch.append(index)
-        if len(batch) == size:
-            yield batch
-            batch = []
-    if batch and not drop_last:
-        yield batch
