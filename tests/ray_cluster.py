@@ -129,6 +129,16 @@ class LocalRayCluster:
         _kill([root, *root.children(recursive=True)])
         self._nodes[index].wait(10)
 
+    def hang_node(self, index: int) -> None:
+        """SIGSTOP node ``index`` and everything it started, as when its machine hangs: its ports
+        still accept connections, nothing answers on them."""
+        root = psutil.Process(self._nodes[index].pid)
+        for process in [root, *root.children(recursive=True)]:
+            try:
+                process.suspend()
+            except psutil.NoSuchProcess:
+                pass
+
     def _start_node(self, arguments: list[str]) -> None:
         # GRPC_ENABLE_FORK_SUPPORT=false: the head forks a server for each Ray Client connection
         # from a process busy in gRPC, whose fork handlers then crash that child now and then (a
@@ -195,6 +205,11 @@ class LocalRayCluster:
     def stop(self) -> None:
         """End both nodes and everything they started (SIGKILL: a test cluster keeps nothing worth a
         graceful shutdown, which takes Ray 15 s and more); remove the temporary directory."""
+        for process in self.processes():
+            try:
+                process.resume()  # a hung node (``hang_node``) takes SIGKILL either way; its parent reaps it awake
+            except psutil.NoSuchProcess:
+                pass
         for _ in range(5):  # a process started while the others were being killed is found next round
             doomed = [process for process in self.processes() if _running(process)]
             if not doomed:

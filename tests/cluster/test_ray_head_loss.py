@@ -66,3 +66,53 @@ def test_a_lost_head_ends_the_launch_in_seconds_and_the_kernel_lives_to_launch_a
         cluster.stop()
         if second is not None:
             second.stop()
+
+
+def test_a_hung_head_is_noticed_and_the_cell_ends_naming_it():
+    """The head node is SIGSTOPped mid-launch (a hung machine): its port still accepts connections,
+    so the head watch's old probe, a TCP connect, kept saying it answered and the cell ran on. The
+    probe now asks for a gRPC handshake, which only the running server gives."""
+    cluster = LocalRayCluster(cpus=1).start()
+    cluster.wait_for_nodes_unconnected()
+    kernel = KernelSession(
+        env={"RAY_ADDRESS": cluster.address, "RAY_gcs_rpc_server_reconnect_timeout_s": str(RAY_DEADLINE)}
+    )
+    try:
+        kernel.ok(TRAIN_FOREVER)
+        msg_id = kernel.submit("notebook_launcher(train_forever, num_processes=2, cluster='ray')")
+        kernel.collect(msg_id, timeout=180, until=lambda result: result.stdout.count("training") == 2)
+        cluster.hang_node(0)
+        hung_at = time.monotonic()
+        result = kernel.collect(msg_id, timeout=60)
+        assert result.error is not None, result.stdout
+        assert f"the Ray head at {cluster.address}" in result.error["evalue"], result.error["evalue"]
+        assert time.monotonic() - hung_at < 30
+        assert kernel.eval("1 + 1", timeout=30) == 2  # the kernel goes on
+    finally:
+        kernel.shutdown()
+        cluster.stop()
+
+
+def test_a_head_that_hangs_while_a_launch_waits_for_its_placement_ends_the_cell_naming_it():
+    """The launch asks for more than the cluster has, so it waits for its placement group; the head
+    then hangs. Before, the cell ran on past ``rendezvous_timeout`` (the wait's last words ask the
+    lost head for its resources, and the port-only probe never saw it go)."""
+    cluster = LocalRayCluster(cpus=1, nodes=1).start()
+    cluster.wait_for_nodes_unconnected()
+    kernel = KernelSession(
+        env={"RAY_ADDRESS": cluster.address, "RAY_gcs_rpc_server_reconnect_timeout_s": str(RAY_DEADLINE)}
+    )
+    try:
+        kernel.ok("from notebook_launcher import launch")
+        kernel.ok("job = launch(lambda: 1, num_processes=4, cluster='ray', rendezvous_timeout=120, display='none')")
+        kernel.ok("while 'to place' not in job.waiting: job.join(0.05)", timeout=120)
+        cluster.hang_node(0)
+        hung_at = time.monotonic()
+        result = kernel.run("job.wait()", timeout=90)
+        assert result.error is not None, result.stdout
+        assert f"the Ray head at {cluster.address}" in result.error["evalue"], result.error["evalue"]
+        assert time.monotonic() - hung_at < 30  # well inside rendezvous_timeout
+        assert kernel.eval("1 + 1", timeout=30) == 2
+    finally:
+        kernel.shutdown()
+        cluster.stop()

@@ -2,7 +2,8 @@
 
 A kernel connected as a Ray driver is ended by Ray itself (the whole process, every variable in
 it) about a minute after the cluster's head stops answering. So while the kernel is connected, a
-thread probes the head's address; once it has not answered for ``LOST_AFTER`` seconds, the head is
+thread probes the head's address (its port, then a gRPC handshake, which a hung head does not
+give); once it has not answered for ``LOST_AFTER`` seconds, the head is
 *lost*: the running launch's ranks end with that reason, nothing more is asked of the dead cluster,
 and once no launch uses it the kernel leaves it (``ray.shutdown()``), well before Ray's deadline.
 The next cluster launch connects again, to the same address once a head answers there or to another.
@@ -38,6 +39,7 @@ __all__ = [
 LOST_AFTER = 3.0  # seconds without an answer from the head before it is taken as lost
 PROBE_EVERY = 0.5  # seconds between probes
 PROBE_TIMEOUT = 1.0  # seconds one probe waits for the head's port to accept
+HANDSHAKE_TIMEOUT = 2.0  # seconds it then waits for the head's gRPC handshake (generous: a loaded machine)
 LEAVE_WAIT = 15.0  # seconds a lost head waits for the launch using it to end before the kernel leaves anyway
 
 
@@ -88,13 +90,33 @@ def unreachable(address: str, timeout: float = 3.0) -> str | None:
 
 
 def head_answers(address: str, timeout: float = PROBE_TIMEOUT) -> bool:
-    """Whether something accepts a connection at ``address`` ("host:port", "[v6]:port").
+    """Whether the head's server at ``address`` ("host:port", "[v6]:port", "ray://host:port")
+    answers: its port accepts a connection, and the server itself takes part in a gRPC channel's
+    HTTP/2 handshake. A hung head (a stopped process, a stuck GCS) still has its port accept
+    connections (the operating system completes them), so the port alone is not an answer.
 
     Examples:
         >>> head_answers("127.0.0.1:1")
         False
     """
-    return unreachable(address, timeout) is None
+    if unreachable(address, timeout) is not None:
+        return False
+    return _handshakes(address.removeprefix("ray://"), max(timeout, HANDSHAKE_TIMEOUT))
+
+
+def _handshakes(address: str, timeout: float) -> bool:
+    try:
+        import grpc  # Ray's own dependency
+    except ImportError:  # (not with a Ray installed: the port answered, which is all that can be told)
+        return True
+    channel = grpc.insecure_channel(address)
+    try:
+        grpc.channel_ready_future(channel).result(timeout=timeout)
+        return True
+    except grpc.FutureTimeoutError:
+        return False
+    finally:
+        channel.close()
 
 
 class HeadWatch(threading.Thread):

@@ -319,11 +319,13 @@ def _same_version(spots: list[dict]) -> None:
 def _wait_for(
     ray: Any, refs: list, deadline: float, stop_requested: Callable[[], bool], late: Callable[[], Exception]
 ) -> list:
-    """``ray.get(refs)`` once all are ready, watching for a stop and the deadline."""
+    """``ray.get(refs)`` once all are ready, watching for a stop, the head's loss and the deadline."""
     pending = list(refs)
     while pending:
         if stop_requested():
             raise LaunchError("stopped while waiting for the Ray cluster")
+        if (reason := lost_reason()) is not None:  # its head is gone: nothing it would say comes
+            raise LaunchError(reason)
         remaining = deadline - time.monotonic()
         if remaining <= 0:
             raise late()
