@@ -3,23 +3,23 @@ it, then find the graph in the shared cache instead of compiling it again.
 
 Ranks that compile the same model at the same moment all miss the cache, and N compiles fight for
 the same cores. So a rank wraps Inductor's compilation of one graph (``_compile_fx_inner``, which
-looks the graph up in the FX graph cache first) in a lock on a file of the kernel's compile folder:
-a rank that finds it free takes it exclusively and compiles (and writes the cache); a rank that
-finds it taken waits for a shared hold, so once the compiling rank is done every rank that waited
-goes on at once, side by side, loading what it compiled. A graph that is already cached is loaded
-by the first rank under the exclusive hold, by the others right after it: loading costs little, and
-only one wait. Nothing is held while compiled code runs, so a rank waiting in a collective for a
-sibling that waits for the lock cannot happen: no collective runs inside a compilation. Forward and
-backward graphs (the backward is compiled at the first ``backward()``) are each handled so. The lock
-is the file's ``flock``, released if its holder dies. Where torch has no ``_compile_fx_inner`` (it
-is private), nothing is wrapped: the ranks compile side by side, as without the launcher.
+looks the graph up in the FX graph cache first) in an exclusive lock on a file of the kernel's
+compile folder: one rank at a time looks a graph up and, missing it, compiles it and writes the
+cache; the ranks that waited find it there and load it, one after another (a load costs little).
+The hold is exclusive for loads too: a rank that went on beside a loading one could miss the next
+graph in the cache and compile it while its sibling compiles the same graph. Nothing is held while
+compiled code runs, so a rank waiting in a collective for a sibling that waits for the lock cannot
+happen: no collective runs inside a compilation. Forward and backward graphs (the backward is
+compiled at the first ``backward()``) are each handled so. The lock is the file's ``flock``,
+released if its holder dies. Where torch has no ``_compile_fx_inner`` (it is private), nothing is
+wrapped: the ranks compile side by side, as without the launcher.
 
 Examples:
     >>> import tempfile, os
     >>> lock = RankCompileLock(os.path.join(tempfile.mkdtemp(), "compile.lock"))
-    >>> with lock, lock:         # re-entered by the same process: one flock, exclusive (it was free)
-    ...     lock.depth, lock.exclusive
-    (2, True)
+    >>> with lock, lock:         # re-entered by the same process: one flock
+    ...     lock.depth
+    2
 """
 
 from __future__ import annotations
@@ -39,14 +39,12 @@ _WRAPPED = "_notebook_launcher_one_at_a_time"
 
 
 class RankCompileLock:
-    """The lock of the processes that open ``path``: exclusive for the first to come while it is
-    free, shared (after the exclusive holder is done) for those that came while it was held;
-    re-entrant within one process. ``exclusive`` says which this process holds."""
+    """The exclusive lock of the processes that open ``path``, one holder at a time, re-entrant
+    within one process (threads of the process take turns)."""
 
     def __init__(self, path: str) -> None:
         self.path = path
         self.depth = 0
-        self.exclusive = False
         self._fd: int | None = None
         self._local = threading.RLock()
 
@@ -55,12 +53,7 @@ class RankCompileLock:
         if self.depth == 0:
             os.makedirs(os.path.dirname(self.path), mode=0o700, exist_ok=True)
             self._fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600)
-            try:
-                fcntl.flock(self._fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                self.exclusive = True
-            except BlockingIOError:  # another rank compiles: wait for it, then go on beside the others
-                fcntl.flock(self._fd, fcntl.LOCK_SH)
-                self.exclusive = False
+            fcntl.flock(self._fd, fcntl.LOCK_EX)
         self.depth += 1
         return self
 

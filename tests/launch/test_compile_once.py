@@ -41,19 +41,27 @@ def launched(kernel, width, method):
     return [tuple(rank) for rank in kernel.eval("[list(rank) for rank in job.results]")]
 
 
+def compiled_once(ranks):
+    """The graphs each rank met, once every one of them was compiled by exactly one rank: every
+    rank meets them all (a miss or a hit each), and the misses of all ranks add up to their
+    number. Which rank compiles which graph is the lock's order, not fixed."""
+    graphs = {misses + hits for misses, hits, _ in ranks}
+    assert len(graphs) == 1, ranks
+    assert sum(misses for misses, _, _ in ranks) == graphs.pop(), ranks  # no graph compiled twice
+    return ranks[0][0] + ranks[0][1]
+
+
 @pytest.mark.parametrize("method", ["fork", "spawn"])
 def test_each_graph_is_compiled_by_one_rank_and_a_relaunch_compiles_nothing(method):
     session = KernelSession()
     try:
         session.ok("from notebook_launcher import launch\n" + COMPILES)
         first = launched(session, 8, method)
-        misses = sorted(rank[0] for rank in first)
-        assert misses[0] == 0 and misses[1] >= 2, first  # one rank compiled both graphs, the other none
-        assert all(rank[0] + rank[1] == misses[1] for rank in first), first  # the other found them all
+        assert compiled_once(first) >= 2, first  # a forward and a backward graph at least
         again = launched(session, 8, method)
         assert [rank[0] for rank in again] == [0, 0] and all(rank[1] >= 2 for rank in again), again
         changed = launched(session, 16, method)
-        assert sorted(rank[0] for rank in changed)[1] >= 2 and min(rank[0] for rank in changed) == 0, changed
+        assert compiled_once(changed) >= 2, changed
         folder = os.path.dirname(first[0][2])
         assert os.path.basename(folder).startswith(f"notebook-launcher-compile-{session.process.pid}-")
         assert os.path.dirname(folder) == tempfile.gettempdir()
