@@ -45,6 +45,12 @@ nox.options.error_on_external_run = False
 KERNEL_EXTRAS = ("cloudpickle", "psutil", "scikit-learn", "tqdm", "matplotlib", "safetensors")
 
 
+# A session of kernel-level tests spends much of its time waiting for kernels and ranks to start:
+# two pytest workers (pytest-xdist) keep both cores busy. A file stays on one worker (its
+# module-scoped kernel is shared by its tests); `-- -n 0` runs a session serially.
+PARALLEL = ("-n", os.environ.get("NL_TEST_WORKERS", "2"), "--dist", "loadfile")
+
+
 def pytest(session: nox.Session, *args: str, **env: str) -> None:
     """The main environment's pytest, from the checkout's root."""
     session.chdir(REPO)
@@ -82,7 +88,8 @@ def gpu_dry(session: nox.Session) -> None:
 def main(session: nox.Session) -> None:
     """Every test of the main runtime but the unit tests (``check``), the browsers and the clusters:
     real kernels and ranks, trainer_core, Accelerate's own scripts, the notebooks, the README."""
-    pytest(session, "tests", "-m", "not unit and not browser and not cluster", "--durations=25", *session.posargs)
+    marks = "not unit and not browser and not cluster"
+    pytest(session, "tests", "-m", marks, "--durations=25", *PARALLEL, *session.posargs)
 
 
 @nox.session(python=False)
@@ -146,7 +153,7 @@ def kernel(session: nox.Session, runtime: str) -> None:
     """The kernel-level tests (tests/kernel) again, with kernels started from a runtime's versions
     (README "Tested versions")."""
     python = _build(session, RUNTIMES[runtime])
-    pytest(session, "tests/kernel", *session.posargs, NL_TEST_KERNEL_PYTHON=python, PYTHONPATH=str(REPO))
+    pytest(session, "tests/kernel", *PARALLEL, *session.posargs, NL_TEST_KERNEL_PYTHON=python, PYTHONPATH=str(REPO))
 
 
 XLA = {

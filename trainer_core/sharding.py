@@ -19,6 +19,7 @@ from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 import torch
+from torch.utils.data import BatchSampler
 
 __all__ = ["ShardedBatchSampler"]
 
@@ -124,7 +125,7 @@ class ShardedBatchSampler:
         """Batch k of the loader's size goes to rank k mod world, handed out once every rank's batch
         of its round is drawn; the last ones may be missing or short."""
         held: list[int] | None = None
-        for k, batch in enumerate(_batched(order, self.batch_size, self.drop_last)):
+        for k, batch in enumerate(BatchSampler(order, self.batch_size, self.drop_last)):
             if k % self.world == self.rank and k // self.world >= first:
                 held = batch
             if k % self.world == self.world - 1 and held is not None:
@@ -132,16 +133,3 @@ class ShardedBatchSampler:
                 held = None
         if held is not None:
             yield held
-
-
-def _batched(indices: Iterator[int], size: int, drop_last: bool) -> Iterator[list[int]]:
-    """Lists of ``size`` indices, each given out as its last index is drawn (as torch's
-    ``BatchSampler``); a short last one unless ``drop_last``."""
-    batch: list[int] = []
-    for index in indices:
-        batch.append(index)
-        if len(batch) == size:
-            yield batch
-            batch = []
-    if batch and not drop_last:
-        yield batch

@@ -142,10 +142,7 @@ class LineReader:
         """
         if self._screen is not None:
             return self._screen.take() + self._screen.interrupt()
-        held, self._held = self._held, ""
-        line = "".join(self._partial)
-        self._partial = []
-        return held + (last_frame(line) + "\n" if last_frame(line) and not _cleared(line) else "")
+        return self._last_line("")
 
     def finish(self) -> str:
         """What is left after the stream ended, as last lines ("" when nothing is)."""
@@ -154,10 +151,15 @@ class LineReader:
         if self._screen is not None:
             self._screen.write(rest)
             return self._screen.take() + self._screen.commit(0, final=True)
+        return self._last_line(rest)
+
+    def _last_line(self, rest: str) -> str:
+        """The held lines and the open row (with ``rest``) as it shows, ended; nothing stays open."""
         held, self._held = self._held, ""
         line = "".join(self._partial) + rest
         self._partial = []
-        return held + (last_frame(line) + "\n" if last_frame(line) and not _cleared(line) else "")
+        frame = last_frame(line)
+        return held + (frame + "\n" if frame and not _cleared(line) else "")
 
 
 class _Screen:
