@@ -5,6 +5,13 @@ The swap also shortens ``straggler_timeout`` (default 300 s) to 10 s: test_fault
 attempt can leave one rank in ``init_process_group`` after its peer returned (its queue is shared by
 both ranks), which is exactly the hang that rule ends; ended, the attempt restarts with the queue
 empty and succeeds. The bitsandbytes test is skipped by Accelerate itself when bitsandbytes is absent.
+
+test_fault_tolerant races by design: a rank checks ``queue.empty()`` while its peer holds the token
+it took and has not yet put the next one back, so under load a rank can find the queue empty in every
+attempt, return, and leave its peer waiting in ``init_process_group`` on the last one (seen 1 in 12
+runs beside four busy loops, under any launcher: the queue is the test's, not ours). That outcome is
+accepted only as the launcher must end it: every attempt but the last failed with the test's own
+error, and the last is ended as a stall at the line where the rank waits for its returned peer.
 """
 
 from __future__ import annotations
@@ -45,6 +52,41 @@ KNOWN_TESTS = (
 NEEDS = {"test_problematic_imports": "bitsandbytes"}  # Accelerate skips it without bitsandbytes
 
 
+# the one failure test_fault_tolerant's own race leads to (see the module docstring)
+RACE_ATTEMPTS = re.compile(
+    r"every attempt failed \(4 of them, max_restarts=3\):\n"
+    r"(?:  attempt [0-2]: rank \d: RuntimeError: \[rank \d\] The nut hasn't cracked yet! Try again\.\n){3}"
+    r"  attempt 3: rank None: LaunchStalled: rank \d showed no sign of life for \d+ s after another rank returned"
+)
+RACE_STALL = re.compile(r"rank \d: in tough_nut_function \(Cell In\[\d+\], line \d+\): print\(f\"PartialState")
+
+
+def lost_the_queue_race(name: str, ename: str, evalue: str, traceback: str) -> bool:
+    r"""Whether a failure is the one test_fault_tolerant's own race leads to, ended as it must be.
+
+    Examples:
+        >>> notes = ("every attempt failed (4 of them, max_restarts=3):\n"
+        ...     + "".join(f"  attempt {n}: rank 0: RuntimeError: [rank 0] The nut hasn't cracked yet! Try again.\n"
+        ...               for n in range(3))
+        ...     + "  attempt 3: rank None: LaunchStalled: rank 0 showed no sign of life for 10 s"
+        ...     + " after another rank returned")
+        >>> stall = 'rank 0: in tough_nut_function (Cell In[1], line 51): print(f"PartialState:")'
+        >>> lost_the_queue_race("test_fault_tolerant", "LaunchStalled", stall, notes)
+        True
+        >>> other = notes.replace("3: rank None", "3: rank 1")
+        >>> lost_the_queue_race("test_fault_tolerant", "LaunchStalled", stall, other)
+        False
+        >>> lost_the_queue_race("test_can_initialize", "LaunchStalled", stall, notes)
+        False
+    """
+    return (
+        name == "test_fault_tolerant"
+        and ename == "LaunchStalled"
+        and RACE_STALL.search(evalue) is not None
+        and RACE_ATTEMPTS.search(traceback) is not None
+    )
+
+
 def accelerates_test_notebook() -> str:
     import accelerate
 
@@ -64,7 +106,12 @@ def test_accelerates_own_notebook_tests_pass_with_our_launcher():
         outcomes = {}
         for name in tests:
             result = session.run(f"{name}()", timeout=240)
-            outcomes[name] = "passed" if result.error is None else f"{result.error['ename']}: {result.error['evalue']}"
+            if result.error is None:
+                outcomes[name] = "passed"
+            elif lost_the_queue_race(name, result.error["ename"], result.error["evalue"], result.traceback):
+                outcomes[name] = "passed"  # ended as it must be: see the module docstring
+            else:
+                outcomes[name] = f"{result.error['ename']}: {result.error['evalue']}"
         assert outcomes == dict.fromkeys(tests, "passed")
         assert session.children() == []
     finally:
