@@ -7,6 +7,7 @@ Real kernels, real forked and spawned ranks: ``print`` alternating with ``print(
 
 from __future__ import annotations
 
+import itertools
 import json
 import re
 from textwrap import dedent
@@ -168,25 +169,67 @@ def test_a_line_c_code_is_half_way_through_does_not_take_in_a_python_line(kernel
 REDRAWN = dedent("""
     import sys
     from tqdm import tqdm
+
+    class Tee:
+        '''Writes to a rank's stream and keeps a copy, named by stream, in a list both share.'''
+        def __init__(self, stream, name, kept):
+            self.stream, self.name, self.kept = stream, name, kept
+        def write(self, text):
+            self.kept.append((self.name, text))
+            return self.stream.write(text)
+        def __getattr__(self, name):
+            return getattr(self.stream, name)
+
     def redrawn():
-        print("to stderr", file=sys.stderr)
-        for i in (1, 2):
-            print(f"progress {i}/2", end="\\r", file=sys.stderr)
-        print("after")
-        for _ in tqdm(range(3), desc="closed", mininterval=0, ascii=True):
-            pass
-        print("after the bar")
-        print("bar 1/2", end="\\r", file=sys.stderr)
-        print("between")
-        print("bar done", file=sys.stderr)
+        kept = []
+        stdout, stderr = sys.stdout, sys.stderr
+        sys.stdout, sys.stderr = Tee(stdout, "stdout", kept), Tee(stderr, "stderr", kept)
+        try:
+            print("to stderr", file=sys.stderr)
+            for i in (1, 2):
+                print(f"progress {i}/2", end="\\r", file=sys.stderr)
+            print("after")
+            for _ in tqdm(range(3), desc="closed", mininterval=0, ascii=True, file=sys.stderr):
+                pass
+            print("after the bar")
+            print("bar 1/2", end="\\r", file=sys.stderr)
+            print("between")
+            print("bar done", file=sys.stderr)
+        finally:
+            sys.stdout, sys.stderr = stdout, stderr
+        return kept
 """)
+
+
+def as_jupyter_shows(written: list[tuple[str, str]]) -> list[tuple[str, str]]:
+    """The rows a plain cell shows for writes to two streams: Jupyter keeps consecutive writes to
+    one stream in one output, whose text a terminal (pyte) renders on its own."""
+    rows: list[tuple[str, str]] = []
+    for stream, run in itertools.groupby(written, key=lambda write: write[0]):
+        rows += [(stream, row) for row in terminal_rows("".join(text for _, text in run))]
+    return rows
+
+
+def terminal_rows(written: str) -> list[str]:
+    """What a terminal shows after being sent ``written``: pyte's screen, its non-empty rows."""
+    import pyte
+
+    screen = pyte.Screen(200, 100)
+    screen.set_mode(pyte.modes.LNM)  # a pty turns each line feed into CR LF
+    pyte.Stream(screen).feed(written)
+    return [row.rstrip() for row in screen.display if row.strip()]
 
 
 @pytest.mark.parametrize("method", ["fork", "spawn"])
 def test_a_line_rewritten_with_a_carriage_return_keeps_its_place_among_the_other_streams_lines(kernel, method):
     """A row drawn with ``\\r`` on stderr (a hand-made progress line, a closed tqdm bar) is still
     open when stdout prints: a terminal shows it above the print. Before, the kernel held it until
-    stderr's next line, so it came after the print (24 of 24 runs): to stderr, after, progress 2/2."""
+    stderr's next line, so it came after the print (24 of 24 runs): to stderr, after, progress 2/2.
+    The reference is a plain cell's rendering of the same writes: each run of writes to one stream
+    drawn by pyte (one terminal fed both streams would draw "after" over the open row, which
+    Jupyter, keeping the streams apart, never does)."""
+    from notebook_launcher.frontend.views.ansi import strip_ansi
+
     kernel.ok(REDRAWN)
     result = kernel.ok(
         dedent(f"""
@@ -196,11 +239,13 @@ def test_a_line_rewritten_with_a_carriage_return_keeps_its_place_among_the_other
         job = launch(redrawn, num_processes=1, start_method={method!r}, display="text")
         job.wait()
         lines = [[line.stream, line.text.rstrip("\\n")] for line in job.lines(0)]
-        print("RESULT", json.dumps([lines, job.logs(0), static_bundle(job)["text/plain"]]))
+        print("RESULT", json.dumps([job.results[0], lines, job.logs(0), static_bundle(job)["text/plain"]]))
     """),
         timeout=120,
     )
-    lines, logs, saved = json.loads(result.stdout.split("RESULT ", 1)[1])
+    written, lines, logs, saved = json.loads(result.stdout.split("RESULT ", 1)[1])
+    shown = [(stream, strip_ansi(text).rstrip()) for stream, text in lines if text.strip()]
+    assert shown == as_jupyter_shows([(stream, text) for stream, text in written])
     order = ["to stderr", "progress 2/2", "after", "closed: 100%", "after the bar", "bar 1/2", "between", "bar done"]
     streams = ["stderr", "stderr", "stdout", "stderr", "stdout", "stderr", "stdout", "stderr"]
     assert len(lines) == len(order), lines
@@ -243,8 +288,6 @@ def test_a_rich_live_table_that_keeps_growing_leaves_what_a_terminal_shows(kerne
     """rich's ``Live`` hides the cursor, draws a frame, then moves up a row at a time to redraw it a
     row taller. Before, every stale frame stayed in the log (a table the terminal shows in 14 rows
     left 10 frames of it). The reference is pyte fed the bytes the rank wrote."""
-    import pyte
-
     from notebook_launcher.frontend.views.ansi import strip_ansi
 
     kernel.ok(RICH_LIVE)
@@ -259,9 +302,6 @@ def test_a_rich_live_table_that_keeps_growing_leaves_what_a_terminal_shows(kerne
         timeout=120,
     )
     written, lines = json.loads(result.stdout.split("RESULT ", 1)[1])
-    screen = pyte.Screen(200, 100)
-    screen.set_mode(pyte.modes.LNM)  # a pty turns each line feed into CR LF
-    pyte.Stream(screen).feed(written)
-    terminal = [row.rstrip() for row in screen.display if row.strip()]
+    terminal = terminal_rows(written)
     assert len(terminal) == 14
     assert [strip_ansi(line).rstrip() for line in lines if line.strip()] == terminal
