@@ -4,9 +4,11 @@
 
 This process becomes a child subreaper (Linux), so every process the stage starts stays its
 descendant even when its own parent exits (a kernel's ranks, a daemonised helper). When the
-command returns, or this process is told to stop (SIGTERM from the stage's time limit), it appends
-each descendant still running to LEFTOVER_FILE ("pid command line"), sends it SIGTERM, then
-SIGKILL after a grace period, and exits with the command's code. Processes it did not start (a
+command returns, it gives the descendants ``SETTLE`` seconds to end by themselves (a kernel's
+guardian tidies up for a moment after its kernel is gone: that is not left running); then, or at
+once when this process is told to stop (SIGTERM from the stage's time limit), it appends each
+descendant still running to LEFTOVER_FILE ("pid command line"), sends it SIGTERM, then SIGKILL
+after a grace period, and exits with the command's code. Processes it did not start (a
 person's JupyterLab, another user's pip, a kernel of the same checkout) are never looked at: the
 pass used to kill every new process whose command line named the checkout, ipykernel,
 notebook_launcher or pytest.
@@ -23,6 +25,7 @@ import time
 import psutil
 
 GRACE = 5.0  # seconds between SIGTERM and SIGKILL (the stage's time limit allows 10 more)
+SETTLE = 10.0  # seconds descendants of a stage that returned have to end by themselves
 
 
 def become_subreaper() -> None:
@@ -46,9 +49,18 @@ def _command_line(process: psutil.Process) -> str:
         return "?"
 
 
-def end_descendants(leftover_file: str) -> None:
-    """Record, then end, every descendant still running (zombies are only reaped)."""
-    running = [p for p in _descendants() if _status(p) not in (psutil.STATUS_ZOMBIE, None)]
+def _running() -> list[psutil.Process]:
+    return [p for p in _descendants() if _status(p) not in (psutil.STATUS_ZOMBIE, None)]
+
+
+def end_descendants(leftover_file: str, settle: float = 0.0, stopped: list[float] | None = None) -> None:
+    """Record, then end, every descendant still running after ``settle`` seconds in which it may end
+    by itself (cut short once ``stopped`` is not empty); zombies are only reaped."""
+    deadline = time.monotonic() + settle
+    running = _running()
+    while running and time.monotonic() < deadline and not stopped:
+        psutil.wait_procs(running, timeout=0.2)
+        running = _running()  # and any started meanwhile
     if running:
         with open(leftover_file, "a") as file:
             for process in running:
@@ -86,7 +98,8 @@ def main(argv: list[str]) -> int:
 
     def stop(signum, frame):  # the stage ran past its limit: end the command first, then the rest
         stopped.append(time.monotonic())
-        _signal(psutil.Process(child.pid), signal.SIGTERM)
+        if child.returncode is None:
+            child.terminate()
 
     signal.signal(signal.SIGTERM, stop)
     try:
@@ -98,7 +111,7 @@ def main(argv: list[str]) -> int:
                 if stopped and time.monotonic() - stopped[0] > GRACE:  # it ignores SIGTERM
                     child.kill()
     finally:
-        end_descendants(leftover_file)
+        end_descendants(leftover_file, settle=SETTLE, stopped=stopped)
     return code
 
 

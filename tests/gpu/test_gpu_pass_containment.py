@@ -74,3 +74,14 @@ def test_a_stage_has_what_it_left_running_recorded_and_ended_and_its_exit_code_k
     finally:
         stranger.kill()
         stranger.wait()
+
+
+def test_a_descendant_that_ends_by_itself_soon_after_its_stage_is_not_left_running(tmp_path):
+    """A kernel's guardian tidies up (its ranks' cgroups, compile caches) for a moment after its
+    kernel is gone, and under load that moment outlasted the stage: the dry pass then failed with
+    the guardian "left running". A descendant that ends within ``SETTLE`` is not recorded."""
+    leftover, pids = tmp_path / "leftover.txt", tmp_path / "pids"
+    script = f"(setsid sleep 2 & echo $! > {pids}); exit 0"
+    done = subprocess.run([sys.executable, str(CONTAINED), str(leftover), "--", "bash", "-c", script], timeout=60)
+    assert done.returncode == 0
+    assert pids.read_text().strip() and not (leftover.exists() and leftover.read_text())
