@@ -8,12 +8,12 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from .backends import get_backend
+from .choices import STRAGGLER_TIMEOUT
 from .frontend.picker import device_picker
 from .frontend.settings import kernel_settings, set_defaults
 from .frontend.views import select_view
 from .launching.handle import Launch, last_launch
 from .launching.plan import make_plan
-from .launching.watchdog import STRAGGLER_TIMEOUT
 
 __all__ = ["notebook_launcher", "launch", "plan_launch", "start_launch"]
 

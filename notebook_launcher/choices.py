@@ -17,6 +17,9 @@ from collections.abc import Sequence
 from typing import Any, Literal, get_args
 
 __all__ = [
+    "FLUSH_INTERVAL",
+    "STRAGGLER_TIMEOUT",
+    "is_int",
     "START_METHODS",
     "MIXED_PRECISIONS",
     "DEVICES",
@@ -33,10 +36,23 @@ MIXED_PRECISIONS = ("no", "fp16", "bf16")
 DEVICES = ("auto", "cpu", "cuda", "xla", "tpu")
 DISPLAYS = ("auto", "widget", "text", "none")
 
+FLUSH_INTERVAL = 0.05  # seconds between a rank's output flushes (NOTEBOOK_LAUNCHER_FLUSH_INTERVAL overrides it)
+STRAGGLER_TIMEOUT = 300.0  # the default: long enough for a main-process-only save or evaluation
+
 RankStatus = Literal["starting", "running", "done", "failed", "stopped"]
 LaunchStatus = Literal["starting", "running", "succeeded", "failed", "stopped"]
 RANK_STATUSES: tuple[RankStatus, ...] = get_args(RankStatus)
 LAUNCH_STATUSES: tuple[LaunchStatus, ...] = get_args(LaunchStatus)
+
+
+def is_int(value: Any) -> bool:
+    """Whether ``value`` is an int and not a bool (``True`` is no count of processes).
+
+    Examples:
+        >>> is_int(2), is_int(True), is_int(2.0)
+        (True, False, False)
+    """
+    return isinstance(value, int) and not isinstance(value, bool)
 
 
 def check_choice(name: str, value: Any, choices: Sequence[Any]) -> None:

@@ -2,7 +2,7 @@
 nvidia-smi, so this process never initialises CUDA), the versions of the packages the pass uses,
 and what a forked child's CUDA does after the parent counted GPUs through the CUDA driver
 (``torch.cuda.is_available()`` without NVML) and through NVML: the premise of the launcher's
-driver check (launching/preflight.py), seen on a real driver.
+driver check (backends/local/preflight.py), seen on a real driver.
 
 Run: python bench/gpu/facts.py
 """

@@ -22,8 +22,8 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
     from ..devices import Device
-    from ..launching.plan import LaunchPlan
     from ..rank.bootstrap import RankSpec
+    from .plans import LaunchPlan
 
 __all__ = [
     "Backend",
@@ -136,7 +136,7 @@ class RankGroup(Protocol):
         """Start one carrier (a process, an actor) for the ranks ``specs`` describe."""
 
     def waitables(self) -> list[Any]:
-        """What to wait on (``launching.readiness.wait_readable``) for news from the live ranks."""
+        """What to wait on (``wire.readiness.wait_readable``) for news from the live ranks."""
 
     def read(self, ready: list[Any], sink: RankSink) -> None:
         """Read what the ``ready`` waitables hold and deliver it to ``sink``."""

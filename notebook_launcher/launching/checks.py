@@ -17,6 +17,8 @@ from __future__ import annotations
 import math
 import os
 
+from ..choices import is_int
+
 __all__ = [
     "MAX_SECONDS",
     "SECRET_VARIABLE",
@@ -125,10 +127,6 @@ def check_flush_interval(default):
             f" unset it for the default ({default})"
         )
     return seconds
-
-
-def is_int(value):
-    return isinstance(value, int) and not isinstance(value, bool)
 
 
 def check_port_number(use_port):

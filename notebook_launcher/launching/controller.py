@@ -36,9 +36,9 @@ import enum
 from collections.abc import Callable
 from typing import Any
 
+from ..backends.plans import FaultPolicy
 from ..errors import LaunchError, LaunchStalled, LaunchTimeout, WorkerError, add_note, describe_exit, lost_a_peer
 from .commands import AskStacks, Clock, Command, FakeClock, Kill, ShowStatus, TellOtherNodes, Terminate
-from .plan import FaultPolicy
 from .record import LaunchRecord
 from .watchdog import Watchdog
 

@@ -36,7 +36,7 @@ from .supervisor import Supervisor
 
 if TYPE_CHECKING:
     from ..backends.base import Place, Starter
-    from .plan import LaunchPlan
+    from ..backends.plans import LaunchPlan
     from .stacks import Stacks
 
 __all__ = ["Launch", "active_launches", "observe_launches", "find_launch", "last_launch"]

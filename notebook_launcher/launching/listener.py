@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 from ..wire.events import Metric, Output, Reply, Status
 
 if TYPE_CHECKING:
-    from .plan import LaunchPlan
+    from ..backends.plans import LaunchPlan
 
 __all__ = [
     "LaunchListener",

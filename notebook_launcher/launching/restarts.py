@@ -2,7 +2,7 @@
 says of the attempts before it. Pure rules, tested alone.
 
 Examples:
-    >>> from notebook_launcher.launching.plan import FaultPolicy
+    >>> from notebook_launcher.backends.plans import FaultPolicy
     >>> may_restart(FaultPolicy(max_restarts=1), ValueError("x"), attempt=0, started=0.0, now=5.0)
     True
     >>> may_restart(FaultPolicy(max_restarts=1), ValueError("x"), attempt=1, started=0.0, now=5.0)
@@ -11,8 +11,8 @@ Examples:
 
 from __future__ import annotations
 
+from ..backends.plans import FaultPolicy
 from ..errors import LaunchTimeout
-from .plan import FaultPolicy
 
 __all__ = ["may_restart", "restart_delay", "attempts_note"]
 
@@ -33,7 +33,7 @@ def restart_delay(faults: FaultPolicy, attempt: int, started: float, now: float)
     with ``max_restarts=100`` restarted 16 times a second, busying the machine and flooding the log.
 
     Examples:
-        >>> from notebook_launcher.launching.plan import FaultPolicy
+        >>> from notebook_launcher.backends.plans import FaultPolicy
         >>> [restart_delay(FaultPolicy(max_restarts=9), n, started=0.0, now=0.0) for n in range(7)]
         [0.0, 0.5, 1.0, 2.0, 4.0, 8.0, 8.0]
         >>> restart_delay(FaultPolicy(max_restarts=9, timeout=10.0), 4, started=0.0, now=9.0)

@@ -41,15 +41,15 @@ from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
 from ..backends.base import RankGroup, Starter
+from ..backends.plans import LaunchPlan
 from ..interrupt_routing import history_thread_born_deaf
 from ..rank.bootstrap import RankSpec
 from ..wire import rebuild_exception
 from ..wire.events import Display, Failure, Malformed, Metric, Output, Reply, Result, Stacks, Status, decode_event
+from ..wire.readiness import wait_readable
 from ..wire.shared_tensors import new_prefix, remove_leftovers, sweep_dead_kernels
 from .controller import STACKS_WAIT, AskStacks, Command, Controller, Kill, Phase, ShowStatus, TellOtherNodes, Terminate
 from .listener import LaunchListener, LiveLine, Shown
-from .plan import LaunchPlan
-from .readiness import wait_readable
 from .record import LaunchRecord
 from .threads import run_in_thread
 from .unpickler import Unpickler
@@ -205,6 +205,7 @@ class Supervisor:
 
     def _spec(self, local: int, node_rank: int) -> RankSpec:
         plan = self._plan
+        assert self.master_port is not None  # chosen before any rank starts
         return RankSpec(
             plan.global_rank(local, node_rank),
             local,

@@ -24,9 +24,6 @@ from __future__ import annotations
 __all__ = ["Watchdog"]
 
 
-STRAGGLER_TIMEOUT = 300.0  # the default: long enough for a main-process-only save or evaluation
-
-
 class Watchdog:
     def __init__(
         self,

@@ -44,6 +44,7 @@ import threading
 import time
 from typing import Any
 
+from ..choices import FLUSH_INTERVAL
 from ..wire import SIGNAL_SENDER_MARK, STACKS_SIGNAL
 from .descendants import PRCTL
 from .ordered_output import RankStreams
@@ -58,7 +59,6 @@ __all__ = [
     "wait_until_read",
 ]
 
-FLUSH_INTERVAL = 0.05  # seconds between flushes (NOTEBOOK_LAUNCHER_FLUSH_INTERVAL overrides it)
 OUTPUT_THREAD = "rank-output"  # the output thread's name (as the system shows it: /proc/<pid>/task/*/comm)
 _PR_SET_NAME = 15
 

@@ -142,7 +142,7 @@ PROBE = r"""
 import ctypes, sys
 import torch
 from notebook_launcher.devices.probe import cuda_driver_started
-from notebook_launcher.launching.preflight import fork_hazards
+from notebook_launcher.backends.local.preflight import fork_hazards
 before = cuda_driver_started()
 ctypes.CDLL(sys.argv[1])  # loaded under its soname, libcuda.so.1, as libcudart loads the real one
 torch.version.cuda = "12.8"  # a CUDA build of torch (this one is CPU-only)

@@ -9,6 +9,7 @@ import pickle
 
 import pytest
 
+from notebook_launcher.backends.plans import FaultPolicy
 from notebook_launcher.errors import LaunchError, LaunchStalled, LaunchTimeout, WorkerError
 from notebook_launcher.launching.controller import (
     COLLATERAL_WAIT,
@@ -24,7 +25,6 @@ from notebook_launcher.launching.controller import (
     TellOtherNodes,
     Terminate,
 )
-from notebook_launcher.launching.plan import FaultPolicy
 from notebook_launcher.launching.record import LaunchRecord
 
 STACK = {"pid": 7, "threads": [{"name": "MainThread", "main": True, "frames": [["train.py", 3, "train", "barrier()"]]}]}

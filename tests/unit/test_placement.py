@@ -4,7 +4,7 @@ import pytest
 
 from notebook_launcher.devices import CpuDevice, CudaDevice, XlaDevice
 from notebook_launcher.launching.checks import check_port_number
-from notebook_launcher.launching.environment import rank_environment, threads_per_rank
+from notebook_launcher.wire.environment import rank_environment, threads_per_rank
 
 
 def test_rank_environment_for_second_node(monkeypatch):

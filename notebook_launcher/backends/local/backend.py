@@ -15,14 +15,14 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from ...choices import is_int
 from ...devices import Device, select_device
-from ...launching.checks import is_int
-from ...launching.preflight import fork_hazards
 from ..base import Placement, PlacementRequest, StatusListener
+from .preflight import fork_hazards
 
 if TYPE_CHECKING:
-    from ...launching.plan import LaunchPlan
     from ..base import Starter
+    from ..plans import LaunchPlan
 
 __all__ = ["LocalBackend", "LocalOptions", "resolve_num_processes"]
 

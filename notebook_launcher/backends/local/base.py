@@ -12,8 +12,8 @@ from ...compiling import compile_environment
 from ..base import Meeting, RankGroup
 
 if TYPE_CHECKING:
-    from ...launching.plan import LaunchPlan
     from ...rank.bootstrap import RankPipes, RankSpec
+    from ..plans import LaunchPlan
 
 __all__ = ["ProcessStarter", "StartedProcess"]
 

@@ -32,7 +32,7 @@ import traceback
 from collections.abc import Callable
 from typing import Any
 
-from ...launching.readiness import wait_readable
+from ...wire.readiness import wait_readable
 from .base import StartedProcess, _open_pidfd
 
 __all__ = ["fork_process", "ForkedProcess"]

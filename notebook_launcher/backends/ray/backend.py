@@ -18,8 +18,8 @@ from ..base import Placement, PlacementRequest, StatusListener
 from .options import ClusterPlan, check_cluster, cluster_ranks
 
 if TYPE_CHECKING:
-    from ...launching.plan import LaunchPlan
     from ..base import Starter
+    from ..plans import LaunchPlan
 
 __all__ = ["RayBackend"]
 

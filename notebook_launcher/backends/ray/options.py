@@ -18,7 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from ...launching.checks import is_int
+from ...choices import is_int
 
 if TYPE_CHECKING:
     from ...devices import Device

@@ -12,13 +12,13 @@ from __future__ import annotations
 
 import sys
 
-from ..devices import cuda_init_site
-from ..devices.probe import cuda_driver_started
+from ...devices import cuda_init_site
+from ...devices.probe import cuda_driver_started
 
 __all__ = ["fork_hazards", "cuda_hazard", "cuda_driver_hazard", "process_group_hazard", "xla_hazard"]
 
 
-def cuda_hazard():
+def cuda_hazard() -> str | None:
     """CUDA initialized in the kernel: a forked child cannot use it ("Cannot re-initialize CUDA")."""
     torch = sys.modules.get("torch")
     if torch is None or not torch.cuda.is_initialized():
@@ -28,7 +28,7 @@ def cuda_hazard():
     return f"CUDA was initialized in this kernel{where}"
 
 
-def cuda_driver_hazard():
+def cuda_driver_hazard() -> str | None:
     """The CUDA driver started in the kernel without CUDA being initialized there (what
     ``torch.cuda.is_available()`` does when it does not count through NVML, or a library that
     starts the driver itself): a forked child's CUDA then fails ("initialization error")."""
@@ -45,7 +45,7 @@ def cuda_driver_hazard():
     return f"the CUDA driver was started in this kernel{where}; forked ranks could not use CUDA"
 
 
-def process_group_hazard():
+def process_group_hazard() -> str | None:
     """A torch.distributed process group in the kernel would be copied, half-working, into each rank."""
     dist = sys.modules.get("torch.distributed")
     if dist is None or not dist.is_available() or not dist.is_initialized():
@@ -53,7 +53,7 @@ def process_group_hazard():
     return "a torch.distributed process group is initialized in this kernel (call destroy_process_group() first)"
 
 
-def xla_hazard():
+def xla_hazard() -> str | None:
     """The XLA runtime started in the kernel (an XLA device or tensor was made there): forks cannot use it."""
     torch_xla = sys.modules.get("torch_xla")
     runtime = getattr(torch_xla, "_XLAC", None)
@@ -68,6 +68,6 @@ def xla_hazard():
 _CHECKS = (cuda_hazard, cuda_driver_hazard, process_group_hazard, xla_hazard)
 
 
-def fork_hazards():
+def fork_hazards() -> list[str]:
     """Every reason the kernel cannot be forked safely right now, as sentences; empty when safe."""
     return [reason for reason in (check() for check in _CHECKS) if reason]
