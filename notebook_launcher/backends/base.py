@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
     from ..devices import Device
-    from ..rank.bootstrap import RankSpec
+    from ..wire.spec import RankSpec
     from .plans import LaunchPlan
 
 __all__ = [

@@ -43,11 +43,11 @@ from typing import Any, TypeVar
 from ..backends.base import RankGroup, Starter
 from ..backends.plans import LaunchPlan
 from ..interrupt_routing import history_thread_born_deaf
-from ..rank.bootstrap import RankSpec
 from ..wire import rebuild_exception
 from ..wire.events import Display, Failure, Malformed, Metric, Output, Reply, Result, Stacks, Status, decode_event
 from ..wire.readiness import wait_readable
 from ..wire.shared_tensors import new_prefix, remove_leftovers, sweep_dead_kernels
+from ..wire.spec import RankSpec
 from .controller import STACKS_WAIT, AskStacks, Command, Controller, Kill, Phase, ShowStatus, TellOtherNodes, Terminate
 from .listener import LaunchListener, LiveLine, Shown
 from .record import LaunchRecord

@@ -26,7 +26,6 @@ import signal
 import sys
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import Any
 
 from ..compiling.serial import compile_one_at_a_time
@@ -42,7 +41,8 @@ from ..wire import (
     set_rank_channel,
     set_tensor_prefix,
 )
-from .capture import FLUSH_INTERVAL, Capture, flush_output
+from ..wire.spec import RankPipes, RankSpec
+from .capture import Capture, flush_output
 from .containers import join as join_cgroup
 from .descendants import PRCTL, become_subreaper, end_descendants
 from .marked import mark_rank
@@ -55,36 +55,6 @@ __all__ = ["RankSpec", "RankPipes", "run_rank_process", "prepare_process", "run_
 _PR_SET_PDEATHSIG = 1
 DESCENDANTS_GRACE = 1.0  # seconds the rank's own processes get to end after SIGTERM once it is done
 _SIGKILL = int(signal.SIGKILL)
-
-
-@dataclass(frozen=True)
-class RankSpec:
-    """Who a rank is: its global and local rank, its environment, the kernel's pid and its thread budget."""
-
-    rank: int
-    local_rank: int
-    env: dict
-    parent_pid: int
-    threads: int
-    tensor_prefix: str | None = None  # where large returned tensors go (``wire.shared_tensors``)
-    launcher_pid: int = 0  # the kernel that launched it (the parent may be a start server)
-    flush_interval: float = FLUSH_INTERVAL  # seconds between output flushes (the kernel's setting)
-    cgroup: str | None = None  # the cgroup the rank moves into first (``rank.containers``), if any
-    # ``env`` as the byte strings ``os.environ`` keeps on POSIX, encoded where the spec is made (a
-    # forked rank pays a copied page for each object it makes)
-    encoded_env: tuple = field(init=False, repr=False, compare=False)
-
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "encoded_env", _encoded(self.env))
-
-
-@dataclass(frozen=True)
-class RankPipes:
-    """A rank process's ends of its three pipes, as file descriptors in that process."""
-
-    events: int
-    stdout: int
-    stderr: int
 
 
 def run_rank_process(spec: RankSpec, pipes: RankPipes, load_payload: Callable[[], tuple[Callable, tuple]]) -> int:
@@ -221,7 +191,8 @@ def apply_environment(env: dict, encoded: tuple = ()) -> None:
     byte strings, made before the fork, set directly on POSIX (a third fewer page copies).
 
     Examples:
-        >>> apply_environment({"EXAMPLE_RANK": "3"}, _encoded({"EXAMPLE_RANK": "3"}))
+        >>> from notebook_launcher.wire.spec import encoded_environment
+        >>> apply_environment({"EXAMPLE_RANK": "3"}, encoded_environment({"EXAMPLE_RANK": "3"}))
         >>> os.environ["EXAMPLE_RANK"], os.environb[b"EXAMPLE_RANK"]
         ('3', b'3')
         >>> del os.environ["EXAMPLE_RANK"]
@@ -233,13 +204,6 @@ def apply_environment(env: dict, encoded: tuple = ()) -> None:
     for key, value in encoded:
         os.putenv(key, value)
     data.update(encoded)
-
-
-def _encoded(env: dict) -> tuple:
-    """``env`` as the (key, value) byte strings ``os.environ`` holds on POSIX; () elsewhere."""
-    if os.name != "posix":
-        return ()
-    return tuple((os.fsencode(key), os.fsencode(value)) for key, value in env.items())
 
 
 def die_with_parent(parent_pid: int) -> None:

@@ -12,7 +12,7 @@ from ...compiling import compile_environment
 from ..base import Meeting, RankGroup
 
 if TYPE_CHECKING:
-    from ...rank.bootstrap import RankPipes, RankSpec
+    from ...wire.spec import RankPipes, RankSpec
     from ..plans import LaunchPlan
 
 __all__ = ["ProcessStarter", "StartedProcess"]

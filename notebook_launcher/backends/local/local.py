@@ -36,7 +36,7 @@ from .pipes import RankProcess, close_pipes, make_pipes
 from .reaper import Reaper, end_group
 
 if TYPE_CHECKING:
-    from ...rank.bootstrap import RankPipes, RankSpec
+    from ...wire.spec import RankPipes, RankSpec
 
 __all__ = ["LocalRankGroup"]
 

@@ -20,9 +20,9 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from ...rank.bootstrap import RankPipes
 from ...wire import DISPLAY, OUTPUT, REPLY, FrameReader, LineReader
 from ...wire.events import output_parts
+from ...wire.spec import RankPipes
 from ..base import RankSink
 from .base import StartedProcess
 

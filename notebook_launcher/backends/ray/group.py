@@ -25,8 +25,8 @@ from collections.abc import Sequence
 from multiprocessing.connection import wait
 from typing import Any
 
-from ...rank.bootstrap import RankSpec
 from ...wire import SIGNAL_SENDER_MARK, STACKS_SIGNAL
+from ...wire.spec import RankSpec
 from ..base import RankSink
 from ..local.piped_group import PipedRankGroup
 from ..local.pipes import RankProcess, make_pipes

@@ -18,7 +18,7 @@ import dataclasses
 from collections.abc import Callable
 from typing import Any
 
-from ...rank.bootstrap import RankSpec
+from ...wire.spec import RankSpec
 from ..base import Place
 from ..local.spawn import payload_file_bytes
 from .connect import connect
