@@ -11,13 +11,13 @@ what the starter makes:
   ``waitables()``, lets it ``read()`` what is ready into a ``RankSink``, and carries the
   controller's commands out on it (``ask_stacks``, ``terminate``, ``kill``).
 
-Nothing here imports a backend; ``backends.registry`` finds them by name.
+Nothing here imports a backend; the registry in ``backends`` (its ``__init__``) finds them by name.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
@@ -65,14 +65,13 @@ class Placement:
     start_method: str
     notices: tuple[str, ...] = ()  # one-line messages for the user ("auto" chose spawn, ...)
     stall_hint: str | None = None  # the likely cause of a stall on this device, for LaunchStalled
-    extra: Mapping[str, Any] = field(default_factory=dict)
 
 
 StatusListener = Callable[[str, Any], None]  # (the sidebar section's name, its new value)
 
 
 class Backend(Protocol):
-    """One place ranks can run, registered by name (``backends.registry``).
+    """One place ranks can run, registered by name (``register_backend``, in ``backends``).
 
     ``launch(..., cluster=name)`` (or ``"name://address"``) picks it; ``cluster=None`` is "local".
     Its keywords (``option_names``) are passed through ``launch`` untouched, so a new backend adds
