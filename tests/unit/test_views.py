@@ -54,6 +54,24 @@ def _records(rows):
     return [{"rank": r, "step": s, "values": v, **({"attempt": a} if a else {})} for r, s, v, a in rows]
 
 
+def test_a_long_runs_step_ticks_read_as_people_write_them_and_the_last_stays_in_the_chart():
+    """Before, a run of 12,400 steps was labelled "1e+03", "2.5e+03" ... and its last label, centred
+    on the plot's right edge, ran past the chart and was cut off."""
+    from notebook_launcher.frontend.views.charts import CHAR_WIDTH, metrics_html, series_by_key
+
+    long_run = series_by_key(_records([(0, s, {"loss": 1.0 + (s % 7)}, 0) for s in range(0, 12_401, 100)]))
+    for chart in (metrics_html(long_run, width=360), _drawn(metrics_html(long_run, width=360, as_image=True))):
+        ticks = re.findall(r'<text x="([0-9.]+)"[^>]*text-anchor="middle">([^<]+)</text>', chart)
+        assert [label for _, label in ticks] == ["0", "2.5k", "5k", "7.5k", "10k", "12.5k"]
+        x, label = ticks[-1]
+        assert float(x) + CHAR_WIDTH * len(label) / 2 <= 360
+        assert "e+" not in chart
+
+
+def _drawn(image_html):
+    return base64.b64decode(re.search(r'src="data:image/svg\+xml;base64,([^"]+)"', image_html).group(1)).decode()
+
+
 def test_charts_have_ticks_grids_log_scales_attempts_and_matching_captions():
     from notebook_launcher.frontend.views.charts import metrics_html, series_by_key
 

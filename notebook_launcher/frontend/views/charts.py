@@ -28,6 +28,8 @@ Examples:
     True
     >>> nice_ticks(0.0, 0.93)
     [0.0, 0.2, 0.4, 0.6, 0.8, 1.0]
+    >>> [tick_label(step) for step in nice_ticks(0, 12_400, whole=True)]
+    ['0', '2.5k', '5k', '7.5k', '10k', '12.5k']
 """
 
 from __future__ import annotations
@@ -41,7 +43,7 @@ from dataclasses import dataclass
 
 from .palette import rank_line
 
-__all__ = ["series_by_key", "metrics_html", "nice_ticks", "smoothed", "SMOOTHING_ENV"]
+__all__ = ["series_by_key", "metrics_html", "nice_ticks", "tick_label", "smoothed", "SMOOTHING_ENV"]
 
 SMOOTHING_ENV = "NOTEBOOK_LAUNCHER_CHART_SMOOTHING"
 DEFAULT_SMOOTHING = 0.6  # TensorBoard's
@@ -155,6 +157,24 @@ def _label(value: float) -> str:
     return f"{value:.3g}"
 
 
+_THOUSANDS = ((1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k"))
+CHAR_WIDTH = 6.0  # px a tick label's character takes at the charts' font size, at most (10 px sans-serif)
+
+
+def tick_label(value: float) -> str:
+    """A tick's number as people write it on an axis: 1k, 2.5k, 1.2M for thousands and up (never
+    "1e+03"), else three significant digits.
+
+    Examples:
+        >>> [tick_label(v) for v in (0, 0.25, 300, 1000, 2500, 12_500, 1_500_000, -2000, 1e-5)]
+        ['0', '0.25', '300', '1k', '2.5k', '12.5k', '1.5M', '-2k', '1e-05']
+    """
+    for size, suffix in _THOUSANDS:
+        if abs(value) >= size:
+            return f"{value / size:.3g}{suffix}"
+    return _label(value)
+
+
 class _Axes:
     """Where values and steps fall in the plot, and the ticks of both axes."""
 
@@ -196,12 +216,13 @@ def _svg(lines: list[_Line], axes: _Axes, width: int, height: int, standalone: b
     parts += [f'<line x1="{axes.x(s):.1f}" y1="{axes.top}" x2="{axes.x(s):.1f}" y2="{bottom}"/>' for s in axes.x_ticks]
     parts.append(f'</g><g fill="{ink}" font-size="10" font-family="sans-serif">')
     parts += [
-        f'<text x="{axes.left - 4}" y="{axes.y(v) + 3.5:.1f}" text-anchor="end">{_label(v)}</text>'
+        f'<text x="{axes.left - 4}" y="{axes.y(v) + 3.5:.1f}" text-anchor="end">{tick_label(v)}</text>'
         for v in axes.y_ticks
     ]
-    parts += [
-        f'<text x="{axes.x(s):.1f}" y="{height - 6}" text-anchor="middle">{_label(s)}</text>' for s in axes.x_ticks
-    ]
+    for step in axes.x_ticks:
+        label = tick_label(step)
+        x = min(axes.x(step), width - 1 - CHAR_WIDTH * len(label) / 2)  # the last label inside the chart
+        parts.append(f'<text x="{x:.1f}" y="{height - 6}" text-anchor="middle">{label}</text>')
     parts.append("</g>")
     weight = _smoothing()
     for line in lines:
