@@ -57,3 +57,18 @@ def test_trainer_cores_public_names_are_the_ones_it_loads():
     assert sorted(trainer_core.__all__) == sorted(["__version__", *trainer_core._PUBLIC])
     for name in trainer_core.__all__:
         assert getattr(trainer_core, name) is not None
+
+
+def test_the_kernel_loads_the_ray_backend_without_its_node_side_actor():
+    """Every kernel loads the built-in backends for the sidebar (``loaded_backends``); the Ray
+    actor's module (``backends.ray.host``, what runs on the nodes) is imported only when a launch
+    makes actors."""
+    code = (
+        "import sys, notebook_launcher.backends as backends\n"
+        "backends.loaded_backends()\n"
+        "ray = 'notebook_launcher.backends.ray.'\n"
+        "print(ray + 'backend' in sys.modules, ray + 'host' in sys.modules)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=240)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["True", "False"]

@@ -30,7 +30,6 @@ from typing import Any
 from ..._version import __version__
 from ...errors import LaunchError
 from .head_watch import lost_reason
-from .host import RankHost
 from .options import ClusterPlan
 from .placement import Layout, Spot
 
@@ -277,6 +276,8 @@ def _create(
         }
         if resources:
             options["resources"] = resources
+        from .host import RankHost  # the node side: imported by the kernel only when it makes actors
+
         actor_class = ray.remote(RankHost)
         for bundle in range(ranks):
             strategy = PlacementGroupSchedulingStrategy(group, placement_group_bundle_index=bundle)
