@@ -44,11 +44,16 @@ def test_importing_trainer_core_loads_nothing_of_the_launcher_and_no_torch():
         "print(json.dumps([sorted(m for m in sys.modules if m.startswith('notebook_launcher')),"
         " 'torch' in sys.modules]))\n"
     )
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=240)
-    assert done.returncode == 0, done.stderr
-    before, after = (json.loads(line) for line in done.stdout.splitlines())
+    before, after = (json.loads(line) for line in _printed_by(code).splitlines())
     assert before == [[], False]  # the package alone: no launcher, no torch
     assert after == [[], True]  # the Accelerator loads torch, still no launcher
+
+
+def _printed_by(code: str) -> str:
+    """What ``code`` prints, run in a fresh interpreter (a clean ``sys.modules``)."""
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=240)
+    assert done.returncode == 0, done.stderr
+    return done.stdout
 
 
 def test_trainer_cores_public_names_are_the_ones_it_loads():
@@ -69,6 +74,4 @@ def test_the_kernel_loads_the_ray_backend_without_its_node_side_actor():
         "ray = 'notebook_launcher.backends.ray.'\n"
         "print(ray + 'backend' in sys.modules, ray + 'host' in sys.modules)\n"
     )
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=240)
-    assert done.returncode == 0, done.stderr
-    assert done.stdout.split() == ["True", "False"]
+    assert _printed_by(code).split() == ["True", "False"]
