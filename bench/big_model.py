@@ -28,31 +28,9 @@ import torch
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, ".."))
+sys.path.insert(0, os.path.join(HERE, "..", "tests"))
 
-MODEL = dedent("""
-    import torch
-
-    class Block(torch.nn.Module):
-        def __init__(self, width):
-            super().__init__()
-            self.norm = torch.nn.LayerNorm(width)
-            self.up = torch.nn.Linear(width, 4 * width)
-            self.down = torch.nn.Linear(4 * width, width)
-
-        def forward(self, x):
-            return x + self.down(torch.nn.functional.gelu(self.up(self.norm(x))))
-
-    class Model(torch.nn.Module):
-        def __init__(self, width=1024, depth=12):
-            super().__init__()
-            self.blocks = torch.nn.ModuleList(Block(width) for _ in range(depth))
-            self.head = torch.nn.Linear(width, 10)
-
-        def forward(self, x):
-            for block in self.blocks:
-                x = block(x)
-            return self.head(x)
-""")
+from big_model_source import MODEL  # noqa: E402  (the model the tests load too)
 
 LOAD = dedent("""
     import json, os, sys, tempfile, time, torch

@@ -12,6 +12,7 @@ from textwrap import dedent
 
 import pytest
 import torch
+from big_model_source import MODEL
 
 from trainer_core.big_modeling import (
     cpu_offload,
@@ -23,31 +24,6 @@ from trainer_core.big_modeling import (
     remove_hook_from_module,
     save_sharded,
 )
-
-MODEL = dedent("""
-    import torch
-
-    class Block(torch.nn.Module):
-        def __init__(self, width):
-            super().__init__()
-            self.norm = torch.nn.LayerNorm(width)
-            self.up = torch.nn.Linear(width, 4 * width)
-            self.down = torch.nn.Linear(4 * width, width)
-
-        def forward(self, x):
-            return x + self.down(torch.nn.functional.gelu(self.up(self.norm(x))))
-
-    class Model(torch.nn.Module):
-        def __init__(self, width=1024, depth=12):     # 12 blocks of 33.6 MB: 403 MB of float32
-            super().__init__()
-            self.blocks = torch.nn.ModuleList(Block(width) for _ in range(depth))
-            self.head = torch.nn.Linear(width, 10)
-
-        def forward(self, x):
-            for block in self.blocks:
-                x = block(x)
-            return self.head(x)
-""")
 
 LOAD = dedent("""
     import ast, json, sys, torch
