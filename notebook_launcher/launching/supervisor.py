@@ -4,7 +4,7 @@ It goes through five phases:
 
 * RENDEZVOUS — the nodes meet and the kernel hosts (or joins) the ranks' store (``rendezvous``;
   the starter's ``Meeting``: on a cluster, rank 0's node hosts it);
-* STARTING — the starter's ``RankGroup`` starts the ranks (local processes: ``backends.local.local``);
+* STARTING — the starter's ``RankGroup`` starts the ranks (local processes: ``backends.local.rank_group``);
 * RUNNING — one loop waits on the group's waitables (and a wake-up pipe for ``stop()`` and
   ``stacks()``, and the meeting's: one node's store starts when the first rank connects); the
   group reads what is ready into this object (a ``RankSink``), which checks each event, hands

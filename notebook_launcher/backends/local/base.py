@@ -54,7 +54,7 @@ def _open_pidfd(pid):
 
 
 class ProcessStarter:
-    """A starter whose ranks are local processes reached through pipes (``backends.local.local``):
+    """A starter whose ranks are local processes reached through pipes (``backends.local.rank_group``):
     subclasses say how one process starts (``start``)."""
 
     name = "process"
@@ -82,7 +82,7 @@ class ProcessStarter:
         raise NotImplementedError
 
     def rank_group(self, plan: LaunchPlan) -> RankGroup:
-        from .local import LocalRankGroup
+        from .rank_group import LocalRankGroup
 
         return LocalRankGroup(lambda specs, pipes: self.start(plan, specs, pipes), plan.grace_period)
 

@@ -33,7 +33,7 @@ __all__ = ["frozen_for_fork"]
 def frozen_for_fork() -> Iterator[None]:
     """Freeze the garbage collector's objects for the fork made inside; unfreeze them after.
 
-    Forks are made one at a time (``backends.local.local``'s start lock), so a freeze in place when this
+    Forks are made one at a time (``backends.local.rank_group``'s start lock), so a freeze in place when this
     starts is someone else's (the kernel's own, or, in a rank, the one it inherited): left alone.
     """
     ours = gc.get_freeze_count() == 0
