@@ -69,7 +69,7 @@ class LaunchPlan:
     run_id: str = ""
     flush_interval: float = FLUSH_INTERVAL  # seconds between a rank's output flushes
     backend: str = "local"  # where the ranks run (``backends``): its registered name
-    options: Any = None  # that backend's checked options (a frozen dataclass, e.g. Ray's ``ClusterPlan``)
+    options: Any = None  # that backend's checked options (a frozen dataclass, e.g. Ray's ``RayOptions``)
 
     @property
     def grace_period(self) -> float:

@@ -4,7 +4,7 @@ The GPU case cannot run here (no GPU); Ray's GPU ids are given as data, which is
 
 from __future__ import annotations
 
-from notebook_launcher.backends.ray.options import ClusterPlan
+from notebook_launcher.backends.ray.options import RayOptions
 from notebook_launcher.backends.ray.placement import Layout, Spot
 
 
@@ -42,7 +42,7 @@ def test_every_rank_of_a_node_sees_the_gpus_of_its_node_in_local_rank_order():
 
 
 def test_a_gpu_per_rank_makes_cuda_ranks_and_the_threads_follow_the_cpus():
-    assert ClusterPlan(resources={"GPU": 1, "CPU": 4}).device == "cuda"
-    assert ClusterPlan(resources={"GPU": 1, "CPU": 4}).cpus == 4
-    assert ClusterPlan(resources={"CPU": 0.5}).cpus == 1
-    assert ClusterPlan().describe(2) == "2 ranks x {'CPU': 1} (PACK)"
+    assert RayOptions(resources={"GPU": 1, "CPU": 4}).device == "cuda"
+    assert RayOptions(resources={"GPU": 1, "CPU": 4}).cpus == 4
+    assert RayOptions(resources={"CPU": 0.5}).cpus == 1
+    assert RayOptions().describe(2) == "2 ranks x {'CPU': 1} (PACK)"

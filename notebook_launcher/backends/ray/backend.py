@@ -15,7 +15,7 @@ from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from ..base import Placement, PlacementRequest, StatusListener
-from .options import ClusterPlan, check_cluster, cluster_ranks
+from .options import RayOptions, check_cluster, cluster_ranks
 
 if TYPE_CHECKING:
     from ..base import Starter
@@ -25,18 +25,18 @@ __all__ = ["RayBackend"]
 
 
 class RayBackend:
-    """Ranks on a Ray cluster; its options are a ``ClusterPlan``."""
+    """Ranks on a Ray cluster; its options are a ``RayOptions``."""
 
     name = "ray"
     option_names: tuple[str, ...] = ("resources_per_rank", "placement_strategy")
 
-    def check_options(self, cluster: str | None, options: Mapping[str, Any]) -> ClusterPlan:
+    def check_options(self, cluster: str | None, options: Mapping[str, Any]) -> RayOptions:
         unknown = [name for name in options if name not in self.option_names]
         if unknown:
             raise TypeError(f"launch() got unexpected keyword arguments: {', '.join(map(repr, unknown))}")
         return check_cluster(cluster, **options)
 
-    def place(self, options: ClusterPlan, request: PlacementRequest) -> Placement:
+    def place(self, options: RayOptions, request: PlacementRequest) -> Placement:
         device, count, method = cluster_ranks(
             options, request.num_processes, request.device, request.start_method, request.num_nodes
         )

@@ -23,13 +23,13 @@ from ...choices import is_int
 if TYPE_CHECKING:
     from ...devices import Device
 
-__all__ = ["ClusterPlan", "check_cluster", "cluster_ranks", "STRATEGIES"]
+__all__ = ["RayOptions", "check_cluster", "cluster_ranks", "STRATEGIES"]
 
 STRATEGIES = ("PACK", "SPREAD", "STRICT_PACK", "STRICT_SPREAD")
 
 
 @dataclass(frozen=True)
-class ClusterPlan:
+class RayOptions:
     """A launch on a Ray cluster: ``address`` None is the cluster ``ray.init()`` finds."""
 
     address: str | None = None
@@ -51,8 +51,8 @@ class ClusterPlan:
         return f"{ranks} rank{'s' if ranks != 1 else ''} x {self.resources} ({self.strategy})"
 
 
-def check_cluster(cluster: Any, resources_per_rank: Any = None, placement_strategy: Any = None) -> ClusterPlan:
-    """The ``ClusterPlan`` of the arguments.
+def check_cluster(cluster: Any, resources_per_rank: Any = None, placement_strategy: Any = None) -> RayOptions:
+    """The ``RayOptions`` of the arguments.
 
     Args:
         cluster: "ray" (the cluster ``ray.init()`` finds: ``RAY_ADDRESS`` or a running head) or
@@ -77,7 +77,7 @@ def check_cluster(cluster: Any, resources_per_rank: Any = None, placement_strate
     strategy = "PACK" if placement_strategy is None else str(placement_strategy).upper()
     if strategy not in STRATEGIES:
         raise ValueError(f"placement_strategy={placement_strategy!r} is not valid; use one of {', '.join(STRATEGIES)}")
-    return ClusterPlan(address, _check_resources(resources_per_rank), strategy)
+    return RayOptions(address, _check_resources(resources_per_rank), strategy)
 
 
 def _check_resources(resources: Any) -> dict:
@@ -99,12 +99,12 @@ def _check_resources(resources: Any) -> dict:
 
 
 def cluster_ranks(
-    plan: ClusterPlan, num_processes: Any, device: str, start_method: str | None, num_nodes: int
+    plan: RayOptions, num_processes: Any, device: str, start_method: str | None, num_nodes: int
 ) -> tuple[Device, int, str]:
     """The device, rank count and start method ("ray") of a cluster launch.
 
     Examples:
-        >>> device, count, method = cluster_ranks(ClusterPlan(), 4, "auto", "auto", 1)
+        >>> device, count, method = cluster_ranks(RayOptions(), 4, "auto", "auto", 1)
         >>> device.name, count, method
         ('cpu', 4, 'ray')
 

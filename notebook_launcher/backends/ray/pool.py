@@ -14,7 +14,7 @@ cluster has when it cannot.
 
 Examples (in a kernel connected to a cluster)::
 
-    pool = acquire(ClusterPlan(), ranks=4, timeout=300, stop_requested=lambda: False, waiting=print)
+    pool = acquire(RayOptions(), ranks=4, timeout=300, stop_requested=lambda: False, waiting=print)
     pool.layout.describe()     # ['node 0 (10.0.0.1): ranks 0-1', 'node 1 (10.0.0.2): ranks 2-3']
     done_with(pool, healthy=True)
 """
@@ -30,7 +30,7 @@ from typing import Any
 from ..._version import __version__
 from ...errors import LaunchError
 from .head_watch import lost_reason
-from .options import ClusterPlan
+from .options import RayOptions
 from .placement import Layout, Spot
 
 __all__ = [
@@ -123,12 +123,12 @@ def _changed() -> None:
             pass
 
 
-def _key(plan: ClusterPlan, ranks: int) -> tuple:
+def _key(plan: RayOptions, ranks: int) -> tuple:
     return (ranks, tuple(sorted(plan.resources.items())), plan.strategy)
 
 
 def acquire(
-    plan: ClusterPlan,
+    plan: RayOptions,
     ranks: int,
     timeout: float,
     stop_requested: Callable[[], bool],
@@ -251,7 +251,7 @@ def pool_info() -> dict | None:
 
 
 def _create(
-    plan: ClusterPlan,
+    plan: RayOptions,
     ranks: int,
     deadline: float,
     timeout: float,
