@@ -65,7 +65,7 @@ def _jupyter_server_extension_points():
 def load_ipython_extension(ipython):
     """``%load_ext notebook_launcher``: register the sidebar's comm target and the ``%dist`` /
     ``%%dist`` magics in this kernel."""
-    from .frontend.comm import register
+    from .frontend.sidebar_comm import register
     from .workers.magics import register as register_magics
 
     register(ipython)

@@ -132,7 +132,7 @@ def test_reloading_the_page_leaves_the_kernel_one_sidebar_to_send_to(lab, browse
     page.keyboard.press("b")
     page.locator(".jp-Cell").last.locator(".cm-content").click()
     page.keyboard.insert_text(
-        "from notebook_launcher.frontend.comm import open_sidebars\nprint('sidebars:', open_sidebars())"
+        "from notebook_launcher.frontend.sidebar_comm import open_sidebars\nprint('sidebars:', open_sidebars())"
     )
     page.keyboard.press("Shift+Enter")
     printed = page.locator(".jp-OutputArea-output", has_text="sidebars: ").first

@@ -215,7 +215,7 @@ def test_a_reloaded_page_replaces_its_earlier_sidebar_even_when_its_close_was_lo
         again = session.open_comm(TARGET, {"type": "get_state", "page": "tab-1"})  # tab 1 reloaded
         assert session.comm_message(first) is None  # the kernel closed the gone page's comm first
         assert session.comm_message(again, lambda d: d["type"] == "state")
-        count = "__import__('notebook_launcher.frontend.comm').frontend.comm.open_sidebars()"
+        count = "__import__('notebook_launcher.frontend.sidebar_comm').frontend.sidebar_comm.open_sidebars()"
         assert session.eval(count) == 2
         session.send_comm(other, {"type": "alive"})
         session.ok("notebook_launcher.set_defaults(num_processes=1)")

@@ -153,7 +153,7 @@ class _RecordingComm:
 
 def test_a_sidebar_that_went_silent_is_closed_instead_of_sent_to_for_ever():
     """Before: every sidebar comm ever opened (each page reload opens one) got every update."""
-    from notebook_launcher.frontend.comm import _SidebarChannel, open_sidebars
+    from notebook_launcher.frontend.sidebar_comm import _SidebarChannel, open_sidebars
 
     now = [0.0]
     before = open_sidebars()
