@@ -1,12 +1,11 @@
 """What the controller asks of the supervisor (its commands), and the clock it reads.
 
 The controller decides (``controller``); the supervisor carries each command out on a rank group.
-A ``FakeClock`` stands in for time in the controller's tests.
+The controller's tests give it a clock that moves only when told (tests/unit/fake_clock.py).
 
 Examples:
-    >>> clock = FakeClock(); clock.now += 1.5
-    >>> clock.monotonic(), ShowStatus(1, "done")
-    (1.5, ShowStatus(rank=1, status='done'))
+    >>> ShowStatus(1, "done")
+    ShowStatus(rank=1, status='done')
 """
 
 from __future__ import annotations
@@ -16,7 +15,7 @@ from typing import Protocol
 
 from ..choices import RankStatus
 
-__all__ = ["Terminate", "Kill", "AskStacks", "TellOtherNodes", "ShowStatus", "Command", "Clock", "FakeClock"]
+__all__ = ["Terminate", "Kill", "AskStacks", "TellOtherNodes", "ShowStatus", "Command", "Clock"]
 
 
 @dataclass(frozen=True)
@@ -58,16 +57,3 @@ class Clock(Protocol):
     def monotonic(self) -> float: ...  # for deadlines
 
     def wall(self) -> float: ...  # for the time a failure is recorded at (the ranks' events carry theirs)
-
-
-class FakeClock:
-    """A clock that moves only when told (``clock.now += 1.5``); the wall clock follows it."""
-
-    def __init__(self, now: float = 0.0) -> None:
-        self.now = now
-
-    def monotonic(self) -> float:
-        return self.now
-
-    def wall(self) -> float:
-        return 1_000_000.0 + self.now

@@ -20,7 +20,11 @@ scripted list of events and a fake clock (tests/unit/test_controller.py):
 
 Examples:
     >>> from notebook_launcher.launching.record import LaunchRecord
-    >>> clock = FakeClock()
+    >>> class Clock:  # time that moves only when told
+    ...     now = 0.0
+    ...     def monotonic(self): return self.now
+    ...     def wall(self): return self.now
+    >>> clock = Clock()
     >>> control = Controller(LaunchRecord(2), grace_period=2.0, clock=clock)
     >>> control.started()
     []
@@ -38,7 +42,7 @@ from typing import Any
 
 from ..backends.plans import FaultPolicy
 from ..errors import LaunchError, LaunchStalled, LaunchTimeout, WorkerError, add_note, describe_exit, lost_a_peer
-from .commands import AskStacks, Clock, Command, FakeClock, Kill, ShowStatus, TellOtherNodes, Terminate
+from .commands import AskStacks, Clock, Command, Kill, ShowStatus, TellOtherNodes, Terminate
 from .record import LaunchRecord
 from .watchdog import Watchdog
 
@@ -52,7 +56,6 @@ __all__ = [
     "TellOtherNodes",
     "ShowStatus",
     "Clock",
-    "FakeClock",
     "COLLATERAL_WAIT",
     "EXIT_AFTER_RESULT",
     "STACKS_WAIT",
@@ -79,7 +82,7 @@ class Controller:
     Args:
         record: the launch's record; the controller writes results, failures, statuses and stacks.
         grace_period: seconds between ``Terminate`` and ``Kill``.
-        clock: ``monotonic()`` and ``wall()``; a ``FakeClock`` in tests.
+        clock: ``monotonic()`` and ``wall()``; a clock moved by hand in tests.
         faults: ``stall_timeout``, ``timeout`` and ``monitor_interval`` (the grace period is passed alone).
         num_nodes: with more than one, the other nodes are watched through ``failure_elsewhere``.
         failure_elsewhere: what another node reported, or None (asked on the health checks and

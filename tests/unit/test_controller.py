@@ -8,6 +8,7 @@ and test_restarts.py.
 import pickle
 
 import pytest
+from fake_clock import FakeClock
 
 from notebook_launcher.backends.plans import FaultPolicy
 from notebook_launcher.errors import LaunchError, LaunchStalled, LaunchTimeout, WorkerError
@@ -18,7 +19,6 @@ from notebook_launcher.launching.controller import (
     UNPICKLE_WAIT,
     AskStacks,
     Controller,
-    FakeClock,
     Kill,
     Phase,
     ShowStatus,
