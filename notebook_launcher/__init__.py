@@ -11,16 +11,11 @@ Importing the package never initializes CUDA: it makes torch count GPUs through 
 recording where CUDA gets initialized, so a fork that cannot work can name the cell that did it.
 """
 
-import os
+import importlib
 
-_NVML_CHECK_SET_HERE = "PYTORCH_NVML_BASED_CUDA_CHECK" not in os.environ
-os.environ.setdefault("PYTORCH_NVML_BASED_CUDA_CHECK", "1")
-
-# after the setting above, which must come before anything could import torch
-import importlib  # noqa: E402
-
-from ._version import __version__  # noqa: E402
-from .devices import cuda_init_site  # noqa: E402
+from . import nvml_check  # noqa: F401  (first: sets the NVML check before anything could import torch)
+from ._version import __version__
+from .devices import cuda_init_site
 
 cuda_init_site.install_when_imported()
 

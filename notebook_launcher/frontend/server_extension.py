@@ -66,9 +66,9 @@ def _sweep(folder: Path) -> None:
 
 
 def _load_jupyter_server_extension(serverapp: Any) -> None:
-    from .. import _NVML_CHECK_SET_HERE
+    from ..nvml_check import SET_HERE
 
-    if _NVML_CHECK_SET_HERE:  # set by importing the package; the server's kernels must not inherit it
+    if SET_HERE:  # set by importing the package; the server's kernels must not inherit it
         os.environ.pop("PYTORCH_NVML_BASED_CUDA_CHECK", None)
     folder = snapshots_folder()
     _sweep(folder)

@@ -1,10 +1,11 @@
 """The import layers hold: the contracts in pyproject.toml's ``[tool.importlinter]``, checked by
 import-linter over the real import graph (indirect imports count). Runs in ``make check``.
 
-The contracts: trainer_core imports nothing of the launcher; the launch core and the front end
-import no backend; backends import neither the launch policy nor the front end; the Ray backend
-builds on the local one and never the other way; the wire and the devices are the bottom layer;
-what runs in a rank imports nothing of the kernel's side.
+The contracts: the launcher's layers (workers, api, front end, launch core, backends, rank, then
+the wire and the devices), each importing only those below it, type-checking imports included;
+trainer_core imports nothing of the launcher; the launch core and the front end import no backend
+package; the Ray backend builds on the local one and never the other way; the compile cache sits
+below the backends and the ranks; FSDP's and DeepSpeed's folders import nothing of each other.
 """
 
 from __future__ import annotations
