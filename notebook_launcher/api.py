@@ -8,11 +8,14 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from .backends import get_backend
+from .backends.base import Starter
+from .backends.plans import LaunchPlan
 from .choices import STRAGGLER_TIMEOUT
 from .frontend.picker import device_picker
 from .frontend.settings import kernel_settings, set_defaults
 from .frontend.views import select_view
 from .launching.handle import Launch, last_launch
+from .launching.listener import LaunchListener
 from .launching.plan import make_plan
 
 __all__ = ["notebook_launcher", "launch", "plan_launch", "start_launch"]
@@ -161,7 +164,15 @@ def launch(
     return start_launch(plan, notices, view, listeners)
 
 
-def plan_launch(function, args, num_processes, *, mixed_precision=None, start_method=None, **options):
+def plan_launch(
+    function: Callable[..., Any],
+    args: tuple | list,
+    num_processes: int | None,
+    *,
+    mixed_precision: str | None = None,
+    start_method: str | None = None,
+    **options: Any,
+) -> tuple[LaunchPlan, list[str]]:
     """The checked ``LaunchPlan`` of a launch, with the kernel's defaults filled in, and its notices.
 
     ``options`` are ``launch``'s other keyword arguments, except ``display``. For code that starts
@@ -184,7 +195,9 @@ def plan_launch(function, args, num_processes, *, mixed_precision=None, start_me
     )
 
 
-def start_launch(plan, notices, view, listeners=()):
+def start_launch(
+    plan: LaunchPlan, notices: Sequence[str], view: LaunchListener, listeners: Sequence[Any] = ()
+) -> Launch:
     """Print ``notices``, start ``plan``'s ranks shown by ``view`` (and told to ``listeners``) and
     return the running ``Launch``."""
     for notice in notices:
@@ -192,7 +205,7 @@ def start_launch(plan, notices, view, listeners=()):
 
     backend = get_backend(plan.backend)
 
-    def make_starter():
+    def make_starter() -> Starter:
         starter = backend.starter(plan)
         starter.prepare(plan)
         return starter

@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import dataclasses
 import os
+from collections.abc import Callable
+from typing import Any
 
 from ..backends import backend_for, check_backend_options
 from ..backends.base import PlacementRequest
@@ -41,34 +43,34 @@ RDZV_BACKENDS = ("static", "c10d")
 
 
 def make_plan(
-    function,
-    args=(),
-    num_processes=None,
+    function: Callable[..., Any],
+    args: tuple | list = (),
+    num_processes: int | None = None,
     *,
-    device="auto",
-    start_method="auto",
-    mixed_precision="no",
-    use_port=None,
-    master_addr="127.0.0.1",
-    node_rank=0,
-    num_nodes=1,
-    grace_period=2.0,
-    default_num_processes=None,
-    rdzv_backend="static",
-    rdzv_endpoint="",
-    rdzv_conf=None,
-    rdzv_id="none",
-    rendezvous_timeout=300.0,
-    max_restarts=0,
-    monitor_interval=0.1,
-    stall_timeout=None,
-    straggler_timeout=STRAGGLER_TIMEOUT,
-    timeout=None,
-    log_line_prefix_template=None,
-    secret=None,
-    cluster=None,
-    **backend_options,
-):
+    device: str = "auto",
+    start_method: str = "auto",
+    mixed_precision: str = "no",
+    use_port: int | str | None = None,
+    master_addr: str = "127.0.0.1",
+    node_rank: int = 0,
+    num_nodes: int = 1,
+    grace_period: float = 2.0,
+    default_num_processes: int | None = None,
+    rdzv_backend: str = "static",
+    rdzv_endpoint: str = "",
+    rdzv_conf: dict | None = None,
+    rdzv_id: str = "none",
+    rendezvous_timeout: float = 300.0,
+    max_restarts: int = 0,
+    monitor_interval: float = 0.1,
+    stall_timeout: float | None = None,
+    straggler_timeout: float | None = STRAGGLER_TIMEOUT,
+    timeout: float | None = None,
+    log_line_prefix_template: str | None = None,
+    secret: str | bytes | None = None,
+    cluster: str | None = None,
+    **backend_options: Any,
+) -> tuple[LaunchPlan, list[str]]:
     """Check the arguments and resolve the defaults.
 
     ``cluster`` names the backend (``backends.backend_for``: None is this machine) and
@@ -91,10 +93,10 @@ def make_plan(
     check_choice("mixed_precision", mixed_precision, MIXED_PRECISIONS)
     check_choice("start_method", start_method, START_METHODS)
     check_choice("rdzv_backend", rdzv_backend, RDZV_BACKENDS)
-    use_port = check_port_number(use_port)
+    port: int | None = check_port_number(use_port)
     check_address("master_addr", master_addr)
     flush_interval = check_flush_interval(FLUSH_INTERVAL)
-    check_nodes(num_nodes, node_rank, use_port, rdzv_backend, rdzv_endpoint)
+    check_nodes(num_nodes, node_rank, port, rdzv_backend, rdzv_endpoint)
     faults = FaultPolicy(
         grace_period=check_seconds("grace_period", grace_period, zero_ok=True),
         max_restarts=check_count("max_restarts", max_restarts),
@@ -111,7 +113,7 @@ def make_plan(
     )
     meeting = RendezvousPlan(
         rdzv_backend,
-        use_port,
+        port,
         check_endpoint(rdzv_endpoint),
         str(rdzv_id),
         conf,
@@ -119,8 +121,8 @@ def make_plan(
         check_secret(secret, num_nodes),
     )
     check_prefix(log_line_prefix_template)
-    if use_port is not None and node_rank == 0 and rdzv_backend == "static":
-        check_port_free(master_addr, use_port)  # said now; the rendezvous binds it when the launch starts
+    if port is not None and node_rank == 0 and rdzv_backend == "static":
+        check_port_free(master_addr, port)  # said now; the rendezvous binds it when the launch starts
     backend = backend_for(cluster)
     options = check_backend_options(backend, cluster, backend_options)
     request = PlacementRequest(num_processes, device, start_method, mixed_precision, num_nodes, default_num_processes)
