@@ -19,13 +19,18 @@ Example (assuming 2 processes, 10 samples, batch_size=4):
 from __future__ import annotations
 
 import math
-from typing import Any
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Any
 
 import torch
 from torch.utils.data import BatchSampler, DataLoader, IterableDataset, RandomSampler, SequentialSampler
 
 from .ops import apply_to_tensors
 from .sharding import ShardedBatchSampler
+
+if TYPE_CHECKING:
+    from .compat.shuffle import SamplerShuffle
+    from .state import DistributedState
 
 __all__ = ["DataState", "PreparedDataLoader", "ShardedBatchSampler"]
 
@@ -38,39 +43,39 @@ class DataState:
     also the Accelerator's ``gradient_state``, under Accelerate's names.
     """
 
-    def __init__(self):
+    def __init__(self) -> None:
         self._running: list[list] = []  # [loader, end_of_dataloader, remainder], innermost last
 
     @property
-    def active_dataloader(self):
+    def active_dataloader(self) -> Any:
         return self._running[-1][0] if self._running else None
 
     @property
-    def end_of_dataloader(self):
+    def end_of_dataloader(self) -> bool:
         return self._running[-1][1] if self._running else False
 
     @property
-    def remainder(self):
+    def remainder(self) -> int | None:
         return self._running[-1][2] if self._running else None
 
     @property
-    def in_dataloader(self):
+    def in_dataloader(self) -> bool:
         return bool(self._running)
 
-    def begin(self, loader):
+    def begin(self, loader: Any) -> None:
         self._running.append([loader, False, None])
 
-    def at_step(self, last, remainder):
+    def at_step(self, last: bool, remainder: int | None) -> None:
         if self._running:
             self._running[-1][1:] = [last, remainder if last else None]
 
-    def end(self, loader):
+    def end(self, loader: Any) -> None:
         for index in range(len(self._running) - 1, -1, -1):
             if self._running[index][0] is loader:
                 del self._running[index]
                 return
 
-    def reset(self):
+    def reset(self) -> None:
         self._running.clear()
 
 
@@ -86,14 +91,14 @@ class PreparedDataLoader(DataLoader):
 
     def __init__(
         self,
-        loader,
-        state,
-        data_state,
-        seed,
-        split_batches=False,
-        even_batches=True,
-        shuffle=None,
-    ):
+        loader: DataLoader,
+        state: DistributedState,
+        data_state: DataState,
+        seed: int,
+        split_batches: bool = False,
+        even_batches: bool = True,
+        shuffle: SamplerShuffle | None = None,
+    ) -> None:
         self.base = loader
         self._state = state
         self._data_state = data_state
@@ -111,37 +116,37 @@ class PreparedDataLoader(DataLoader):
         sharded = _rebuild(loader, self._sampler) if self._sampler is not None else loader
         self._loader = state.backend.device_loader(sharded, state.device)
 
-    def __getattr__(self, name):
+    def __getattr__(self, name: str) -> Any:
         if name == "base":  # not set yet (or unpickling): no loader to ask
             raise AttributeError(name)
         return getattr(self.base, name)
 
     @property
-    def dataset(self):  # type: ignore[override]  # the wrapped one's
+    def dataset(self) -> Any:  # type: ignore[override]  # the wrapped one's
         return self.base.dataset
 
     @property
-    def batch_sampler(self):  # type: ignore[override]  # the wrapped one's
+    def batch_sampler(self) -> Any:  # type: ignore[override]  # the wrapped one's
         """This rank's batch sampler (``even_batches`` can be changed on it), or the loader's own."""
         return self._sampler if self._sampler is not None else self.base.batch_sampler
 
     @property
-    def batch_size(self):  # type: ignore[override]  # the wrapped one's
+    def batch_size(self) -> int | None:  # type: ignore[override]  # the wrapped one's
         return self.base.batch_size
 
-    def set_epoch(self, epoch):
+    def set_epoch(self, epoch: int) -> None:
         self.epoch = epoch
 
-    def skip(self, num_batches):
+    def skip(self, num_batches: int) -> _SkipFirst:
         """This loader, starting ``num_batches`` into its next epoch (``Accelerator.skip_first_batches``)."""
         return _SkipFirst(self, num_batches)
 
-    def __len__(self):
+    def __len__(self) -> int:
         if self._sampler is not None:
             return len(self._sampler)
         return math.ceil(len(self.base) / self._state.num_processes)
 
-    def state_dict(self):
+    def state_dict(self) -> dict[str, Any]:
         """Where this loader is: its epoch, the batches it has handed out in it, and the shuffle's
         generator state the epoch's order came from (``compat.shuffle``; None without one).
 
@@ -152,18 +157,18 @@ class PreparedDataLoader(DataLoader):
         shuffle = None if self._shuffle is None else self._shuffle.state_dict()
         return {"epoch": self.epoch, "yielded": self._yielded, "shuffle": None if shuffle is None else shuffle.tolist()}
 
-    def load_state_dict(self, state):
+    def load_state_dict(self, state: dict[str, Any]) -> None:
         """The next pass resumes where ``state`` was: that epoch, after the batches already handed out."""
         self.epoch = int(state["epoch"])
         self._skip = int(state["yielded"])
         self.load_shuffle(state)
 
-    def load_shuffle(self, state):
+    def load_shuffle(self, state: dict[str, Any]) -> None:
         """The next epoch's order starts from the shuffle state in ``state`` (a ``state_dict``)."""
         if self._shuffle is not None and state.get("shuffle") is not None:
             self._shuffle.load_state_dict(torch.tensor(state["shuffle"], dtype=torch.uint8))
 
-    def __iter__(self):
+    def __iter__(self) -> Iterator[Any]:  # type: ignore[override]  # a generator, not a DataLoader iterator
         self._start_epoch()
         device = self._state.device
         self._yielded = self._skip
@@ -178,12 +183,12 @@ class PreparedDataLoader(DataLoader):
         if self._shuffle is not None:
             self._shuffle.end_epoch()
 
-    def _steps(self, batches, device):
+    def _steps(self, batches: Iterator[tuple[Any, int | None]], device: Any) -> Iterator[Any]:
         try:
-            current = next(batches)
+            current: tuple[Any, int | None] | None = next(batches)
         except StopIteration:
             return
-        while True:
+        while current is not None:
             try:
                 following, last = next(batches), False
             except StopIteration:
@@ -196,7 +201,7 @@ class PreparedDataLoader(DataLoader):
                 break
             current = following
 
-    def _start_epoch(self):
+    def _start_epoch(self) -> None:
         for sampler in self._synced:
             sampler.generator = torch.Generator().manual_seed(self._seed + self.epoch)
         if self._sampler is not None:
@@ -206,7 +211,7 @@ class PreparedDataLoader(DataLoader):
             if hasattr(owner, "set_epoch"):
                 owner.set_epoch(self.epoch)
 
-    def _batches(self):
+    def _batches(self) -> Iterator[tuple[Any, int | None]]:
         """(batch, real samples in this global step) pairs of this rank."""
         skip, self._skip = self._skip, 0
         if self._sampler is not None:
@@ -224,24 +229,24 @@ class PreparedDataLoader(DataLoader):
 class _SkipFirst:
     """A prepared loader whose next epoch starts ``num_batches`` in; everything else is the loader's."""
 
-    def __init__(self, loader, num_batches):
+    def __init__(self, loader: PreparedDataLoader, num_batches: int) -> None:
         if not isinstance(num_batches, int) or num_batches < 0:
             raise ValueError(f"num_batches must be an int >= 0, got {num_batches!r}")
         self._loader = loader
         self.num_batches = num_batches
 
-    def __len__(self):
+    def __len__(self) -> int:
         return max(0, len(self._loader) - self.num_batches)
 
-    def __iter__(self):
+    def __iter__(self) -> Iterator[Any]:
         self._loader._skip = self.num_batches
         return iter(self._loader)
 
-    def __getattr__(self, name):
+    def __getattr__(self, name: str) -> Any:
         return getattr(self._loader, name)
 
 
-def map_batch_sampler(loader):
+def map_batch_sampler(loader: DataLoader) -> BatchSampler | None:
     """The loader's ``BatchSampler`` when it batches a map-style dataset, else None."""
     batch_sampler = loader.batch_sampler
     if isinstance(loader.dataset, IterableDataset) or not isinstance(batch_sampler, BatchSampler):
@@ -249,7 +254,13 @@ def map_batch_sampler(loader):
     return batch_sampler
 
 
-def _sharded_sampler(loader, state, seed, split_batches=False, shuffle=None):
+def _sharded_sampler(
+    loader: DataLoader,
+    state: DistributedState,
+    seed: int,
+    split_batches: bool = False,
+    shuffle: SamplerShuffle | None = None,
+) -> ShardedBatchSampler | None:
     """Our sampler for a map-style loader batched by a ``BatchSampler``; None for anything else.
 
     The user's sampler is kept — and iterated on every rank, in step — when its order is the same
@@ -274,7 +285,7 @@ def _sharded_sampler(loader, state, seed, split_batches=False, shuffle=None):
         batch_size //= state.num_processes
     plain_random = type(sampler) is RandomSampler and sampler.generator is None and shuffle is None
     return ShardedBatchSampler(
-        len(sampler),
+        len(sampler),  # type: ignore[arg-type]  # a BatchSampler's sampler is sized
         batch_size,
         batch_sampler.drop_last,
         isinstance(sampler, RandomSampler),
@@ -286,7 +297,7 @@ def _sharded_sampler(loader, state, seed, split_batches=False, shuffle=None):
     )
 
 
-def _unseeded_random_samplers(loader):
+def _unseeded_random_samplers(loader: DataLoader) -> list[RandomSampler]:
     """The RandomSamplers without a generator in ``loader`` (as its sampler, or inside its batch sampler)."""
     found = []
     for holder in (loader.sampler, loader.batch_sampler):
@@ -296,7 +307,7 @@ def _unseeded_random_samplers(loader):
     return found
 
 
-def _rebuild(loader, batch_sampler):
+def _rebuild(loader: DataLoader, batch_sampler: ShardedBatchSampler) -> DataLoader:
     options = dict(
         num_workers=loader.num_workers,
         collate_fn=loader.collate_fn,
@@ -311,7 +322,7 @@ def _rebuild(loader, batch_sampler):
     return DataLoader(loader.dataset, batch_sampler=batch_sampler, **options)
 
 
-def _round_robin(loader, rank, world):
+def _round_robin(loader: Any, rank: int, world: int) -> Iterator[tuple[Any, int | None]]:
     first_round: list = []
     current: list = []
     for batch in loader:
@@ -329,7 +340,7 @@ def _round_robin(loader, rank, world):
     yield padded[rank], real
 
 
-def _batch_len(batch):
+def _batch_len(batch: Any) -> int:
     if isinstance(batch, torch.Tensor):
         return batch.shape[0] if batch.dim() else 1
     if isinstance(batch, (list, tuple)) and batch:
