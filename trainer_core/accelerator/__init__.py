@@ -32,6 +32,7 @@ import math
 import os
 import time
 import warnings
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 import torch
@@ -195,23 +196,23 @@ class Accelerator(PrepareMethods, TrackerMethods, CheckpointMethods, MeshMethods
         self.state.attach(self)
 
     @property
-    def gradient_state(self):
+    def gradient_state(self) -> DataState:
         """The data loader state (``active_dataloader``, ``end_of_dataloader``, ``remainder``) under
         Accelerate's name."""
         return self._data_state
 
     @property
-    def mixed_precision(self):
+    def mixed_precision(self) -> str:
         return self.precision.name
 
     @property
-    def scaler(self):
+    def scaler(self) -> Any:
         return self.precision.scaler
 
     # -- training step ----------------------------------------------------------------------------
 
     @contextlib.contextmanager
-    def accumulate(self, *models):
+    def accumulate(self, *models: torch.nn.Module) -> Iterator[None]:
         """One micro-batch: gradients sync (and the optimizer steps) every N-th time or at the last batch."""
         self.step += 1
         self.sync_gradients = self._data_state.end_of_dataloader or self.step % self.gradient_accumulation_steps == 0
@@ -222,7 +223,7 @@ class Accelerator(PrepareMethods, TrackerMethods, CheckpointMethods, MeshMethods
             yield
 
     @contextlib.contextmanager
-    def join_uneven_inputs(self, joinables, even_batches=None):
+    def join_uneven_inputs(self, joinables: Iterable[Any], even_batches: bool | None = None) -> Iterator[None]:
         """Train DDP models on loaders whose ranks get different numbers of batches: ranks that run
         out shadow the others' collectives (``torch.distributed.algorithms.Join``), on GPUs and CPUs.
         ``even_batches`` overrides the prepared loaders' setting inside the context.
@@ -266,33 +267,33 @@ class Accelerator(PrepareMethods, TrackerMethods, CheckpointMethods, MeshMethods
             for sampler, value in changed:
                 sampler.even_batches = value
 
-    def no_sync(self, model):
+    def no_sync(self, model: torch.nn.Module) -> contextlib.AbstractContextManager:
         """Skip the gradient all-reduce inside this context (a no-op for one process)."""
         return self.strategy.no_sync(model)
 
-    def backward(self, loss, **kwargs):
+    def backward(self, loss: torch.Tensor, **kwargs: Any) -> None:
         """``loss.backward()``, divided for gradient accumulation and scaled for fp16 (with DeepSpeed:
         the engine's backward, and its step at the end of an accumulation)."""
         self.strategy.backward(loss, self.precision, self.gradient_accumulation_steps, self.sync_gradients, **kwargs)
 
-    def unscale_gradients(self, optimizer=None):
+    def unscale_gradients(self, optimizer: Any = None) -> None:
         """Unscale fp16 gradients (once per step) of ``optimizer`` (one or a list of prepared
         optimizers), or of every prepared optimizer."""
         chosen = self.prepared.optimizers if optimizer is None else optimizer
         for prepared in chosen if isinstance(chosen, (list, tuple)) else [chosen]:
             self.precision.unscale(getattr(prepared, "optimizer", prepared))
 
-    def clip_grad_norm_(self, parameters, max_norm, norm_type=2):
+    def clip_grad_norm_(self, parameters: Any, max_norm: float, norm_type: float = 2) -> Any:
         """Clip the gradient norm (after unscaling fp16 gradients); returns the total norm (with
         DeepSpeed, which clips at its step by its ``gradient_clipping``: the norm it found)."""
         self.unscale_gradients()
         return self.strategy.clip_grad_norm(parameters, max_norm, norm_type)
 
-    def clip_grad_value_(self, parameters, clip_value):
+    def clip_grad_value_(self, parameters: Any, clip_value: float) -> None:
         self.unscale_gradients()
         torch.nn.utils.clip_grad_value_(parameters, clip_value)
 
-    def autocast(self, autocast_handler=None):
+    def autocast(self, autocast_handler: Any = None) -> contextlib.AbstractContextManager:
         """The precision's autocast context (a no-op for "no"); an ``AutocastKwargs`` handler (ours or
         Accelerate's) sets its ``enabled`` and ``cache_enabled``."""
         if autocast_handler is None:
@@ -304,11 +305,11 @@ class Accelerator(PrepareMethods, TrackerMethods, CheckpointMethods, MeshMethods
 
     # -- collectives ------------------------------------------------------------------------------
 
-    def gather(self, tensor):
+    def gather(self, tensor: Any) -> Any:
         """Every rank's tensors concatenated in rank order (assuming 2 processes: [0] and [1] → [0, 1])."""
         return self.strategy.all_gather(tensor)
 
-    def gather_for_metrics(self, input_data, use_gather_object=False):
+    def gather_for_metrics(self, input_data: Any, use_gather_object: bool = False) -> Any:
         """Like ``gather``, but the padding added to even out the last batch is dropped.
 
         Gathering every eval batch therefore yields exactly the dataset's samples, in dataset order.
@@ -323,25 +324,25 @@ class Accelerator(PrepareMethods, TrackerMethods, CheckpointMethods, MeshMethods
             return ops.apply_to_tensors(lambda t: t[:remainder], gathered)
         return gathered[:remainder]
 
-    def reduce(self, tensor, reduction="sum", scale=1.0):
+    def reduce(self, tensor: Any, reduction: str = "sum", scale: float = 1.0) -> Any:
         """Every tensor in ``tensor`` (a tensor or a structure of them) reduced across processes
         ("sum", "mean", "max", "min"), times ``scale``."""
         return self.strategy.reduce(tensor, reduction, scale)
 
-    def pad_across_processes(self, tensor, dim=0, pad_index=0, pad_first=False):
+    def pad_across_processes(self, tensor: Any, dim: int = 0, pad_index: int = 0, pad_first: bool = False) -> Any:
         return ops.pad_across_processes(self.state, tensor, dim, pad_index, pad_first)
 
     @property
-    def optimizer_step_was_skipped(self):
+    def optimizer_step_was_skipped(self) -> bool:
         """True when the last optimizer step was skipped (fp16 found inf/NaN gradients)."""
         return any(optimizer.step_was_skipped for optimizer in self.prepared.optimizers)
 
-    def trigger_sync_in_backward(self, model):
+    def trigger_sync_in_backward(self, model: torch.nn.Module) -> Any:
         """Make the next backward of a DDP model all-reduce its gradients even inside ``no_sync``
         (several forwards before one backward)."""
         return self.strategy.sync_next_backward(model)
 
-    def _after_optimizer_step(self):
+    def _after_optimizer_step(self) -> None:
         """After the first step of a sharded model, show each rank's held memory in the notebook view;
         on a GPU, each rank's peak device memory too (after the first step, then now and then)."""
         self._show_device_memory()
@@ -351,7 +352,7 @@ class Accelerator(PrepareMethods, TrackerMethods, CheckpointMethods, MeshMethods
         held = self.held_memory()
         self._metrics.show({MEMORY_METRIC: (held["parameters"] + held["optimizer"]) / 2**20}, self.step)
 
-    def _show_device_memory(self):
+    def _show_device_memory(self) -> None:
         now = time.monotonic()
         if now < self._device_memory_due:
             return
@@ -360,7 +361,7 @@ class Accelerator(PrepareMethods, TrackerMethods, CheckpointMethods, MeshMethods
         if peak is not None:
             self._metrics.show({DEVICE_MEMORY_METRIC: peak / 2**20}, self.step)
 
-    def held_memory(self):
+    def held_memory(self) -> dict[str, int]:
         """Bytes this rank holds of the prepared models' parameters, gradients and optimizer state
         (``trainer_core.memory``): what sharding saves, measured.
 
@@ -372,7 +373,7 @@ class Accelerator(PrepareMethods, TrackerMethods, CheckpointMethods, MeshMethods
         """
         return held_bytes(self.prepared.models, self.prepared.optimizers)
 
-    def free_memory(self, *objects):
+    def free_memory(self, *objects: Any) -> list[None]:
         """Drop the references this Accelerator holds (and ``objects``), collect, empty the device cache."""
         self.prepared.clear()
         self.precision.forget()
