@@ -34,7 +34,6 @@ __all__ = [
     "check_secret",
     "check_seconds",
     "check_working_directory",
-    "is_int",
 ]
 
 

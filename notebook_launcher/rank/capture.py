@@ -51,7 +51,6 @@ from .ordered_output import RankStreams
 
 __all__ = [
     "Capture",
-    "FLUSH_INTERVAL",
     "OUTPUT_THREAD",
     "WATCHED_SIGNALS",
     "flush_output",
