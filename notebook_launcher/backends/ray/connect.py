@@ -23,10 +23,14 @@ from typing import Any, NoReturn
 
 from ...errors import LaunchError
 from . import head_watch
+from .driver_process import DriverEnded, DriverProcess
 
 __all__ = ["import_ray", "connect", "ray_address_tried"]
 
 connected_address = ""  # the address this kernel connected to ("" for "auto", or a ray.init of the user's)
+_driver: DriverProcess | None = None  # the kernel's driver process, while connected through one
+CONNECT_TIMEOUT = 120.0  # seconds the driver process may take to connect (a loaded machine, a far head)
+CLIENT_LEAVE_WAIT = 2.0  # seconds a launch through the driver process has to end by itself once the head is lost
 SHUTDOWN_WAIT = 15.0  # seconds ``ray.shutdown()`` may take to leave a cluster whose head is gone (~5 s seen)
 CLIENT_ATTEMPTS = 3  # a Ray Client connection whose server failed to start is tried again
 # the head's own server for this client died as it started (a crash in gRPC's fork handling in the
@@ -68,7 +72,9 @@ def connect(address: str | None) -> Any:
 
 
 def _init(ray: Any, address: str | None) -> None:
-    """``ray.init`` the cluster at ``address`` (or the one Ray finds), with the errors ``connect`` gives."""
+    """Connect to the cluster at ``address`` (or the one Ray finds), with the errors ``connect`` gives:
+    through a driver process of the kernel's own (``driver_process``), or as the Ray Client of a
+    ``ray://`` address."""
     tried = ray_address_tried(address)
     unreachable = head_watch.unreachable(tried)
     if unreachable:
@@ -76,30 +82,57 @@ def _init(ray: Any, address: str | None) -> None:
             f"no Ray cluster could be reached at {tried!r}: {unreachable}; is the head running, and is that"
             " address reachable from this machine?"
         )
+    global connected_address, _driver
+    if tried.startswith("ray://"):
+        _client_init(ray, tried)
+        connected_address = tried
+        return
+    if ":" in tried:  # a head lost or hung while the kernel connects is seen as later on
+        head_watch.watch(tried, lambda reason: _leave(ray))
+    try:
+        _driver = DriverProcess.start(tried, CONNECT_TIMEOUT, lost=head_watch.lost_reason)
+    except DriverEnded as err:
+        lost = head_watch.lost_reason(check_now=":" in tried)
+        if lost is not None:
+            raise LaunchError(lost) from None
+        _refuse(tried, err)
+    try:
+        _client_init(ray, _driver.ready.client_address)
+    except LaunchError:
+        _driver.stop()
+        _driver = None
+        raise
+    connected_address = "" if tried == "auto" else tried
+
+
+def _client_init(ray: Any, client_address: str) -> None:
+    """``ray.init`` a Ray Client connection to ``client_address`` (tried again where Ray's client
+    server failed to start, as it now and then does)."""
     for attempt in range(1, CLIENT_ATTEMPTS + 1):
         try:
-            ray.init(address=tried, log_to_driver=False, logging_level=logging.WARNING, configure_logging=False)
-            break
+            ray.init(
+                address=client_address, log_to_driver=False, logging_level=logging.WARNING, configure_logging=False
+            )
+            return
         except Exception as err:  # ConnectionError, or whatever Ray Client raises for a wrong address
-            if attempt < CLIENT_ATTEMPTS and worth_another_try(tried, err):
+            if attempt < CLIENT_ATTEMPTS and worth_another_try(client_address, err):
                 continue
-            _refuse(tried, err, attempt)
-    global connected_address
-    connected_address = "" if tried == "auto" else tried
+            _refuse(client_address, err, attempt)
 
 
 def _watch_head(ray: Any) -> None:
     """Watch the head of the cluster this kernel is connected to (``head_watch``), once per connection."""
-    if head_watch.watching():
-        return
-    try:
-        if ray.util.client.ray.is_connected():
-            head = connected_address.removeprefix("ray://")  # the client server, the kernel's one link
-        else:
-            head = str(ray.get_runtime_context().gcs_address)
-    except Exception:  # a Ray that says neither: nothing to watch
-        return
-    if head:
+    head = ""
+    if _driver is not None:
+        head = _driver.ready.gcs_address
+    elif ray.util.client.ray.is_connected():
+        head = connected_address.removeprefix("ray://")  # the client server, the kernel's one link
+    else:
+        try:
+            head = str(ray.get_runtime_context().gcs_address)  # the user's own ray.init
+        except Exception:  # a Ray that says neither: nothing to watch
+            return
+    if head and not head_watch.watching(head):
         head_watch.watch(head, lambda reason: _leave(ray))
 
 
@@ -108,13 +141,18 @@ def _leave(ray: Any) -> None:
     cluster before Ray ends this process for having lost it."""
     from .pool import forget_pool, wait_unused
 
+    global connected_address, _driver
     forget_pool()
-    wait_unused(head_watch.LEAVE_WAIT)
+    # a launch through the driver process may be waiting in a call that only the client's shutdown
+    # ends (``loss_named`` then names the head); one of the kernel's own driver is given time to end
+    wait_unused(head_watch.LEAVE_WAIT if _driver is None else CLIENT_LEAVE_WAIT)
     leaving = threading.Thread(target=ray.shutdown, name="notebook-launcher-ray-leave", daemon=True)
     leaving.start()
     leaving.join(SHUTDOWN_WAIT)
-    global connected_address
     connected_address = ""
+    if _driver is not None:
+        _driver.stop()
+        _driver = None
 
 
 def worth_another_try(address: str, err: BaseException) -> bool:

@@ -94,10 +94,11 @@ class _Relay(threading.Thread):
             )
             code = self._relay(ray)
         except HeadLost as lost:
-            self.lost = True
-            self.exit.lost = str(lost)
-            self._write("stderr", f"\n{SIGNAL_SENDER_MARK}rank {self.rank} on {self.where}: {lost}\n".encode())
-        except Exception as err:  # the actor or its node is gone, or the rank could not start
+            self._head_lost(str(lost))
+        except Exception as err:  # the actor or its node is gone, the rank could not start, or the head is lost
+            if (reason := lost_reason(check_now=True)) is not None:
+                self._head_lost(reason)
+                return
             self.lost = isinstance(err, ray.exceptions.RayActorError)
             what = "its Ray actor died" if self.lost else "it could not start"
             if self.lost:
@@ -113,6 +114,11 @@ class _Relay(threading.Thread):
                 os.write(self.exit.write, _CODE.pack(code))
             finally:
                 os.close(self.exit.write)
+
+    def _head_lost(self, reason: str) -> None:
+        self.lost = True
+        self.exit.lost = reason
+        self._write("stderr", f"\n{SIGNAL_SENDER_MARK}rank {self.rank} on {self.where}: {reason}\n".encode())
 
     def _relay(self, ray: Any) -> int:
         while True:

@@ -23,7 +23,10 @@ from __future__ import annotations
 import socket
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+
+from ...errors import LaunchError
 
 __all__ = [
     "HeadLiveness",
@@ -34,6 +37,7 @@ __all__ = [
     "head_answers",
     "unreachable",
     "wait_left",
+    "loss_named",
 ]
 
 LOST_AFTER = 3.0  # seconds without an answer from the head before it is taken as lost
@@ -181,9 +185,12 @@ def watch(address: str, on_lost: Callable[[str], None]) -> HeadWatch:
     return _watch
 
 
-def watching() -> bool:
-    """Whether a head is being watched now (a connection whose head has not been lost)."""
-    return _watch is not None and _watch.is_alive() and _watch.reason is None
+def watching(address: str | None = None) -> bool:
+    """Whether a head (the one at ``address``, if given) is being watched now, and has not been lost."""
+    current = _watch
+    if current is None or not current.is_alive() or current.reason is not None:
+        return False
+    return address is None or current.address == address
 
 
 def lost_reason(check_now: bool = False) -> str | None:
@@ -205,3 +212,26 @@ def wait_left(timeout: float) -> None:
     current = _watch
     if current is not None and current.reason is not None:
         current.left.wait(timeout)
+
+
+@contextmanager
+def loss_named() -> Iterator[None]:
+    """Around calls to the cluster: what a call raises because the head is lost (a connection
+    error, a client shutting down as the kernel leaves) becomes a ``LaunchError`` that names the head.
+
+    Examples:
+        >>> with loss_named():
+        ...     raise ValueError("not the cluster's doing")
+        Traceback (most recent call last):
+        ...
+        ValueError: not the cluster's doing
+    """
+    try:
+        yield
+    except LaunchError:
+        raise
+    except Exception:
+        reason = lost_reason(check_now=True)
+        if reason is None:
+            raise
+        raise LaunchError(reason) from None

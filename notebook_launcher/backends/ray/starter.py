@@ -23,6 +23,7 @@ from ..base import Place
 from ..local.spawn import payload_file_bytes
 from .connect import connect
 from .group import RayRankGroup
+from .head_watch import loss_named
 from .pool import RankPool, acquire, done_with
 
 __all__ = ["RayStarter", "RayMeeting"]
@@ -40,7 +41,8 @@ class RayStarter:
         """Connect to the cluster and pickle the payload; raises ``LaunchError`` before anything starts."""
         ray = connect(plan.options.address)
         payload = payload_file_bytes(plan.function, plan.args, "a launch on a Ray cluster", "plain values")
-        self._payload = ray.put(payload)
+        with loss_named():
+            self._payload = ray.put(payload)
 
     def groups(self, plan: Any) -> list[list[int]]:
         """One actor per rank."""
@@ -88,10 +90,11 @@ class RayMeeting:
         import ray
 
         plan = self._plan
-        pool = acquire(plan.options, plan.num_processes, plan.rendezvous.timeout, stop_requested, waiting)
-        self._starter.pool = pool
-        self.master_addr = pool.layout.master_addr
-        self._port = ray.get(pool.actors[0].host_store.remote(plan.world_size, plan.rendezvous.timeout))
+        with loss_named():
+            pool = acquire(plan.options, plan.num_processes, plan.rendezvous.timeout, stop_requested, waiting)
+            self._starter.pool = pool
+            self.master_addr = pool.layout.master_addr
+            self._port = ray.get(pool.actors[0].host_store.remote(plan.world_size, plan.rendezvous.timeout))
         return self._port
 
     def waitables(self) -> list:
