@@ -37,11 +37,15 @@ TRAIN_FOREVER = (
 START_TIMEOUT = 180.0  # seconds for both nodes to come up on a loaded 2-core machine
 HEAD = "127.0.0.5"  # the head's address (see the module docstring: not 127.0.0.1)
 SECOND = "127.0.0.2"
-# a kernel cell printing every address Ray reports (nodes, GCS, the driver's node, the ranks' places)
+# a kernel cell printing every address Ray reports (nodes, GCS, the node its driver took, the
+# kernel's own link to that driver process)
 LOOPBACK_REPORT = (
     "import ray as _ray\n"
-    "_addresses = {n['NodeManagerAddress'] for n in _ray.nodes()} | {_ray.util.get_node_ip_address()}\n"
-    "_addresses.add(str(_ray.get_runtime_context().gcs_address).rpartition(':')[0])\n"
+    "from notebook_launcher.backends.ray.connect import driver_addresses as _driver_addresses\n"
+    "_addresses = {n['NodeManagerAddress'] for n in _ray.nodes()}\n"
+    "_driver = _driver_addresses()\n"
+    "_addresses |= {_driver['gcs'].rpartition(':')[0], _driver['node'],"
+    " _driver['client'].removeprefix('ray://').rpartition(':')[0]}\n"
     "print(sorted(_addresses))\n"
 )
 

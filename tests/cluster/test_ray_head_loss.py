@@ -11,6 +11,7 @@ from __future__ import annotations
 import re
 import time
 
+import psutil
 import pytest
 
 pytest.importorskip("ray")
@@ -20,6 +21,74 @@ from ray_cluster import TRAIN_FOREVER, LocalRayCluster
 
 pytestmark = pytest.mark.slow
 RAY_DEADLINE = 30  # seconds after the head's loss at which Ray ends a driver still connected
+
+
+def _wait_for(find, what, timeout=120.0):
+    """``find()``'s first true value, polled until ``timeout`` s."""
+    deadline = time.monotonic() + timeout
+    while not (found := find()):
+        assert time.monotonic() < deadline, f"waited {timeout:g} s for {what}"
+        time.sleep(0.02)  # a poll of another process's state, bounded by the deadline
+    return found
+
+
+def _ends_naming_the_head(kernel, msg_id, cluster, since):
+    """Cell ``msg_id`` ends within 30 s of ``since`` (the head's loss) with an error naming the head."""
+    result = kernel.collect(msg_id, timeout=60)
+    assert result.error is not None, result.stdout
+    assert f"the Ray head at {cluster.address}" in result.error["evalue"], result.error["evalue"]
+    assert time.monotonic() - since < 30
+    return result
+
+
+def _driver_process(kernel):
+    """The kernel's Ray driver process (``driver_main.py``, its child), or None before it starts."""
+    for child in kernel.process.children():
+        try:
+            if any(part.endswith("driver_main.py") for part in child.cmdline()):
+                return child
+        except psutil.NoSuchProcess:
+            pass
+    return None
+
+
+def _client_connected(kernel, driver):
+    """Whether the kernel's Ray Client has connected to the server its driver process serves."""
+    try:
+        serving = {c.laddr.port for c in driver.net_connections("tcp") if c.status == psutil.CONN_LISTEN}
+        links = kernel.process.net_connections("tcp")
+    except psutil.NoSuchProcess:
+        return False
+    return any(c.raddr and c.raddr.port in serving and c.status == psutil.CONN_ESTABLISHED for c in links)
+
+
+@pytest.mark.parametrize("moment", ["as its driver process starts", "once the kernel's Ray Client is connected"])
+def test_a_head_killed_while_the_first_cluster_launch_connects_leaves_the_kernel_alive(moment):
+    """The head node is SIGKILLed while the kernel's first cluster launch connects. Before, Ray's
+    core worker inside the kernel ended the kernel about a second later ("Failed to register worker
+    to Raylet": the whole process, faster than any watch): 3 of 3. The driver now runs in a process
+    of its own; the cell ends naming the head, and the kernel lives with its variables."""
+    cluster = LocalRayCluster(cpus=1).start()
+    cluster.wait_for_nodes_unconnected()
+    kernel = KernelSession(
+        env={"RAY_ADDRESS": cluster.address, "RAY_gcs_rpc_server_reconnect_timeout_s": str(RAY_DEADLINE)}
+    )
+    try:
+        kernel.ok("kept = 'a variable the user keeps'\n" + TRAIN_FOREVER)
+        msg_id = kernel.submit("notebook_launcher(train_forever, num_processes=2, cluster='ray')")
+        driver = _wait_for(lambda: _driver_process(kernel), "the kernel's Ray driver process")
+        if moment != "as its driver process starts":
+            _wait_for(lambda: _client_connected(kernel, driver), "the kernel's Ray Client to connect")
+        cluster.kill_node(0)
+        _ends_naming_the_head(kernel, msg_id, cluster, since=time.monotonic())
+        assert kernel.process.status() != psutil.STATUS_ZOMBIE
+        assert kernel.eval("kept", timeout=30) == "a variable the user keeps"
+        _wait_for(lambda: not driver.is_running() or driver.status() == psutil.STATUS_ZOMBIE, "the driver to end", 30)
+        local = "print(notebook_launcher(lambda: 'local again', num_processes=2))"
+        assert kernel.ok(local, timeout=120).stdout.strip().endswith("local again")
+    finally:
+        kernel.shutdown()
+        cluster.stop()
 
 
 def test_a_lost_head_ends_the_launch_in_seconds_and_the_kernel_lives_to_launch_again():
@@ -82,11 +151,7 @@ def test_a_hung_head_is_noticed_and_the_cell_ends_naming_it():
         msg_id = kernel.submit("notebook_launcher(train_forever, num_processes=2, cluster='ray')")
         kernel.collect(msg_id, timeout=180, until=lambda result: result.stdout.count("training") == 2)
         cluster.hang_node(0)
-        hung_at = time.monotonic()
-        result = kernel.collect(msg_id, timeout=60)
-        assert result.error is not None, result.stdout
-        assert f"the Ray head at {cluster.address}" in result.error["evalue"], result.error["evalue"]
-        assert time.monotonic() - hung_at < 30
+        _ends_naming_the_head(kernel, msg_id, cluster, since=time.monotonic())
         assert kernel.eval("1 + 1", timeout=30) == 2  # the kernel goes on
     finally:
         kernel.shutdown()
@@ -112,6 +177,35 @@ def test_a_head_that_hangs_while_a_launch_waits_for_its_placement_ends_the_cell_
         assert result.error is not None, result.stdout
         assert f"the Ray head at {cluster.address}" in result.error["evalue"], result.error["evalue"]
         assert time.monotonic() - hung_at < 30  # well inside rendezvous_timeout
+        assert kernel.eval("1 + 1", timeout=30) == 2
+    finally:
+        kernel.shutdown()
+        cluster.stop()
+
+
+def test_a_hung_head_is_named_when_the_first_cluster_launch_connects_and_an_interrupt_ends_the_next_try():
+    """The head hangs (SIGSTOP) before the kernel's first cluster launch: its port still accepts
+    connections, so the launch starts to connect, and Ray's ``init`` would wait on it. The head is
+    watched from the first call: the cell ends naming it within seconds. A second try is interrupted
+    while it connects: the cell ends at once, and no driver process is left."""
+    cluster = LocalRayCluster(cpus=1, nodes=1).start()
+    cluster.wait_for_nodes_unconnected()
+    kernel = KernelSession(env={"RAY_ADDRESS": cluster.address})
+    try:
+        kernel.ok("from notebook_launcher import notebook_launcher")
+        cluster.hang_node(0)
+        hung_at = time.monotonic()
+        msg_id = kernel.submit("notebook_launcher(lambda: 1, num_processes=1, cluster='ray')")
+        _ends_naming_the_head(kernel, msg_id, cluster, since=hung_at)
+
+        msg_id = kernel.submit("notebook_launcher(lambda: 1, num_processes=1, cluster='ray')")
+        driver = _wait_for(lambda: _driver_process(kernel), "the kernel's Ray driver process")
+        kernel.interrupt()
+        interrupted_at = time.monotonic()
+        result = kernel.collect(msg_id, timeout=30)
+        assert result.error is not None and result.error["ename"] == "KeyboardInterrupt", result.error
+        assert time.monotonic() - interrupted_at < 10
+        _wait_for(lambda: not driver.is_running() or driver.status() == psutil.STATUS_ZOMBIE, "the driver to end", 10)
         assert kernel.eval("1 + 1", timeout=30) == 2
     finally:
         kernel.shutdown()

@@ -25,9 +25,10 @@ from ...errors import LaunchError
 from . import head_watch
 from .driver_process import DriverEnded, DriverProcess
 
-__all__ = ["import_ray", "connect", "ray_address_tried"]
+__all__ = ["import_ray", "connect", "ray_address_tried", "driver_addresses"]
 
-connected_address = ""  # the address this kernel connected to ("" for "auto", or a ray.init of the user's)
+# the address this kernel connected to (for "auto", the head Ray found; "" after a ray.init of the user's)
+connected_address = ""
 _driver: DriverProcess | None = None  # the kernel's driver process, while connected through one
 CONNECT_TIMEOUT = 120.0  # seconds the driver process may take to connect (a loaded machine, a far head)
 CLIENT_LEAVE_WAIT = 2.0  # seconds a launch through the driver process has to end by itself once the head is lost
@@ -71,6 +72,20 @@ def connect(address: str | None) -> Any:
     return ray
 
 
+def driver_addresses() -> dict[str, str]:
+    """The addresses of the kernel's driver process while connected through one, else {}: its
+    Ray Client server ("client"), the head it reached ("gcs") and the node address it took ("node").
+
+    Examples:
+        >>> driver_addresses()  # not connected
+        {}
+    """
+    if _driver is None:
+        return {}
+    ready = _driver.ready
+    return {"client": ready.client_address, "gcs": ready.gcs_address, "node": ready.node_address}
+
+
 def _init(ray: Any, address: str | None) -> None:
     """Connect to the cluster at ``address`` (or the one Ray finds), with the errors ``connect`` gives:
     through a driver process of the kernel's own (``driver_process``), or as the Ray Client of a
@@ -90,19 +105,40 @@ def _init(ray: Any, address: str | None) -> None:
     if ":" in tried:  # a head lost or hung while the kernel connects is seen as later on
         head_watch.watch(tried, lambda reason: _leave(ray))
     try:
-        _driver = DriverProcess.start(tried, CONNECT_TIMEOUT, lost=head_watch.lost_reason)
+        _driver = _start_driver(tried)
+        try:
+            _client_init(ray, _driver.ready.client_address)
+        except BaseException:
+            _driver.stop()
+            _driver = None
+            raise
+    except BaseException:  # not connected (an interrupt too): nothing to watch
+        head_watch.stop_watching()
+        raise
+    connected_address = _driver.ready.gcs_address if tried == "auto" else tried
+    _no_auto_init(ray)
+
+
+def _no_auto_init(ray: Any) -> None:
+    """Turn off Ray's ``ray.init()`` on first use in this kernel: once the kernel has left a lost
+    cluster, a call of a launch still under way (or of a cell) would make the kernel a driver of
+    ``RAY_ADDRESS`` itself, which the driver process is there to prevent (a cell's own ``ray.init``
+    still works). Ray reads the switch (``RAY_ENABLE_AUTO_CONNECT=0``) once, as it is imported."""
+    hook = getattr(getattr(ray, "_private", None), "auto_init_hook", None)
+    if hook is not None and hasattr(hook, "enable_auto_connect"):
+        hook.enable_auto_connect = False
+
+
+def _start_driver(tried: str) -> DriverProcess:
+    """The kernel's driver process, connected to the cluster at ``tried``; a ``LaunchError`` that
+    names the head when it was lost meanwhile, or says why the driver could not connect."""
+    try:
+        return DriverProcess.start(tried, CONNECT_TIMEOUT, lost=head_watch.lost_reason)
     except DriverEnded as err:
         lost = head_watch.lost_reason(check_now=":" in tried)
         if lost is not None:
             raise LaunchError(lost) from None
         _refuse(tried, err)
-    try:
-        _client_init(ray, _driver.ready.client_address)
-    except LaunchError:
-        _driver.stop()
-        _driver = None
-        raise
-    connected_address = "" if tried == "auto" else tried
 
 
 def _client_init(ray: Any, client_address: str) -> None:
@@ -122,16 +158,15 @@ def _client_init(ray: Any, client_address: str) -> None:
 
 def _watch_head(ray: Any) -> None:
     """Watch the head of the cluster this kernel is connected to (``head_watch``), once per connection."""
-    head = ""
-    if _driver is not None:
-        head = _driver.ready.gcs_address
-    elif ray.util.client.ray.is_connected():
-        head = connected_address.removeprefix("ray://")  # the client server, the kernel's one link
-    else:
-        try:
+    try:
+        if _driver is not None:
+            head = _driver.ready.gcs_address
+        elif ray.util.client.ray.is_connected():
+            head = connected_address.removeprefix("ray://")  # the client server, the kernel's one link
+        else:
             head = str(ray.get_runtime_context().gcs_address)  # the user's own ray.init
-        except Exception:  # a Ray that says neither: nothing to watch
-            return
+    except Exception:  # a Ray that says neither: nothing to watch
+        return
     if head and not head_watch.watching(head):
         head_watch.watch(head, lambda reason: _leave(ray))
 

@@ -2,9 +2,9 @@
 
 ``python driver_main.py ADDRESS`` connects to the cluster at ADDRESS ("host:port" or "auto") as a
 Ray driver, serves Ray Client on a free loopback port, and writes one line to its standard output:
-``{"client": "ray://127.0.0.1:PORT", "gcs": "HOST:PORT"}``, or ``{"error": "..."}`` when it could
-not connect. It then serves until its standard input ends (the kernel stopped it, or ended), and
-leaves the cluster.
+``{"client": "ray://127.0.0.1:PORT", "gcs": "HOST:PORT", "node": "HOST"}`` (the node address it
+took), or ``{"error": "..."}`` when it could not connect. It then serves until its standard input
+ends (the kernel stopped it, or ended), and leaves the cluster.
 """
 
 from __future__ import annotations
@@ -36,6 +36,7 @@ def main(address: str) -> int:
 
         ray.init(address=address, **_init_options())
         gcs = str(ray.get_runtime_context().gcs_address)
+        node = str(ray.util.get_node_ip_address())
     except Exception as err:  # said to the kernel, which raises it there
         print(json.dumps({"error": f"{type(err).__name__}: {err}"}), flush=True)
         return 1
@@ -56,7 +57,7 @@ def main(address: str) -> int:
             if attempt == PORT_TRIES - 1:
                 print(json.dumps({"error": f"no port for Ray Client: {err}"}), flush=True)
                 return 1
-    print(json.dumps({"client": f"ray://{LOOPBACK}:{port}", "gcs": gcs}), flush=True)
+    print(json.dumps({"client": f"ray://{LOOPBACK}:{port}", "gcs": gcs, "node": node}), flush=True)
     sys.stdin.buffer.read()  # until the kernel closes it, or ends
     server.grpc_server.stop(0)
     if ray.is_initialized():

@@ -12,9 +12,9 @@ driver process reaches the kernel as an error, never as its end. The child ends 
 closes its standard input (``stop``), or when the kernel itself ends (the pipe closes with it).
 
 Examples:
-    >>> ready = DriverReady.parse('{"client": "ray://127.0.0.1:41000", "gcs": "10.0.0.1:6379"}')
-    >>> ready.client_address, ready.gcs_address
-    ('ray://127.0.0.1:41000', '10.0.0.1:6379')
+    >>> ready = DriverReady.parse('{"client": "ray://127.0.0.1:41000", "gcs": "10.0.0.1:6379", "node": "10.0.0.9"}')
+    >>> ready.client_address, ready.gcs_address, ready.node_address
+    ('ray://127.0.0.1:41000', '10.0.0.1:6379', '10.0.0.9')
 """
 
 from __future__ import annotations
@@ -41,11 +41,12 @@ STOP_WAIT = 10.0  # seconds the driver process has to leave the cluster once tol
 
 @dataclass(frozen=True)
 class DriverReady:
-    """What the driver process says once connected: where its Ray Client server listens, and the
-    address of the cluster's head (its GCS) as Ray resolved it."""
+    """What the driver process says once connected: where its Ray Client server listens, the
+    address of the cluster's head (its GCS) as Ray resolved it, and the node address it took."""
 
     client_address: str
     gcs_address: str
+    node_address: str
 
     @classmethod
     def parse(cls, line: str) -> DriverReady:
@@ -60,7 +61,7 @@ class DriverReady:
         said = json.loads(line)
         if "error" in said:
             raise DriverEnded(said["error"])
-        return cls(client_address=said["client"], gcs_address=said["gcs"])
+        return cls(client_address=said["client"], gcs_address=said["gcs"], node_address=said["node"])
 
 
 class DriverEnded(LaunchError):
@@ -84,22 +85,26 @@ class DriverProcess:
         Raises:
             DriverEnded: it could not connect, or ended while connecting (its last words say why).
         """
-        with tempfile.TemporaryFile(prefix="notebook-launcher-ray-driver-") as log:  # unnamed: gone with its fds
-            process = subprocess.Popen(
-                [sys.executable, str(MAIN), address],
-                stdin=subprocess.PIPE,
-                stdout=subprocess.PIPE,
-                stderr=log,
-                env={**os.environ, "RAY_USAGE_STATS_ENABLED": "0"},
-                start_new_session=True,  # a kernel interrupt (SIGINT to its group) is the kernel's alone
-            )
-            fd = os.dup(log.fileno())
-        try:
+        process: subprocess.Popen | None = None
+        fd = -1
+        try:  # an interrupt at any point ends what was started
+            with tempfile.TemporaryFile(prefix="notebook-launcher-ray-driver-") as log:  # unnamed: gone with its fds
+                process = subprocess.Popen(
+                    [sys.executable, str(MAIN), address],
+                    stdin=subprocess.PIPE,
+                    stdout=subprocess.PIPE,
+                    stderr=log,
+                    env={**os.environ, "RAY_USAGE_STATS_ENABLED": "0"},
+                    start_new_session=True,  # a kernel interrupt (SIGINT to its group) is the kernel's alone
+                )
+                fd = os.dup(log.fileno())
             line = _first_line(process, fd, timeout, lost)
             return cls(process, fd, DriverReady.parse(line.decode()))
         except BaseException:
-            _end(process)
-            os.close(fd)
+            if process is not None:
+                _end(process)
+            if fd >= 0:
+                os.close(fd)
             raise
 
     def alive(self) -> bool:

@@ -33,6 +33,7 @@ __all__ = [
     "HeadWatch",
     "watch",
     "watching",
+    "stop_watching",
     "lost_reason",
     "head_answers",
     "unreachable",
@@ -183,6 +184,14 @@ def watch(address: str, on_lost: Callable[[str], None]) -> HeadWatch:
     _watch = HeadWatch(address, on_lost)
     _watch.start()
     return _watch
+
+
+def stop_watching() -> None:
+    """Stop watching (a connection that was never made)."""
+    global _watch
+    if _watch is not None:
+        _watch.stop()
+        _watch = None
 
 
 def watching(address: str | None = None) -> bool:

@@ -23,7 +23,7 @@ from ..base import Place
 from ..local.spawn import payload_file_bytes
 from .connect import connect
 from .group import RayRankGroup
-from .head_watch import loss_named
+from .head_watch import loss_named, lost_reason
 from .pool import RankPool, acquire, done_with
 
 __all__ = ["RayStarter", "RayMeeting"]
@@ -120,4 +120,8 @@ class RayMeeting:
     def close(self) -> None:
         pool = self._starter.pool
         if pool is not None and self._port:
-            pool.actors[0].close_store.remote(self._port)
+            try:
+                pool.actors[0].close_store.remote(self._port)
+            except Exception:  # the kernel has left a cluster whose head was lost: the store went with it
+                if lost_reason() is None:
+                    raise
