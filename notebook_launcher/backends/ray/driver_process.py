@@ -21,10 +21,10 @@ from __future__ import annotations
 
 import json
 import os
+import select
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -107,14 +107,6 @@ class DriverProcess:
                 os.close(fd)
             raise
 
-    def alive(self) -> bool:
-        """Whether the driver process still runs."""
-        return self.process.poll() is None
-
-    def last_words(self) -> str:
-        """The end of what the driver process wrote to its standard error (Ray's fatal errors)."""
-        return _tail(self._log).removeprefix(": ")
-
     def stop(self, wait: float = STOP_WAIT) -> None:
         """Tell the driver process to leave the cluster and end; SIGKILL it after ``wait`` s."""
         _end(self.process, wait)
@@ -125,21 +117,20 @@ class DriverProcess:
 
 def _first_line(process: subprocess.Popen, log: int, timeout: float, lost: Callable[[], str | None]) -> bytes:
     """The driver process's first line, read within ``timeout`` s unless ``lost()`` says why not."""
-    line: list[bytes] = []
-    reader = threading.Thread(target=lambda: line.append(process.stdout.readline()), daemon=True)  # type: ignore[union-attr]
-    reader.start()
+    stdout = process.stdout
+    assert stdout is not None
     deadline = time.monotonic() + timeout
-    while reader.is_alive():
-        reader.join(min(POLL, max(0.0, deadline - time.monotonic())))
+    while not select.select([stdout], [], [], min(POLL, max(0.0, deadline - time.monotonic())))[0]:
         reason = lost()
         if reason is not None:
             raise DriverEnded(reason)
-        if reader.is_alive() and time.monotonic() >= deadline:
+        if time.monotonic() >= deadline:
             raise DriverEnded(f"Ray's driver process did not connect within {timeout:g} s{_tail(log)}")
-    if not line[0]:
+    line = stdout.readline()  # it writes its one line whole, at once
+    if not line:
         process.wait()
         raise DriverEnded(f"Ray's driver process ended ({_exit_status(process)}) while it connected{_tail(log)}")
-    return line[0]
+    return line
 
 
 def _end(process: subprocess.Popen, wait: float = 0.0) -> None:

@@ -30,7 +30,7 @@ from ...wire.spec import RankSpec
 from ..base import RankSink
 from ..local.piped_group import PipedRankGroup
 from ..local.pipes import RankProcess, make_pipes
-from .head_watch import lost_reason
+from .head_watch import ignored_once_lost, lost_reason
 from .pool import RankPool
 
 __all__ = ["RayRankGroup"]
@@ -102,8 +102,7 @@ class _Relay(threading.Thread):
             self.lost = isinstance(err, ray.exceptions.RayActorError)
             what = "its Ray actor died" if self.lost else "it could not start"
             if self.lost:
-                gone = f"its Ray actor on {self.where} died (its node may be gone): {type(err).__name__}"
-                self.exit.lost = lost_reason(check_now=True) or gone
+                self.exit.lost = f"its Ray actor on {self.where} died (its node may be gone): {type(err).__name__}"
             note = f"\n{SIGNAL_SENDER_MARK}rank {self.rank} on {self.where}: {what}: {type(err).__name__}: {err}\n"
             self._write("stderr", note.encode())
             code = _LOST if self.lost else 1
@@ -209,11 +208,8 @@ class RayRankGroup(PipedRankGroup):
 
     def _tell(self, processes: list[RankProcess], method: str, *args: Any) -> None:
         for process in processes:
-            try:
+            with ignored_once_lost():  # the kernel has left a cluster whose head was lost: its relay ends the rank
                 getattr(self._pool.actors[process.first_rank], method).remote(*args)
-            except Exception:  # the kernel has left a cluster whose head was lost: its relay ends the rank
-                if lost_reason() is None:
-                    raise
 
     def _kill_actor(self, rank: int) -> None:
         import ray

@@ -39,6 +39,7 @@ __all__ = [
     "unreachable",
     "wait_left",
     "loss_named",
+    "ignored_once_lost",
 ]
 
 LOST_AFTER = 3.0  # seconds without an answer from the head before it is taken as lost
@@ -244,3 +245,22 @@ def loss_named() -> Iterator[None]:
         if reason is None:
             raise
         raise LaunchError(reason) from None
+
+
+@contextmanager
+def ignored_once_lost() -> Iterator[None]:
+    """Around a call that tidies up on the cluster (end a rank, close its store): what it raises
+    once the head is lost is ignored, as what it would tidy went with the cluster.
+
+    Examples:
+        >>> with ignored_once_lost():  # nothing is lost: the error is the caller's
+        ...     raise RuntimeError("Ray Client is not connected")
+        Traceback (most recent call last):
+        ...
+        RuntimeError: Ray Client is not connected
+    """
+    try:
+        yield
+    except Exception:
+        if lost_reason() is None:
+            raise

@@ -23,7 +23,7 @@ from ..base import Place
 from ..local.spawn import payload_file_bytes
 from .connect import connect
 from .group import RayRankGroup
-from .head_watch import loss_named, lost_reason
+from .head_watch import ignored_once_lost, loss_named
 from .pool import RankPool, acquire, done_with
 
 __all__ = ["RayStarter", "RayMeeting"]
@@ -120,8 +120,5 @@ class RayMeeting:
     def close(self) -> None:
         pool = self._starter.pool
         if pool is not None and self._port:
-            try:
+            with ignored_once_lost():
                 pool.actors[0].close_store.remote(self._port)
-            except Exception:  # the kernel has left a cluster whose head was lost: the store went with it
-                if lost_reason() is None:
-                    raise
