@@ -45,26 +45,29 @@ class LogLine(NamedTuple):
 
 
 class _Block:
-    __slots__ = ("display_id", "entry", "first", "lines", "seq", "stream", "text", "time")
+    __slots__ = ("display_id", "entry", "first", "lines", "rank", "seq", "stream", "text", "time")
 
-    def __init__(self, first: int, seq: int, stream: str, text: str, when: float, entry: LogLine | None = None):
-        self.first, self.seq, self.stream, self.text, self.time = first, seq, stream, text, when
+    def __init__(
+        self, rank: int, first: int, seq: int, stream: str, text: str, when: float, entry: LogLine | None = None
+    ) -> None:
+        self.rank, self.first, self.seq, self.stream, self.text, self.time = rank, first, seq, stream, text, when
         self.entry = entry  # a display: its one entry
         self.lines: list[str] | None = None  # the text split into lines, once asked for
 
     def size(self) -> int:
         return 1 if self.entry is not None else self.text.count("\n")
 
-    def line(self, rank: int, offset: int) -> LogLine:
+    def line(self, offset: int) -> LogLine:
         if self.entry is not None:
             return self.entry
         if self.lines is None:
             self.lines = [line + "\n" for line in self.text.split("\n")[:-1]]
-        return LogLine(rank, self.stream, self.lines[offset], self.time, self.seq + offset)
+        return LogLine(self.rank, self.stream, self.lines[offset], self.time, self.seq + offset)
 
 
 class RankLog:
-    """Not thread-safe by itself: ``LaunchRecord`` holds the lock."""
+    """Not thread-safe by itself: ``LaunchRecord`` holds the lock. ``rank`` is the number the rank
+    has now; each entry keeps the one it was written under (a restart can renumber a node's ranks)."""
 
     def __init__(self, rank: int) -> None:
         self.rank = rank
@@ -82,7 +85,7 @@ class RankLog:
         """Add complete lines (``text`` ends with a newline); returns how many."""
         size = text.count("\n")
         if size:
-            self._append(_Block(self.count, seq, stream, text, when), size)
+            self._append(_Block(self.rank, self.count, seq, stream, text, when), size)
         return size
 
     def add_display(self, data: dict, display_id: str | None, update: bool, seq: int, when: float) -> tuple[int, bool]:
@@ -93,7 +96,7 @@ class RankLog:
             block.entry = block.entry._replace(text=display_text(data), bundle=data, time=when)
             return block.first, True
         entry = LogLine(self.rank, "stdout", display_text(data), when, seq, data, display_id)
-        block = _Block(self.count, seq, "stdout", entry.text, when, entry)
+        block = _Block(self.rank, self.count, seq, "stdout", entry.text, when, entry)
         self._append(block, 1)
         if display_id is not None:
             self._displays[display_id] = block
@@ -114,7 +117,7 @@ class RankLog:
             block = self._blocks[index]
             size = self.count - block.first if index == len(self._blocks) - 1 else self._starts[index + 1] - block.first
             for offset in range(max(0, start - block.first), min(size, stop - block.first)):
-                out.append(block.line(self.rank, offset))
+                out.append(block.line(offset))
             index += 1
         return out
 

@@ -56,17 +56,51 @@ class LaunchRecord:
         self._stacks_asked: list[int] | None = []
         self._stacks_taken_at: float | None = None
         self._stacks_changed = threading.Condition(self._lock)
+        self._former: dict[int, int] = {}  # a number this node's ranks had before a renumbering → theirs now
 
     @property
     def ranks(self) -> list[int]:
         return list(self._ranks)
 
+    def _now(self, rank: int) -> int:
+        """The number the rank that had ``rank`` has now (a reader may hold one from before ``renumber``)."""
+        return self._former.get(rank, rank)
+
     def rank_status(self, rank: int) -> RankStatus:
-        return self._status[rank]
+        with self._lock:
+            return self._status[self._now(rank)]
 
     def set_rank_status(self, rank: int, status: RankStatus) -> None:
         with self._lock:
             self._status[rank] = status
+
+    def renumber(self, first_rank: int, why: str) -> None:
+        """This node's ranks are numbered from ``first_rank`` on in this attempt (a c10d rendezvous
+        numbers the nodes in the order they arrive, at every restart again). Statuses and logs move
+        with them (in local rank order), each log gets a line that says so (``why``), and a number a
+        rank had before still reads that rank.
+
+        Examples:
+            >>> record = LaunchRecord(2)
+            >>> record.renumber(2, "node 1 of 2")
+            >>> record.ranks, record.line_count(0), record.lines(3)[0].text
+            ([2, 3], 1, "── node 1 of 2: this node's ranks are 2–3 now ──\\n")
+        """
+        with self._lock:
+            old, new = list(self._ranks), range(first_rank, first_rank + len(self._ranks))
+            if old == list(new):
+                return
+            moved = dict(zip(old, new, strict=True))
+            self._former = {former: moved[now] for former, now in self._former.items() if former not in new}
+            self._former.update({former: now for former, now in moved.items() if former not in new})
+            self._ranks, self.first_rank = new, first_rank
+            self._status = {moved[rank]: status for rank, status in self._status.items()}
+            self._results = {moved[rank]: value for rank, value in self._results.items()}
+            self._logs = {moved[rank]: log for rank, log in self._logs.items()}
+            line = f"── {why}: this node's ranks are {new[0]}–{new[-1]} now ──\n"
+            for rank, log in self._logs.items():
+                log.rank = rank
+                self._seq += log.add_text("stderr", line, self._seq, time.time())
 
     def add_output(self, rank: int, stream: str, text: str) -> None:
         """Add complete lines ``text`` (one or many, each ending with a newline) to ``rank``'s log."""
@@ -82,7 +116,8 @@ class LaunchRecord:
         in place; an update for an id not shown yet is shown as new, as front ends do.
         """
         with self._lock:
-            index, replaced = self._logs[rank].add_display(dict(data), display_id, update, self._seq, time.time())
+            log = self._logs[self._now(rank)]
+            index, replaced = log.add_display(dict(data), display_id, update, self._seq, time.time())
             self._seq += 0 if replaced else 1
             return index, replaced
 
@@ -96,11 +131,11 @@ class LaunchRecord:
     def lines(self, rank: int, start: int = 0, stop: int | None = None) -> list[LogLine]:
         """``rank``'s log entries (from index ``start`` to ``stop``), in the order they came."""
         with self._lock:
-            return self._logs[rank].entries(start, stop)
+            return self._logs[self._now(rank)].entries(start, stop)
 
     def line_count(self, rank: int) -> int:
         with self._lock:
-            return self._logs[rank].count
+            return self._logs[self._now(rank)].count
 
     def exit_notes(self, rank: int, last: int = 5) -> list[str]:
         """What ``rank``'s process said about its own end (e.g. who sent it SIGTERM), among its last
@@ -114,7 +149,7 @@ class LaunchRecord:
     def text(self, rank: int, stream: str | None = None) -> str:
         """``rank``'s whole log as text (only ``stream``'s lines when given)."""
         with self._lock:
-            return self._logs[rank].text(stream)
+            return self._logs[self._now(rank)].text(stream)
 
     def interleaved(self, last: int | None = None) -> list[LogLine]:
         """Every rank's entries in arrival order; with ``last``, only each rank's last ``last``."""

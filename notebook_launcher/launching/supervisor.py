@@ -181,6 +181,9 @@ class Supervisor:
 
     def _meet(self) -> None:
         self.master_port = self._meeting.open(lambda: self._stop_requested, self._show_waiting)
+        node, nodes = self._meeting.node_rank, self._plan.num_nodes
+        why = f"the rendezvous made this kernel node {node} of {nodes} (c10d numbers the nodes as they arrive)"
+        self._record.renumber(self._plan.global_rank(0, node), why)
         self._record.places = self._meeting.places()
         self._record.waiting = ""
         self._rendezvous_done = True

@@ -44,6 +44,42 @@ def test_two_nodes_train_together(kernel, node1, backend):
     assert kernel.children() == [] and node1.children() == []
 
 
+def test_a_kernel_that_arrives_second_at_a_c10d_rendezvous_shows_the_ranks_it_got(kernel, node1):
+    """c10d numbers the nodes as they arrive, whatever node_rank a cell passed. Before: the kernel
+    that passed node_rank=0 but arrived second kept ranks 0 and 1 in its record, its ranks 2 and 3
+    reported into nothing, and the launch ended "stopped before every rank returned" (1 run in 15
+    of the restart test). Its widget, built while the kernel waited at the rendezvous, goes on under
+    the new numbers, and so do the saved form and the logs."""
+    kernel.ok(TRAIN)
+    kernel.ok("from notebook_launcher.frontend.views import widget as widget_module\nwidget_module.BUILD_AFTER = 0")
+    node1.ok(TRAIN)
+    port = free_port(kernel)
+    options = f"num_processes=2, num_nodes=2, use_port={port}, rdzv_backend='c10d', {SECRET}"
+    node1.ok(f"job = launch(short, node_rank=1, {options}, display='none')")
+    node1.ok("while 'more node' not in job.waiting: job.join(0.02)", timeout=60)  # it arrived first
+    try:
+        shown = kernel.ok(f"job = launch(short, node_rank=0, {options}, display='widget'); job.wait(timeout=120)")
+    finally:
+        kernel.ok("widget_module.BUILD_AFTER = 0.25")
+    assert kernel.eval("(job.ranks, job.status)") == ([2, 3], "succeeded")
+    assert [result[:2] for result in kernel.eval("job.results")] == [(2, 4), (3, 4)]
+    assert node1.eval("job.wait(timeout=120)")[:2] == (0, 4) and node1.eval("job.ranks") == [0, 1]
+    said = (
+        "the rendezvous made this kernel node 1 of 2 (c10d numbers the nodes as they arrive):"
+        " this node's ranks are 2–3 now"
+    )
+    assert said in kernel.eval("job.logs(2)") and said in kernel.eval("job.logs(0)")  # the number it had reads it
+    assert kernel.eval("job.view.built") is True
+    assert kernel.eval("([job.view.tabs.get_title(i) for i in (1, 2)], sorted(job.view.boxes))") == (
+        ["rank 2", "rank 3"],
+        [2, 3],
+    )
+    final = [out["display"] for out in shown.outputs if "display" in out][-1]["text/plain"]
+    assert "succeeded in" in final.splitlines()[0] and "rank 2 returned tuple" in final.splitlines()[-1]
+    assert f"[rank 3] ── {said} ──" in final
+    assert kernel.children() == [] and node1.children() == []
+
+
 LATE = dedent("""
     def late(release):
         dist.init_process_group("gloo")

@@ -131,7 +131,7 @@ class WidgetView(LaunchView):
     def on_status(self, event: Status) -> None:
         self._changed()
         self._dirty.add("header")
-        if event.status == "failed" and self.built:
+        if event.status == "failed" and self.built and event.rank in self.launch.ranks:
             self.tabs.selected_index = self._tab_of(event.rank)
 
     def on_output(self, event: Output) -> None:
@@ -257,10 +257,25 @@ class WidgetView(LaunchView):
     def _tab_of(self, rank: int) -> int:
         return 1 + self.launch.ranks.index(rank)
 
+    def _follow_ranks(self) -> None:
+        """The rendezvous renumbered this node's ranks (c10d, at a start or a restart): each box
+        goes on under its rank's new number."""
+        ranks = self.launch.ranks
+        if ranks == list(self._seen):
+            return
+        moved = dict(zip(self._seen, ranks, strict=True))
+        self._seen = dict(zip(ranks, self._seen.values(), strict=True))
+        self._replaced = {(moved.get(rank, rank), index) for rank, index in self._replaced}
+        self._live = {(moved.get(rank, rank), stream): text for (rank, stream), text in self._live.items()}
+        if self.built:
+            self.boxes = dict(zip(ranks, self.boxes.values(), strict=True))
+            self._titles = {}
+
     def render(self) -> None:
         """Show what has arrived since the last render now (``flush`` does it at most every
         ``NOTEBOOK_LAUNCHER_FLUSH_INTERVAL`` seconds)."""
         dirty, self._dirty = self._dirty, set()
+        self._follow_ranks()
         launch = self.launch
         where = places_text(launch)
         self.header.value = (
@@ -288,7 +303,7 @@ class WidgetView(LaunchView):
         launch = self.launch
         fresh: list = []
         skipped_all = 0
-        for rank in launch.ranks:
+        for rank in list(self._seen):  # the numbers the boxes have: a renumbering is taken at the next render
             count = launch.line_count(rank)
             start = max(self._seen[rank], count - self._max_lines)
             skipped = start - self._seen[rank]
