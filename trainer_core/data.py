@@ -31,6 +31,7 @@ from .sharding import ShardedBatchSampler
 if TYPE_CHECKING:
     from .compat.shuffle import SamplerShuffle
     from .state import DistributedState
+    from .throughput import Throughput
 
 __all__ = ["DataState", "PreparedDataLoader", "ShardedBatchSampler"]
 
@@ -43,8 +44,9 @@ class DataState:
     also the Accelerator's ``gradient_state``, under Accelerate's names.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, meter: Throughput | None = None) -> None:
         self._running: list[list] = []  # [loader, end_of_dataloader, remainder], innermost last
+        self._meter = meter
 
     @property
     def active_dataloader(self) -> Any:
@@ -68,6 +70,12 @@ class DataState:
     def at_step(self, last: bool, remainder: int | None) -> None:
         if self._running:
             self._running[-1][1:] = [last, remainder if last else None]
+
+    def took(self, batch: Any) -> None:
+        """A loader yields ``batch``: counted in the rank's pace when the outermost loader running
+        (the training loop's, not an evaluation inside it) yields it."""
+        if self._meter is not None and len(self._running) == 1:
+            self._meter.batch(batch)
 
     def end(self, loader: Any) -> None:
         for index in range(len(self._running) - 1, -1, -1):
@@ -195,6 +203,7 @@ class PreparedDataLoader(DataLoader):
                 following, last = None, True
             batch, remainder = current
             self._data_state.at_step(last, remainder)
+            self._data_state.took(batch)
             self._yielded += 1
             yield apply_to_tensors(lambda t: t.to(device, non_blocking=True), batch)
             if last:

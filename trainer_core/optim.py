@@ -78,7 +78,8 @@ class PreparedOptimizer(torch.optim.Optimizer):
         self.stepped = False
         if not self._accelerator.sync_gradients:
             return None
-        result, self.step_was_skipped = self._accelerator.precision.step(self.optimizer, closure)
+        with self._accelerator._throughput.syncing():
+            result, self.step_was_skipped = self._accelerator.precision.step(self.optimizer, closure)
         self.stepped = not self.step_was_skipped
         if self.stepped:
             self._accelerator._after_optimizer_step()

@@ -147,6 +147,10 @@ class RankGroup(Protocol):
     def ask_stacks(self, ranks: Sequence[int]) -> None:
         """Ask ``ranks`` for their stacks; the answers arrive as events."""
 
+    def pids(self) -> dict[int, int]:
+        """rank → pid of each live rank that is a process of its own on this machine (the kernel
+        reads its CPU and memory); {} where the ranks are elsewhere."""
+
     def terminate(self) -> None:
         """Ask every live rank to end (SIGTERM), with whatever it started."""
 

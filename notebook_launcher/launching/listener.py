@@ -109,6 +109,9 @@ class LaunchState(Protocol):
     def metrics(self) -> list[dict]: ...
 
     @property
+    def stragglers(self) -> dict[int, str]: ...
+
+    @property
     def stopping(self) -> bool: ...
 
     @property

@@ -42,6 +42,12 @@ class LaunchReading:
         return self._record.ranks
 
     @property
+    def stragglers(self) -> dict[int, str]:
+        """The ranks that lag the others in this attempt (step time 20 % over the median of the
+        others', a few seconds running), each with why; {} when none does."""
+        return dict(self._record.stragglers)
+
+    @property
     def results(self) -> list[Any]:
         """Every rank's return value, in rank order (None where a rank returned nothing)."""
         return self._record.results

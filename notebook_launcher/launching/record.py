@@ -52,6 +52,7 @@ class LaunchRecord:
         self._past_failures: list[tuple[int, int, BaseException]] = []
         self.waiting = ""  # what the launch waits for now ("waiting for rank 1: ..."), shown live
         self.places: dict[int, Place] = {}  # rank → backends.base.Place, for ranks not on this machine
+        self.stragglers: dict[int, str] = {}  # rank → why it lags the others (telemetry.stragglers), this attempt
         self._stacks: dict[int, dict] = {}
         self._stacks_asked: list[int] | None = []
         self._stacks_taken_at: float | None = None

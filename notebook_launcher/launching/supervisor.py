@@ -43,6 +43,7 @@ from typing import Any, TypeVar
 from ..backends.base import RankGroup, Starter
 from ..backends.plans import LaunchPlan
 from ..interrupt_routing import history_thread_born_deaf
+from ..telemetry import AttemptMeasures
 from ..wire import rebuild_exception
 from ..wire.events import Display, Failure, Malformed, Metric, Output, Reply, Result, Stacks, Status, decode_event
 from ..wire.readiness import wait_readable
@@ -97,6 +98,7 @@ class Supervisor:
             self._meeting.failure_elsewhere,
             launch_started,
         )
+        self._measures = AttemptMeasures(record)
         self._group: RankGroup | None = None
         self._rendezvous_done = False
         self._finished = False
@@ -225,7 +227,7 @@ class Supervisor:
         assert group is not None
         refresh = None
         while group.live_ranks or self._control.unpickling:
-            deadlines = [d for d in (self._control.deadline(), refresh) if d is not None]
+            deadlines = [d for d in (self._control.deadline(), refresh, self._measures.due()) if d is not None]
             timeout = min(_LONGEST_WAIT, max(0.0, min(deadlines) - time.monotonic())) if deadlines else None
             meeting = self._meeting.waitables()
             ready = wait_readable([self._wake_r, *meeting, *group.waitables()], timeout)
@@ -235,8 +237,18 @@ class Supervisor:
                 self._meeting.serve()
             group.read([item for item in ready if item != self._wake_r and item not in meeting], self)
             self._carry_out(self._control.tick())
+            self._sample_ranks(group)
             delay = self._notify(self._listener.flush)
             refresh = None if delay is None else time.monotonic() + delay
+
+    def _sample_ranks(self, group: RankGroup) -> None:
+        """The ranks' CPU and memory into the record when a sample is due; the views are told."""
+        due = self._measures.due()
+        if due is None or time.monotonic() < due:
+            return
+        now = time.time()
+        for rank, values in self._measures.sample(group.pids()):
+            self._notify(self._listener.on_metric, Metric(rank, now, values, None))
 
     def _on_wake(self) -> None:
         """stop(), kill() or stacks() was called from another thread."""
@@ -303,6 +315,7 @@ class Supervisor:
 
     def _on_metric(self, event: Metric) -> None:
         self._record.add_metric(event.rank, event.as_dict(), event.time)
+        self._measures.reported(event.rank, event.values)
         self._notify(self._listener.on_metric, event)
 
     def _on_display(self, event: Display) -> None:

@@ -203,14 +203,14 @@ def test_the_notebook_view_shows_each_ranks_held_memory_after_the_first_step():
     ):
         job = launch(held_after_a_step, (sharding,), num_processes=2, display="none")
         job.wait(timeout=240)
-        shown = {metric["rank"]: metric["values"][MEMORY_METRIC] for metric in job.metrics}
+        shown = {m["rank"]: m["values"][MEMORY_METRIC] for m in job.metrics if MEMORY_METRIC in m["values"]}
         assert sorted(shown) == [0, 1]
         for rank, held in enumerate(job.results):
             assert shown[rank] == pytest.approx((held["parameters"] + held["optimizer"]) / 2**20)
         assert MEMORY_METRIC in static_bundle(job)["text/html"]
     ddp = launch(held_after_a_step, ({},), num_processes=2, display="none")
     ddp.wait(timeout=240)
-    assert ddp.metrics == []  # only a sharded model's memory is news
+    assert not [m for m in ddp.metrics if MEMORY_METRIC in m["values"]]  # only a sharded model's memory is news
 
 
 @pytest.mark.parametrize("stage", [2, 3])

@@ -55,6 +55,7 @@ from ..project import ProjectConfiguration
 from ..strategies import select_strategy
 from ..strategies.deepspeed.plugin import deepspeed_plugin_from
 from ..strategies.fsdp.plugin import fsdp_plugin_from
+from ..throughput import Throughput, shown_pace
 from ..trackers import tracker_names
 from .checkpointing import CheckpointMethods
 from .preparing import PrepareMethods
@@ -179,12 +180,13 @@ class Accelerator(PrepareMethods, TrackerMethods, CheckpointMethods, MeshMethods
         self.gradient_accumulation_steps = gradient_accumulation_steps
         self.step = 0
         self.sync_gradients = True
-        self._data_state = DataState()
+        self._metrics = MetricLog()
+        self._throughput = Throughput(shown_pace(self._metrics.show))
+        self._data_state = DataState(self._throughput)
         self.dataloader_config = DataLoaderConfiguration.from_any(dataloader_config)
         if split_batches is not None:
             self.dataloader_config.split_batches = split_batches
         self.prepared = PreparedObjects()
-        self._metrics = MetricLog()
         self._memory_shown = False
         self._device_memory_due = 0.0  # time.monotonic() from which the next peak is shown
         self.project_configuration = project_config or ProjectConfiguration(project_dir)
@@ -274,7 +276,10 @@ class Accelerator(PrepareMethods, TrackerMethods, CheckpointMethods, MeshMethods
     def backward(self, loss: torch.Tensor, **kwargs: Any) -> None:
         """``loss.backward()``, divided for gradient accumulation and scaled for fp16 (with DeepSpeed:
         the engine's backward, and its step at the end of an accumulation)."""
-        self.strategy.backward(loss, self.precision, self.gradient_accumulation_steps, self.sync_gradients, **kwargs)
+        with self._throughput.syncing():
+            self.strategy.backward(
+                loss, self.precision, self.gradient_accumulation_steps, self.sync_gradients, **kwargs
+            )
 
     def unscale_gradients(self, optimizer: Any = None) -> None:
         """Unscale fp16 gradients (once per step) of ``optimizer`` (one or a list of prepared
@@ -343,8 +348,10 @@ class Accelerator(PrepareMethods, TrackerMethods, CheckpointMethods, MeshMethods
         return self.strategy.sync_next_backward(model)
 
     def _after_optimizer_step(self) -> None:
-        """After the first step of a sharded model, show each rank's held memory in the notebook view;
-        on a GPU, each rank's peak device memory too (after the first step, then now and then)."""
+        """Count the step in the rank's pace; after the first step of a sharded model, show each
+        rank's held memory in the notebook view; on a GPU, each rank's peak device memory too
+        (after the first step, then now and then)."""
+        self._throughput.stepped()
         self._show_device_memory()
         if self._memory_shown or not self.strategy.shards_state:
             return
@@ -360,6 +367,21 @@ class Accelerator(PrepareMethods, TrackerMethods, CheckpointMethods, MeshMethods
         self._device_memory_due = now + DEVICE_MEMORY_EVERY if peak is not None else math.inf
         if peak is not None:
             self._metrics.show({DEVICE_MEMORY_METRIC: peak / 2**20}, self.step)
+
+    def throughput(self) -> dict[str, Any]:
+        """This rank's pace, as the notebook view charts it: over the last second or so,
+        ``step_time`` (seconds per optimizer step), ``work_time`` (the step time less the time in
+        ``backward()`` and the optimizer's step, where synchronised ranks wait),
+        ``steps_per_second``, ``samples_per_second`` (the training loader's batches) and
+        ``tokens_per_second`` (None unless batches carry token ids), and the totals ``steps``,
+        ``samples`` and ``tokens``. None where nothing was measured yet.
+
+        Examples:
+            >>> accelerator = Accelerator(cpu=True)
+            >>> accelerator.throughput()["steps"], accelerator.throughput()["step_time"]
+            (0, None)
+        """
+        return self._throughput.figures()
 
     def held_memory(self) -> dict[str, int]:
         """Bytes this rank holds of the prepared models' parameters, gradients and optimizer state

@@ -31,6 +31,10 @@ class PipedRankGroup:
     def live_ranks(self) -> list[int]:
         return [rank for process in self._live() for rank in process.ranks]
 
+    def pids(self) -> dict[int, int]:
+        """None of its ranks is a local process the kernel can read (a cluster's actors)."""
+        return {}
+
     def waitables(self) -> list[Any]:
         self._watch = {}
         for process in self._live():

@@ -95,6 +95,11 @@ class LocalRankGroup(PipedRankGroup):
         watch_group(process.pid)
         self._processes.append(RankProcess([spec.rank for spec in specs], process, ours))
 
+    def pids(self) -> dict[int, int]:
+        """Each live rank's process (a process that carries several ranks, a torch_xla host, is not
+        one rank's)."""
+        return {process.ranks[0]: process.process.pid for process in self._live() if len(process.ranks) == 1}
+
     def ask_stacks(self, ranks: Sequence[int]) -> None:
         for process in self._live():
             if any(rank in ranks for rank in process.ranks):

@@ -41,25 +41,61 @@ import os
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from ...telemetry import chart_order
 from .palette import rank_line
 
-__all__ = ["series_by_key", "metrics_html", "nice_ticks", "tick_label", "smoothed", "SMOOTHING_ENV"]
+__all__ = [
+    "ChartSeries",
+    "thinned",
+    "series_by_key",
+    "metrics_html",
+    "nice_ticks",
+    "tick_label",
+    "smoothed",
+    "SMOOTHING_ENV",
+]
 
 SMOOTHING_ENV = "NOTEBOOK_LAUNCHER_CHART_SMOOTHING"
 DEFAULT_SMOOTHING = 0.6  # TensorBoard's
 SMOOTH_FROM = 10  # points a series has before its smoothed line is drawn over the raw one
 LOG_FROM = 100.0  # the ratio of a positive metric's largest to smallest value that turns on the log scale
+MOST_POINTS = 1500  # points drawn of a line, at most (about; two a pixel of a narrower chart): longer is thinned
 MARGINS = (52, 12, 8, 22)  # left, right, top, bottom: room for the tick labels
 
 
-def series_by_key(metrics: Iterable[dict]) -> dict:
-    """``{key: {(rank, attempt): [(step, value), ...]}}`` from ``Launch.metrics`` records."""
-    series: dict = {}
+class ChartSeries(dict):
+    """``{key: {(rank, attempt): [(x, value), ...]}}``; ``seconds``: the keys whose x is seconds
+    since the launch started (the ranks' CPU and memory, sampled by the kernel), not steps."""
+
+    seconds: set
+
+
+def series_by_key(metrics: Iterable[dict]) -> ChartSeries:
+    """The charts' series from ``Launch.metrics`` records (see ``ChartSeries``)."""
+    series = ChartSeries()
+    series.seconds = set()
     for record in metrics:
         line = (record["rank"], record.get("attempt", 0))
         for key, value in record["values"].items():
             series.setdefault(key, {}).setdefault(line, []).append((record["step"], value))
+            if record.get("x") == "seconds":
+                series.seconds.add(key)
     return series
+
+
+def thinned(points: list, most: int) -> list:
+    """At most about ``most`` of ``points``, evenly spaced, the last one kept: a long run's chart draws
+    as fast as a short one's (``Launch.metrics`` keeps every value).
+
+    Examples:
+        >>> len(thinned(list(range(10_000)), 1500)), thinned(list(range(10)), 4)
+        (1430, [0, 3, 6, 9])
+    """
+    if len(points) <= most:
+        return points
+    every = math.ceil(len(points) / most)
+    kept = points[::every]
+    return kept if kept[-1] is points[-1] else [*kept, points[-1]]
 
 
 def metrics_html(series: dict, width: int = 360, height: int = 190, as_image: bool = False) -> str:
@@ -67,7 +103,11 @@ def metrics_html(series: dict, width: int = 360, height: int = 190, as_image: bo
     otherwise inline SVG in the theme's colours (the live widget)."""
     if not series:
         return ""
-    charts = [_chart_html(key, lines, width, height, as_image) for key, lines in sorted(series.items())]
+    seconds: set = getattr(series, "seconds", set())
+    charts = [
+        _chart_html(key, series[key], width, height, as_image, key in seconds)
+        for key in sorted(series, key=chart_order)
+    ]
     return f'<div class="nl-metrics">{"".join(charts)}</div>'
 
 
@@ -79,7 +119,7 @@ class _Line:
     points: list  # finite (step, value) pairs
 
 
-def _lines(series: dict) -> list[_Line]:
+def _lines(series: dict, most: int = MOST_POINTS) -> list[_Line]:
     """The lines to draw: per attempt, one per rank, or one for all ranks where they agree."""
     attempts = sorted({attempt for _, attempt in series})
     lines = []
@@ -91,7 +131,7 @@ def _lines(series: dict) -> list[_Line]:
             label = "all ranks" if together else f"rank {rank}"
             if len(attempts) > 1:
                 label += f" · attempt {attempt}"
-            finite = [(s, v) for s, v in points if math.isfinite(v)]
+            finite = thinned([(s, v) for s, v in points if math.isfinite(v)], most)
             lines.append(_Line(label, None if together else rank_line(rank), attempt != attempts[-1], finite))
     return lines
 
@@ -267,18 +307,22 @@ def _latest(lines: list[_Line]) -> str:
     return ", ".join(f"{line.label}: {_label(line.points[-1][1])}" for line in current) or "no finite value"
 
 
-def _chart_html(key: str, series: dict, width: int, height: int, as_image: bool) -> str:
-    lines = _lines(series)
+def _chart_html(key: str, series: dict, width: int, height: int, as_image: bool, seconds: bool = False) -> str:
+    lines = _lines(series, min(MOST_POINTS, 2 * width))
     axes = _Axes(lines, width, height)
     title = html.escape(key)
     note = " (log scale)" if axes.log else " (constant)" if axes.constant else ""
+    note += " · by second" if seconds else ""
     latest = html.escape(_latest(lines))
     if as_image:
         document = _svg(lines, axes, width, height, standalone=True)
         source = "data:image/svg+xml;base64," + base64.b64encode(document.encode()).decode("ascii")
         values = [v for line in lines for _, v in line.points] or [0.0]
         steps = [s for line in lines for s, _ in line.points] or [0]
-        ranges = f"{key} from {_label(min(values))} to {_label(max(values))}, steps {min(steps)} to {max(steps)}"
+        ranges = (
+            f"{key} from {_label(min(values))} to {_label(max(values))},"
+            f" {'seconds' if seconds else 'steps'} {min(steps)} to {max(steps)}"
+        )
         picture = (
             f'<img class="nl-chart-image" src="{source}" width="{width}" height="{height}"'
             f' alt="{html.escape(ranges)}; latest {latest}"/>'

@@ -29,6 +29,7 @@ __all__ = ["CSS", "status_chips", "entries_html", "traceback_html", "hint_html",
 CSS = """
 .nl-root { color: var(--jp-ui-font-color1, inherit); font-size: 12px; }
 .nl-root .nl-head { margin: 2px 0 4px; }
+.nl-root .nl-stragglers { margin: 0 0 4px; }
 .nl-root .nl-places { color: var(--jp-ui-font-color2, #666); margin: 0 0 4px; }
 .nl-root .nl-chip { display: inline-block; margin: 0 4px 2px 0; padding: 1px 8px; border-radius: 10px; color: #fff;
   font-size: 11px; }
@@ -62,13 +63,16 @@ CSS = """
 """ + prefix_css()
 
 
-def status_chips(statuses: dict) -> str:
+def status_chips(statuses: dict, slow: Iterable[int] = ()) -> str:
     """One coloured chip per rank: ``rank 0: running``, the chips apart by a space of their own, so
-    they still read apart where the stylesheet is stripped (an untrusted notebook)."""
+    they still read apart where the stylesheet is stripped (an untrusted notebook). A rank in
+    ``slow`` (a straggler) reads ``rank 2: running · slow``."""
     chips = []
+    slow = set(slow)
     for rank, status in sorted(statuses.items()):
         color = STATUS_COLORS.get(status, STATUS_COLORS["starting"])
-        chips.append(f'<span class="nl-chip nl-{status}" style="background:{color}">rank {rank}: {status}</span>')
+        mark = " · slow" if rank in slow else ""
+        chips.append(f'<span class="nl-chip nl-{status}" style="background:{color}">rank {rank}: {status}{mark}</span>')
     return " ".join(chips)
 
 

@@ -43,6 +43,7 @@ __all__ = [
     "failure_text",
     "header_text",
     "places_text",
+    "stragglers_text",
     "stacks_section",
     "stacks_html",
     "MAX_LINES",
@@ -71,6 +72,17 @@ def header_text(launch: LaunchState, recorded: bool = False) -> str:
         f"notebook_launcher · launch {launch.id} · {len(launch.ranks)} rank{'s' if len(launch.ranks) != 1 else ''}"
         f" · {plan.device.name} · {plan.start_method} · {state}"
     )
+
+
+def stragglers_text(launch: LaunchState) -> str:
+    """The ranks that lag the others, with why; "" when none does.
+
+    Examples:
+        >>> from types import SimpleNamespace
+        >>> stragglers_text(SimpleNamespace(stragglers={2: "step time 250 ms, 2.5× the median"}))
+        'rank 2 is slow: step time 250 ms, 2.5× the median'
+    """
+    return " · ".join(f"rank {rank} is slow: {why}" for rank, why in sorted(launch.stragglers.items()))
 
 
 def places_text(launch: LaunchState) -> str:
@@ -199,6 +211,9 @@ def static_bundle(launch: LaunchState, max_lines: int = MAX_LINES) -> dict:
 
 def _plain(launch: LaunchState, counts: dict, entries: list, failure: str, max_lines: int) -> str:
     lines = [header_text(launch, recorded=True)]
+    slow = stragglers_text(launch)
+    if slow:
+        lines.append(f"⚠ {slow}")
     where = places_text(launch)
     if where:
         lines.append(where)
@@ -245,8 +260,11 @@ def _html(launch: LaunchState, counts: dict, entries: list, failure: str, max_li
     parts = [
         f"<style>{CSS}</style>",
         f'<div class="nl-head"><b>notebook_launcher</b> · {head}</div>',
-        f"<div>{status_chips(statuses)}</div>",
+        f"<div>{status_chips(statuses, launch.stragglers)}</div>",
     ]
+    slow = stragglers_text(launch)
+    if slow:
+        parts.append(f'<div class="nl-stragglers">⚠ {html.escape(slow)}</div>')
     where = places_text(launch)
     if where:
         parts.append(f'<div class="nl-places">{html.escape(where)}</div>')

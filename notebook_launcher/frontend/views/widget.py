@@ -33,6 +33,7 @@ from typing import Any
 from ...interrupt_routing import kernel_thread
 from ...kernel_streams import skip_idle_display_flushes
 from ...launching.listener import LaunchState, LiveLine, Metric, Output, Shown, Status
+from ...telemetry import SAMPLED_BY_KERNEL
 from ..busy_status import BusyWhileWaiting
 from ..subshells import handle_where_sent
 from .base import LaunchView
@@ -50,6 +51,7 @@ from .static import (
     stacks_html,
     stacks_section,
     static_bundle,
+    stragglers_text,
 )
 
 __all__ = ["WidgetView"]
@@ -151,7 +153,8 @@ class WidgetView(LaunchView):
         self._dirty.add("lines")
 
     def on_metric(self, event: Metric) -> None:
-        self._changed()
+        if not set(event.values) <= set(SAMPLED_BY_KERNEL):  # the ranks' own news: a snapshot waits for quiet
+            self._changed()
         self._dirty.add("metrics")
         self._dirty.add("lines")  # an empty log's hint mentions the chart
 
@@ -277,11 +280,12 @@ class WidgetView(LaunchView):
         dirty, self._dirty = self._dirty, set()
         self._follow_ranks()
         launch = self.launch
-        where = places_text(launch)
+        where, slow = places_text(launch), stragglers_text(launch)
         self.header.value = (
             f'<div class="nl-head"><b>notebook_launcher</b> · '
             f"{html.escape(header_text(launch).split(' · ', 1)[1])}</div>"
-            f"<div>{status_chips({r: launch.rank_status(r) for r in launch.ranks})}</div>"
+            f"<div>{status_chips({r: launch.rank_status(r) for r in launch.ranks}, launch.stragglers)}</div>"
+            + (f'<div class="nl-stragglers">⚠ {html.escape(slow)}</div>' if slow else "")
             + (f'<div class="nl-places">{html.escape(where)}</div>' if where else "")
         )
         self._title_tabs()

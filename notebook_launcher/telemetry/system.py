@@ -1,0 +1,80 @@
+"""Each rank's CPU and memory, read from the kernel with psutil: nothing runs in the rank for it,
+so a rank stuck in C code, or one that never imports trainer_core, is measured all the same.
+
+CPU % is the rank's process with its children (DataLoader workers, a compile's workers), as
+``top`` counts it (100 is one core busy); RSS MB is the rank's own resident memory. A sample is
+taken every ``SAMPLE_EVERY`` seconds; a process's first sample only starts its CPU count.
+
+Examples:
+    >>> import os, time
+    >>> ticks = iter(range(100))
+    >>> sampler = SystemSampler(clock=lambda: float(next(ticks)), every=1.0)
+    >>> sampler.sample({0: os.getpid()})
+    {}
+    >>> sorted(sampler.sample({0: os.getpid()})[0])
+    ['CPU %', 'RSS MB']
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping
+
+import psutil
+
+from .names import CPU, RSS
+
+__all__ = ["SystemSampler", "SAMPLE_EVERY"]
+
+SAMPLE_EVERY = 1.0  # seconds between two samples of the ranks' processes
+
+_GONE = (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess)
+
+
+class SystemSampler:
+    """``sample(pids)`` when ``due()`` has passed: {rank: {"CPU %": ..., "RSS MB": ...}}."""
+
+    def __init__(self, clock: Callable[[], float] = time.monotonic, every: float = SAMPLE_EVERY) -> None:
+        self._clock = clock
+        self._every = every
+        self._due = clock()
+        self._processes: dict[int, psutil.Process] = {}  # pid → its Process, whose CPU count goes on
+
+    def due(self) -> float:
+        """When the next sample is due (the clock's time)."""
+        return self._due
+
+    def sample(self, pids: Mapping[int, int]) -> dict[int, dict[str, float]]:
+        """The ranks' figures now (``pids``: rank → its process); a rank seen for the first time,
+        or whose process is gone, has none."""
+        self._due = self._clock() + self._every
+        samples: dict[int, dict[str, float]] = {}
+        seen: dict[int, psutil.Process] = {}
+        for rank, pid in pids.items():
+            try:
+                figures = self._read(pid, seen)
+            except _GONE:
+                continue
+            if figures is not None:
+                samples[rank] = figures
+        self._processes = seen
+        return samples
+
+    def _read(self, pid: int, seen: dict[int, psutil.Process]) -> dict[str, float] | None:
+        rank = self._known(pid, seen)
+        fresh = rank is None
+        rank = rank or psutil.Process(pid)
+        seen[pid] = rank
+        cpu = rank.cpu_percent(None)
+        rss = rank.memory_info().rss / 2**20
+        for child in rank.children(recursive=True):
+            try:
+                process = self._known(child.pid, seen) or child
+                seen[child.pid] = process
+                cpu += process.cpu_percent(None)
+            except _GONE:
+                continue
+        return None if fresh else {CPU: round(cpu, 1), RSS: round(rss, 1)}
+
+    def _known(self, pid: int, seen: dict[int, psutil.Process]) -> psutil.Process | None:
+        return seen.get(pid) or self._processes.get(pid)

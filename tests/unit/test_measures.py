@@ -1,0 +1,70 @@
+"""The built-in measures' rules alone: the pace meter on a fake clock, the straggler watch, and how
+the charts draw what the kernel samples."""
+
+from __future__ import annotations
+
+import torch
+
+from notebook_launcher.frontend.views.charts import metrics_html, series_by_key
+from notebook_launcher.telemetry import Stragglers
+from trainer_core.data import DataState
+from trainer_core.throughput import SAMPLES, STEP_TIME, TOKENS, WORK_TIME, Throughput
+
+
+class _Clock:
+    def __init__(self):
+        self.now = 0.0
+
+    def __call__(self):
+        return self.now
+
+
+def test_the_pace_counts_steps_samples_and_its_own_work_and_reports_once_a_second():
+    clock, shown = _Clock(), []
+    meter = Throughput(lambda values, step: shown.append((step, values)), clock=clock)
+    for _ in range(10):  # 10 steps of 0.25 s, 0.2 s of each waiting in backward()
+        meter.batch((torch.zeros(8, 3), torch.zeros(8)))
+        clock.now += 0.05
+        with meter.syncing():
+            clock.now += 0.2
+        meter.stepped()
+    assert [step for step, _ in shown] == [4, 8]  # the first step opens the window; a report a second
+    figures = shown[-1][1]
+    assert round(figures[STEP_TIME], 6) == 250.0 and round(figures[WORK_TIME], 6) == 50.0
+    assert round(figures[SAMPLES], 6) == 32.0 and TOKENS not in figures  # float batches carry no token ids
+    assert meter.figures()["samples"] == 80 and meter.figures()["tokens"] is None
+
+
+def test_only_the_outermost_loader_counts_in_the_pace():
+    """An evaluation loop inside the training loop does not inflate samples/s."""
+    counted = []
+    state = DataState(type("Meter", (), {"batch": lambda self, batch: counted.append(batch)})())
+    state.begin("train")
+    state.took("a training batch")
+    state.begin("eval")
+    state.took("an evaluation batch")
+    state.end("eval")
+    assert counted == ["a training batch"]
+
+
+def test_a_rank_is_a_straggler_only_while_it_stays_slow_and_only_beside_others():
+    watch = Stragglers()
+    assert not any(watch.report(0, 500.0) for _ in range(5))  # alone: no one to lag behind
+    for _ in range(2):
+        watch.report(1, 100.0)
+        watch.report(0, 500.0)
+    assert watch.flagged == {}  # two slow reports are noise
+    watch.report(1, 100.0)
+    assert watch.report(0, 500.0) and list(watch.flagged) == [0]
+    assert watch.report(0, 119.0) and watch.flagged == {}  # back under 1.2× the others: no longer
+
+
+def test_what_the_kernel_samples_is_drawn_over_seconds_after_the_ranks_metrics():
+    metrics = [{"rank": 0, "step": s, "values": {"loss": 1.0 / (s + 1)}} for s in range(3)]
+    metrics += [{"rank": 0, "step": 0.5 * s, "x": "seconds", "values": {"CPU %": 90.0 + s}} for s in range(5000)]
+    page = metrics_html(series_by_key(metrics))
+    assert page.index('data-key="loss"') < page.index('data-key="CPU %"')
+    assert "CPU %</b> · by second" in page and "loss</b> · by second" not in page
+    cpu = page[page.index('data-key="CPU %"') :]
+    points = cpu[cpu.index('points="') :].split('"')[1].split()
+    assert len(points) <= 720  # two a pixel of a 360-pixel chart, however long the run
