@@ -10,9 +10,10 @@ the host waited, so a GPU straggler shows in work time only when its host side i
 Samples are the leading dimension of the batches the prepared loader that drives training (the
 outermost one running) yields; tokens are counted where a batch carries token
 ids: a mapping's ``input_ids``, else an integer tensor of two or more dimensions. Every
-``REPORT_EVERY`` seconds the figures of the time since the last report go to the notebook view
-(``MetricLog.show``), where each rank's charts and the straggler check read them; nothing is sent
-more often, and nothing synchronises a device (only shapes are read).
+``REPORT_EVERY`` seconds (less often as the run ages: a thousandth of its age apart, so a day-long
+run sends a few thousand reports, not 86,400) the figures of the time since the last report go to
+the notebook view (``MetricLog.show``), where each rank's charts and the straggler check read them;
+nothing is sent more often, and nothing synchronises a device (only shapes are read).
 
 Examples:
     >>> import torch
@@ -116,6 +117,7 @@ class Throughput:
         self.samples = 0
         self.tokens = 0
         self._counting_tokens = False
+        self._first: float | None = None  # when the first window opened
         self._window: tuple[float, int, int, int] | None = None  # (since, steps, samples, tokens) at its start
         self._synced = 0.0  # seconds of the window spent where ranks wait for each other
         self._latest: dict[str, float] = {}
@@ -148,7 +150,9 @@ class Throughput:
             self._synced = 0.0
             return
         since, steps, samples, tokens = self._window
-        if now - since < self._every or self.steps == steps:
+        if self._first is None:
+            self._first = since
+        if now - since < max(self._every, (now - self._first) / 1000.0) or self.steps == steps:
             return
         seconds = max(now - since, 1e-9)
         figures = {

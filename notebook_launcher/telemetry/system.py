@@ -3,7 +3,9 @@ so a rank stuck in C code, or one that never imports trainer_core, is measured a
 
 CPU % is the rank's process with its children (DataLoader workers, a compile's workers), as
 ``top`` counts it (100 is one core busy); RSS MB is the rank's own resident memory. A sample is
-taken every ``SAMPLE_EVERY`` seconds; a process's first sample only starts its CPU count.
+taken every ``SAMPLE_EVERY`` seconds, and less often as the launch ages (a thousandth of its age
+apart), so a day-long launch, or persistent workers, keep a few thousand samples a rank, not a
+hundred thousand; a process's first sample only starts its CPU count.
 
 Examples:
     >>> import os, time
@@ -24,9 +26,10 @@ import psutil
 
 from .names import CPU, RSS
 
-__all__ = ["SystemSampler", "SAMPLE_EVERY"]
+__all__ = ["SystemSampler", "SAMPLE_EVERY", "SPREAD"]
 
-SAMPLE_EVERY = 1.0  # seconds between two samples of the ranks' processes
+SAMPLE_EVERY = 1.0  # seconds between two samples of the ranks' processes, at least
+SPREAD = 1000.0  # ... and at least the launch's age over this
 
 _GONE = (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess)
 
@@ -37,7 +40,7 @@ class SystemSampler:
     def __init__(self, clock: Callable[[], float] = time.monotonic, every: float = SAMPLE_EVERY) -> None:
         self._clock = clock
         self._every = every
-        self._due = clock()
+        self._started = self._due = clock()
         self._processes: dict[int, psutil.Process] = {}  # pid → its Process, whose CPU count goes on
 
     def due(self) -> float:
@@ -47,7 +50,8 @@ class SystemSampler:
     def sample(self, pids: Mapping[int, int]) -> dict[int, dict[str, float]]:
         """The ranks' figures now (``pids``: rank → its process); a rank seen for the first time,
         or whose process is gone, has none."""
-        self._due = self._clock() + self._every
+        now = self._clock()
+        self._due = now + max(self._every, (now - self._started) / SPREAD)
         samples: dict[int, dict[str, float]] = {}
         seen: dict[int, psutil.Process] = {}
         for rank, pid in pids.items():

@@ -68,3 +68,17 @@ def test_what_the_kernel_samples_is_drawn_over_seconds_after_the_ranks_metrics()
     cpu = page[page.index('data-key="CPU %"') :]
     points = cpu[cpu.index('points="') :].split('"')[1].split()
     assert len(points) <= 720  # two a pixel of a 360-pixel chart, however long the run
+
+
+def test_the_kernel_samples_a_long_launch_less_often():
+    """A day-long launch (or persistent workers) keeps a few thousand samples a rank, not 86,400."""
+    from notebook_launcher.telemetry import SystemSampler
+
+    clock = _Clock()
+    sampler = SystemSampler(clock=clock)
+    count = 0
+    while clock.now < 86_400:
+        clock.now = sampler.due()
+        sampler.sample({})
+        count += 1
+    assert 4_000 < count < 7_000
