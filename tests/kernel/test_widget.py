@@ -625,3 +625,43 @@ def test_eight_ranks_finish_about_as_tall_as_they_ran(kernel):
     assert page.count('<details class="nl-ranklog" open>') == 1 and "all ranks · 240 lines" in page
     assert page.count('<details class="nl-ranklog">') == 8  # folded
     assert "[rank 7]" in page and "line 29 of rank 7" in page
+
+
+CHORUS = dedent("""
+    def chorus():
+        import torch.distributed as dist
+        dist.init_process_group("gloo")
+        dist.barrier()
+        print("epoch 1 done")
+        print(f"rank {dist.get_rank()} has its own line")
+        wait_at_gate()
+""")
+
+
+@pytest.mark.parametrize("collapse", ["on", "off"])
+def test_all_ranks_shows_a_line_every_rank_said_once_and_each_rank_keeps_its_own(kernel, tmp_path, collapse):
+    """ "[ranks 0–3] epoch 1 done" once in "all ranks", live and in the finished form; each rank's tab
+    and ``logs(rank)`` keep the line; NOTEBOOK_LAUNCHER_COLLAPSE_LINES=off shows every rank's."""
+    kernel.ok(gate_code(tmp_path))
+    kernel.ok(CHORUS)
+    kernel.ok(f"os.environ['NOTEBOOK_LAUNCHER_COLLAPSE_LINES'] = {collapse!r}")
+    try:
+        kernel.ok("job = launch(chorus, num_processes=4, display='widget')")
+        kernel.ok("while not job.view.built or sum(job.line_count(r) for r in range(4)) < 8: job.join(0.02)")
+        kernel.ok("job.view.render()")
+        every = kernel.eval("''.join(w.value for w in job.view.all_box.inner.children)")
+        rank2 = kernel.eval("''.join(w.value for w in job.view.boxes[2].inner.children)")
+        open_gates(tmp_path, range(4))
+        final = kernel.eval("job.wait(timeout=120) or job.view.static['text/plain']")
+    finally:
+        kernel.ok("del os.environ['NOTEBOOK_LAUNCHER_COLLAPSE_LINES']")
+    said = [line for line in final.splitlines() if line.endswith("epoch 1 done")]
+    if collapse == "on":
+        assert every.count("epoch 1 done") == 1 and ">[ranks 0–3]</span> epoch 1 done" in every
+        assert said == ["[ranks 0–3] epoch 1 done"]
+    else:
+        assert every.count("epoch 1 done") == 4 and "[ranks 0–3]" not in every
+        assert sorted(said) == [f"[rank {rank}] epoch 1 done" for rank in range(4)]
+    assert "epoch 1 done" in rank2 and "rank 2 has its own line" in rank2
+    assert kernel.eval("job.logs(0)") == "epoch 1 done\nrank 0 has its own line\n"
+    assert "[rank 3] rank 3 has its own line" in final

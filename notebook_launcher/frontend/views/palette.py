@@ -20,6 +20,7 @@ Examples:
 from __future__ import annotations
 
 __all__ = [
+    "SHARED_PILL",
     "RANK_LINES",
     "RANK_PILLS",
     "STATUS_COLORS",
@@ -38,6 +39,7 @@ DARK_BACKGROUND = "#111111"  # JupyterLab Dark's page; its cells sit on #212121,
 # matplotlib's tab10 without grey and olive; orange, pink and cyan darkened to reach 3:1 on white
 RANK_LINES = ("#1f77b4", "#e06f0c", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#d06db2", "#139dab")
 # the same hues, dark enough for white text
+SHARED_PILL = "#5c6370"  # the prefix of a line several ranks said ("[ranks 0–7]"): no one rank's colour
 RANK_PILLS = ("#1f77b4", "#b75b0a", "#248624", "#d62728", "#8e62b5", "#8c564b", "#aa5991", "#0f818c")
 STATUS_COLORS = {
     "starting": "#757575",

@@ -22,7 +22,8 @@ from typing import Any
 
 from ...wire.mime import as_text
 from .ansi import ansi_html
-from .palette import STATUS_COLORS, prefix_class, prefix_css, rank_pill
+from .palette import SHARED_PILL, STATUS_COLORS, prefix_class, prefix_css, rank_pill
+from .said_once import ranks_label
 
 __all__ = ["CSS", "status_chips", "entries_html", "traceback_html", "hint_html", "capped_log"]
 
@@ -38,6 +39,7 @@ CSS = """
   background: none !important; border: none !important; color: inherit; }
 .nl-root .nl-stderr { color: var(--jp-ui-font-color2, #666); }
 .nl-root .nl-prefix { font-weight: 600; }
+.nl-root .nl-prefix.nl-ranks { color: inherit !important; background: none !important; padding: 0 !important; }
 .nl-root .nl-chart { max-width: 100%; }
 .nl-root .nl-hint { color: var(--jp-ui-font-color2, #888); font-style: italic; }
 .nl-root .nl-display { margin: 2px 0; }
@@ -108,7 +110,7 @@ def entries_html(entries: Iterable[Any], prefix: bool = False) -> str:
             run.clear()
 
     for entry in entries:
-        tag = _prefix(entry.rank) if prefix else ""
+        tag = _prefix(entry) if prefix else ""
         if entry.bundle is not None and set(entry.bundle) - {"text/plain"}:
             close_run()
             if prefix:
@@ -124,9 +126,15 @@ def entries_html(entries: Iterable[Any], prefix: bool = False) -> str:
     return "".join(parts)
 
 
-def _prefix(rank: int) -> str:
+def _prefix(entry: Any) -> str:
     """``[rank N]``: white on the rank's pill by its style attribute (all an untrusted notebook
-    keeps), the rank's colour mixed with the theme's text where the stylesheet is kept."""
+    keeps), the rank's colour mixed with the theme's text where the stylesheet is kept. A line
+    several ranks said (``said_once``) reads ``[ranks 0–7]`` on a pill of no one rank's colour."""
+    ranks = getattr(entry, "ranks", ())
+    if len(ranks) > 1:
+        style = f"color:#ffffff;background-color:{SHARED_PILL};padding:0 3px;border-radius:3px"
+        return f'<span class="nl-prefix nl-ranks" style="{style}">[{ranks_label(ranks)}]</span> '
+    rank = entry.rank
     style = f"color:#ffffff;background-color:{rank_pill(rank)};padding:0 3px;border-radius:3px"
     return f'<span class="nl-prefix {prefix_class(rank)}" style="{style}">[rank {rank}]</span> '
 

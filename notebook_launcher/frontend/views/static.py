@@ -34,6 +34,7 @@ from .ansi import strip_ansi
 from .charts import metrics_html, series_by_key
 from .compact import compact_bundle
 from .render import CSS, capped_log, entries_html, hint_html, status_chips, traceback_html
+from .said_once import collapsed, collapsing, ranks_label
 from .text import line_prefix
 
 __all__ = [
@@ -219,7 +220,7 @@ def _plain(launch: LaunchState, counts: dict, entries: list, failure: str, max_l
         lines.append(where)
     lines += [_hidden_note(launch, rank, n - max_lines) for rank, n in counts.items() if n > max_lines]
     template = launch.plan.log_line_prefix
-    lines += [line[:-1] for line in log_lines(entries, template)]
+    lines += [line[:-1] for line in log_lines(collapsed(entries) if collapsing() else entries, template)]
     last = _last_metrics(launch.metrics)
     if last and not launch.done:
         lines.append(f"metrics: {last}")
@@ -274,7 +275,7 @@ def _html(launch: LaunchState, counts: dict, entries: list, failure: str, max_li
     many = len(launch.ranks) > FOLDED_FROM and not quiet
     if many:  # as tall as the live widget: the newest lines of all ranks in one capped log, each rank's folded
         newest = entries[-all_ranks_kept(len(launch.ranks)) :]
-        every = entries_html(newest, prefix=True)
+        every = entries_html(collapsed(newest) if collapsing() else newest, prefix=True)
         title = (
             f"all ranks · {len(newest)} lines"
             if len(newest) == len(entries)
@@ -319,7 +320,13 @@ def log_lines(entries: Iterable[Any], template: str | None = None) -> Iterator[s
         ['[rank 1] ok\\n']
     """
     for entry in entries:
-        yield f"{line_prefix(template, entry.rank)}{strip_ansi(entry.text.rstrip(chr(10)))}\n"
+        ranks = getattr(entry, "ranks", ())
+        if len(ranks) > 1:  # a line several ranks said (said_once)
+            label = ranks_label(ranks)
+            prefix = f"[{label}] " if template is None else line_prefix(template, label.split(" ", 1)[1])
+        else:
+            prefix = line_prefix(template, entry.rank)
+        yield f"{prefix}{strip_ansi(entry.text.rstrip(chr(10)))}\n"
 
 
 def _download(launch: LaunchState, entries: list) -> str:

@@ -26,33 +26,31 @@ changed, at most ``1 / interval`` times a second, so a rank printing 100k lines 
 from __future__ import annotations
 
 import html
-import os
 import time
 from typing import Any
 
-from ...interrupt_routing import kernel_thread
 from ...kernel_streams import skip_idle_display_flushes
 from ...launching.listener import LaunchState, LiveLine, Metric, Output, Shown, Status
 from ...telemetry import SAMPLED_BY_KERNEL
 from ..busy_status import BusyWhileWaiting
-from ..subshells import handle_where_sent
 from .base import LaunchView
 from .cell_handoff import CellHandoff
 from .charts import metrics_html, series_by_key
 from .logbox import LogBox
 from .render import CSS, status_chips
+from .said_once import SaidOnce, collapsing
 from .snapshots import snapshots_for, widget_output
 from .static import (
     all_ranks_kept,
     header_text,
     lines_kept,
-    log_lines,
     places_text,
     stacks_html,
     stacks_section,
     static_bundle,
     stragglers_text,
 )
+from .widget_actions import WidgetActions
 
 __all__ = ["WidgetView"]
 
@@ -62,17 +60,9 @@ _STATIC_FIRST = 2.0  # seconds to the first snapshot of the static form (the gap
 _SETTLE = 1.0  # seconds of quiet after which a file snapshot catches up with the last events
 _ALL_RANKS_UP_TO = 8
 BUILD_AFTER = 0.25  # seconds a launch runs before its widget is built
-_STACKS_TIP = "Where every running rank is now: the Python stack of each of its threads."
-_SAVE_TIP = "Write every line of every rank to a file next to the notebook."
-_TEXT_TIP = "Show the lines in a text box, to copy."
-_STOP_TIP = "End every rank now (their stacks are taken first); the launch raises LaunchError."
-_CLICKS_TIP = (
-    " While a cell waits on this launch, JupyterLab and Notebook 7 (kernel subshells) take the click"
-    " at once; other front ends only after the cell, so interrupt the kernel there instead."
-)
 
 
-class WidgetView(LaunchView):
+class WidgetView(WidgetActions, LaunchView):
     def __init__(
         self, max_lines: int = 2000, interval: float = 0.1, build_after: float | None = None, show_at_start: bool = True
     ) -> None:
@@ -90,6 +80,7 @@ class WidgetView(LaunchView):
         self._last_render = 0.0
         self._dirty: set = set()
         self._seen: dict[int, int] = {}
+        self._said = SaidOnce() if collapsing() else None  # "all ranks" shows a line several ranks said once
         self._replaced: set[tuple[int, int]] = set()
         self._live: dict[tuple[int, str], str] = {}  # (rank, stream): its open rows (bars being drawn)
         self._static_gap = _STATIC_FIRST
@@ -223,20 +214,7 @@ class WidgetView(LaunchView):
         self.tabs.selected_index = 0 if len(ranks) <= _ALL_RANKS_UP_TO else 1
         self.metrics_box = w.HTML()
         self.metrics_box.layout.display = "none"
-        stacks = w.Button(description="Stacks", icon="list", tooltip=_STACKS_TIP + _CLICKS_TIP)
-        self.stacks_box = w.HTML()
-        stacks.on_click(lambda _button: self.take_stacks())
-        save = w.Button(description="Save log", icon="download", tooltip=_SAVE_TIP + _CLICKS_TIP)
-        as_text = w.Button(description="Log as text", icon="copy", tooltip=_TEXT_TIP + _CLICKS_TIP)
-        self.stop_button = w.Button(description="Stop", icon="stop", tooltip=_STOP_TIP + _CLICKS_TIP)
-        self.saved = w.HTML()
-        self.text_log = w.Textarea(layout=w.Layout(width="100%", height="240px", display="none"))
-        save.on_click(lambda _button: self.save_log())
-        as_text.on_click(lambda _button: self._toggle_text())
-        self.stop_button.on_click(lambda _button: self.stop())
-        for button in (stacks, save, as_text, self.stop_button):
-            handle_where_sent(button)
-        self.actions = w.HBox([stacks, save, as_text, self.stop_button, self.saved])
+        self._build_actions(w)
         self.root = w.VBox(
             [self.style, self.header, self.tabs, self.metrics_box, self.actions, self.stacks_box, self.text_log]
         )
@@ -302,6 +280,21 @@ class WidgetView(LaunchView):
         self._last_render = time.monotonic()
         self.renders += 1
 
+    def _extend_all(self, fresh: list, skipped: int) -> None:
+        """Add the new lines to "all ranks", a line other ranks said too once (``said_once``): one
+        that joins a line already shown re-draws that line with the ranks that said it."""
+        if self._said is None:
+            self.all_box.extend([entry for entry, _ in fresh], [key for _, key in fresh], skipped)
+            return
+        added: dict = {}
+        for entry, key in fresh:
+            shown_key, shown = self._said.take(entry, key)
+            if shown_key == key or shown_key in added:
+                added[shown_key] = shown
+            else:
+                self.all_box.replace(shown_key, shown)
+        self.all_box.extend(list(added.values()), list(added), skipped)
+
     def _render_lines(self) -> None:
         """Add what the ranks wrote since the last render; of a flood, only the lines that will show."""
         launch = self.launch
@@ -319,7 +312,7 @@ class WidgetView(LaunchView):
             skipped_all += skipped
         fresh.sort(key=lambda pair: pair[0].seq)
         fresh = fresh[-self._max_lines :]
-        self.all_box.extend([entry for entry, _ in fresh], [key for _, key in fresh], skipped_all)
+        self._extend_all(fresh, skipped_all)
         replaced, self._replaced = self._replaced, set()
         for rank, index in replaced:
             entry = launch.line(rank, index)
@@ -344,57 +337,3 @@ class WidgetView(LaunchView):
         if on_schedule:
             self._next_static = time.monotonic() + self._static_gap
             self._static_gap = min(self._static_gap * 2, self._snapshots.longest)
-
-    def take_stacks(self) -> None:
-        """Ask every running rank for its stacks (on a thread of its own: ranks get up to 5 s to answer);
-        the widget and the static form show them at the next redraw."""
-
-        def take() -> None:
-            self.launch.stacks()
-            self._stacks_pending = True
-            self._next_static = 0.0  # the saved form gets them too, at the next flush
-
-        kernel_thread(take, name="notebook-launcher-stacks")
-
-    def stop(self) -> None:
-        """End the launch (the Stop button): every rank's stacks are taken, then the ranks end."""
-        self.stop_button.disabled = True
-        self.stop_button.description = "Stopping…"
-        self.launch.request_stop(by="its Stop button")
-
-    def save_log(self, directory: str = ".") -> str:
-        """Write every line of every rank to ``notebook_launcher-<id>.log``; returns its path."""
-        path = os.path.join(directory, f"notebook_launcher-{self.launch.id}.log")
-        with open(path, "w", encoding="utf-8") as file:
-            file.writelines(log_lines(self.launch.interleaved()))
-        name = html.escape(os.path.basename(path))
-        folder = html.escape(os.path.abspath(directory))
-        self.saved.value = f'saved <a href="{name}" target="_blank">{name}</a> in {folder}'
-        return path
-
-    def _toggle_text(self) -> None:
-        if self.text_log.layout.display == "none":
-            self.text_log.value = "".join(log_lines(self.launch.interleaved(last=self._max_lines)))
-            self.text_log.layout.display = None
-        else:
-            self.text_log.layout.display = "none"
-
-    def close(self) -> None:
-        """Empty and close every widget (the output already shows the static form)."""
-        for box in (self.all_box, *self.boxes.values()):
-            box.close()
-        for widget in (self.style, self.header, self.metrics_box, self.stacks_box, self.saved, self.text_log):
-            widget.value = ""
-        for widget in (
-            self.style,
-            self.header,
-            self.tabs,
-            self.metrics_box,
-            self.stacks_box,
-            self.saved,
-            self.text_log,
-            *self.actions.children,
-            self.actions,
-            self.root,
-        ):
-            widget.close()
