@@ -140,6 +140,19 @@ def _meter_cost(batch_size: int = BATCH, steps: int = 200_000) -> float:
     return (time.perf_counter() - start) / steps
 
 
+def _sampler_cost(samples: int = 200) -> float:
+    """Seconds of the kernel's time one sample of two ranks' CPU and memory takes (once a second)."""
+    from notebook_launcher.telemetry import SystemSampler
+
+    sampler = SystemSampler()
+    pids = {0: os.getpid(), 1: os.getppid()}
+    sampler.sample(pids)
+    start = time.perf_counter()
+    for _ in range(samples):
+        sampler.sample(pids)
+    return (time.perf_counter() - start) / samples
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=5)
@@ -168,6 +181,8 @@ def main():
     share = cost / medians["trainer_core Accelerator"]
     verdict = "met" if share <= 0.01 else "not met"
     print(f"target the pace meter ≤ 1 % of a step: {cost * 1e6:.2f} µs a step, {share:.3%} of this step -> {verdict}")
+    sampling = _sampler_cost()
+    print(f"the kernel's sampling of 2 ranks: {sampling * 1e3:.2f} ms a second ({sampling:.2%} of a core)")
 
 
 if __name__ == "__main__":

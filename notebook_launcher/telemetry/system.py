@@ -5,7 +5,8 @@ CPU % is the rank's process with its children (DataLoader workers, a compile's w
 ``top`` counts it (100 is one core busy); RSS MB is the rank's own resident memory. A sample is
 taken every ``SAMPLE_EVERY`` seconds, and less often as the launch ages (a thousandth of its age
 apart), so a day-long launch, or persistent workers, keep a few thousand samples a rank, not a
-hundred thousand; a process's first sample only starts its CPU count.
+hundred thousand; a process's first sample only starts its CPU count. A rank's children are listed
+every ``FAMILY_EVERY`` samples (a listing reads every process of the machine).
 
 Examples:
     >>> import os, time
@@ -30,6 +31,7 @@ __all__ = ["SystemSampler", "SAMPLE_EVERY", "SPREAD"]
 
 SAMPLE_EVERY = 1.0  # seconds between two samples of the ranks' processes, at least
 SPREAD = 1000.0  # ... and at least the launch's age over this
+FAMILY_EVERY = 10  # samples between two listings of a rank's children (new DataLoader workers)
 
 _GONE = (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess)
 
@@ -42,6 +44,8 @@ class SystemSampler:
         self._every = every
         self._started = self._due = clock()
         self._processes: dict[int, psutil.Process] = {}  # pid → its Process, whose CPU count goes on
+        self._families: dict[int, list[psutil.Process]] = {}  # a rank's pid → its descendants, as last listed
+        self._samples = 0
 
     def due(self) -> float:
         """When the next sample is due (the clock's time)."""
@@ -54,6 +58,9 @@ class SystemSampler:
         self._due = now + max(self._every, (now - self._started) / SPREAD)
         samples: dict[int, dict[str, float]] = {}
         seen: dict[int, psutil.Process] = {}
+        if self._samples % FAMILY_EVERY == 0:  # listing a process's children reads every process's parent
+            self._families = {}
+        self._samples += 1
         for rank, pid in pids.items():
             try:
                 figures = self._read(pid, seen)
@@ -71,7 +78,9 @@ class SystemSampler:
         seen[pid] = rank
         cpu = rank.cpu_percent(None)
         rss = rank.memory_info().rss / 2**20
-        for child in rank.children(recursive=True):
+        if pid not in self._families:
+            self._families[pid] = rank.children(recursive=True)
+        for child in self._families[pid]:
             try:
                 process = self._known(child.pid, seen) or child
                 seen[child.pid] = process
