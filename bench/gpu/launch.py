@@ -46,7 +46,9 @@ def first_collective():
     assert t.item() == RANKS
     dist.destroy_process_group()
 
-PORTS = iter(range(29600, 40000))
+def port():  # picked by the OS: a fixed range could meet another run's store on this machine
+    from notebook_launcher.launching.ports import free_port
+    return free_port("127.0.0.1")
 
 def raw_entry(index, port):
     os.environ.update(RANK=str(index), LOCAL_RANK=str(index), WORLD_SIZE=str(RANKS),
@@ -57,8 +59,8 @@ RUNNERS = {
     "notebook_launcher": lambda: notebook_launcher(first_collective, num_processes=RANKS, display="none",
                                                    device="cuda" if GPUS >= 2 else "cpu"),
     "accelerate notebook_launcher": lambda: accelerate_launcher(first_collective, num_processes=RANKS,
-                                                                use_port=str(next(PORTS))),
-    "torch.multiprocessing fork": lambda: torch_mp.start_processes(raw_entry, args=(next(PORTS),), nprocs=RANKS,
+                                                                use_port=str(port())),
+    "torch.multiprocessing fork": lambda: torch_mp.start_processes(raw_entry, args=(port(),), nprocs=RANKS,
                                                                    start_method="fork"),
 }
 TIMES = {name: [] for name in RUNNERS}

@@ -5,7 +5,6 @@ from the kernel when due, and the stragglers among the step times the ranks repo
 which reads the same variable); what the function logs is kept either way.
 
 Examples:
-    >>> import os
     >>> from notebook_launcher.launching.record import LaunchRecord
     >>> record = LaunchRecord(2)
     >>> measures = AttemptMeasures(record)

@@ -665,3 +665,31 @@ def test_all_ranks_shows_a_line_every_rank_said_once_and_each_rank_keeps_its_own
     assert "epoch 1 done" in rank2 and "rank 2 has its own line" in rank2
     assert kernel.eval("job.logs(0)") == "epoch 1 done\nrank 0 has its own line\n"
     assert "[rank 3] rank 3 has its own line" in final
+
+
+def test_the_live_charts_smoothing_and_x_axis_are_the_readers_and_the_pointer_reads_values(kernel, tmp_path):
+    kernel.ok(gate_code(tmp_path))
+    kernel.ok(
+        dedent("""
+        def logs_then_waits():
+            from trainer_core import Accelerator
+            accelerator = Accelerator()
+            for step in range(30):
+                accelerator.log({"loss": 1.0 / (step + 1) + accelerator.process_index}, step=step)
+            print("logged")
+            wait_at_gate()
+    """)
+    )
+    kernel.ok("job = launch(logs_then_waits, num_processes=2, display='widget')")
+    kernel.ok("while not job.view.built or len(job.metrics) < 60 or job.line_count(1) < 1: job.join(0.02)")
+    kernel.ok("job.view.render()")
+    chart = kernel.eval("job.view.metrics_box.value")
+    assert "nl-smoothed" in chart and "by second" not in chart  # 0.6 and steps by default
+    assert "<title>step 15\\nrank 0: 0.0625\\nrank 1: 1.06</title>" in chart.replace("\n", "\\n")
+    kernel.ok("job.view.chart_controls.slider.value = 0.0; job.view.chart_controls.axis.value = 'time'")
+    kernel.ok("job.view.render()")
+    chart = kernel.eval("job.view.metrics_box.value")
+    assert "nl-smoothed" not in chart and "loss</b> · by second" in chart and "<title>second " in chart
+    open_gates(tmp_path, [0, 1])
+    final = kernel.eval("job.wait(timeout=60) or job.view.static['text/html']")
+    assert 'data-key="loss"' in final and "nl-readout" not in final  # the saved form: an image, no pointer

@@ -35,6 +35,7 @@ Examples:
 from __future__ import annotations
 
 import base64
+import bisect
 import html
 import math
 import os
@@ -52,6 +53,7 @@ __all__ = [
     "nice_ticks",
     "tick_label",
     "smoothed",
+    "default_smoothing",
     "SMOOTHING_ENV",
 ]
 
@@ -70,15 +72,25 @@ class ChartSeries(dict):
     seconds: set
 
 
-def series_by_key(metrics: Iterable[dict]) -> ChartSeries:
-    """The charts' series from ``Launch.metrics`` records (see ``ChartSeries``)."""
+def series_by_key(metrics: Iterable[dict], x: str = "step") -> ChartSeries:
+    """The charts' series from ``Launch.metrics`` records (see ``ChartSeries``). With ``x="time"``
+    every chart is drawn over the seconds since the first record, not over steps.
+
+    Examples:
+        >>> records = [{"rank": 0, "step": s, "time": 100.0 + 2 * s, "values": {"loss": 1.0}} for s in range(3)]
+        >>> series_by_key(records, x="time")["loss"][(0, 0)]
+        [(0.0, 1.0), (2.0, 1.0), (4.0, 1.0)]
+    """
+    metrics = list(metrics)
     series = ChartSeries()
     series.seconds = set()
+    origin = min((record.get("time", 0.0) for record in metrics), default=0.0)
     for record in metrics:
         line = (record["rank"], record.get("attempt", 0))
+        where = round(record.get("time", 0.0) - origin, 2) if x == "time" else record["step"]
         for key, value in record["values"].items():
-            series.setdefault(key, {}).setdefault(line, []).append((record["step"], value))
-            if record.get("x") == "seconds":
+            series.setdefault(key, {}).setdefault(line, []).append((where, value))
+            if x == "time" or record.get("x") == "seconds":
                 series.seconds.add(key)
     return series
 
@@ -98,14 +110,19 @@ def thinned(points: list, most: int) -> list:
     return kept if kept[-1] is points[-1] else [*kept, points[-1]]
 
 
-def metrics_html(series: dict, width: int = 360, height: int = 190, as_image: bool = False) -> str:
+def metrics_html(
+    series: dict, width: int = 360, height: int = 190, as_image: bool = False, smoothing: float | None = None
+) -> str:
     """One chart per metric; ``as_image`` for the static form (an ``<img>`` on a white card),
-    otherwise inline SVG in the theme's colours (the live widget)."""
+    otherwise inline SVG in the theme's colours (the live widget), where the pointer over a chart
+    reads the values there (an SVG ``<title>``: no script). ``smoothing``: the weight of the
+    smoothed line (0 to 0.99; None: ``NOTEBOOK_LAUNCHER_CHART_SMOOTHING`` or 0.6)."""
     if not series:
         return ""
     seconds: set = getattr(series, "seconds", set())
+    weight = default_smoothing() if smoothing is None else min(max(smoothing, 0.0), 0.99)
     charts = [
-        _chart_html(key, series[key], width, height, as_image, key in seconds)
+        _chart_html(key, series[key], width, height, as_image, key in seconds, weight)
         for key in sorted(series, key=chart_order)
     ]
     return f'<div class="nl-metrics">{"".join(charts)}</div>'
@@ -185,7 +202,8 @@ def smoothed(values: list[float], weight: float) -> list[float]:
     return out
 
 
-def _smoothing() -> float:
+def default_smoothing() -> float:
+    """The smoothing weight ``NOTEBOOK_LAUNCHER_CHART_SMOOTHING`` sets (0.6 by default), in 0 to 0.99."""
     try:
         weight = float(os.environ.get(SMOOTHING_ENV, DEFAULT_SMOOTHING))
     except ValueError:
@@ -246,8 +264,11 @@ class _Axes:
         return self.top + (1 - (where - self.y_lo) / ((self.y_hi - self.y_lo) or 1)) * self.plot_h
 
 
-def _svg(lines: list[_Line], axes: _Axes, width: int, height: int, standalone: bool) -> str:
-    """The chart's SVG: grid, tick labels, lines. ``standalone``: a whole document on a white card."""
+def _svg(
+    lines: list[_Line], axes: _Axes, width: int, height: int, standalone: bool, weight: float, unit: str = "step"
+) -> str:
+    """The chart's SVG: grid, tick labels, lines (smoothed by ``weight``). ``standalone``: a whole
+    document on a white card; otherwise the pointer reads the values under it (``_readout``)."""
     ink = "#333333" if standalone else "currentColor"
     bottom, right = axes.top + axes.plot_h, axes.left + axes.plot_w
     parts = [f'<rect width="{width}" height="{height}" rx="4" fill="#ffffff"/>'] if standalone else []
@@ -264,7 +285,6 @@ def _svg(lines: list[_Line], axes: _Axes, width: int, height: int, standalone: b
         x = min(axes.x(step), width - 1 - CHAR_WIDTH * len(label) / 2)  # the last label inside the chart
         parts.append(f'<text x="{x:.1f}" y="{height - 6}" text-anchor="middle">{label}</text>')
     parts.append("</g>")
-    weight = _smoothing()
     for line in lines:
         color = line.color or ink
         dash = ' stroke-dasharray="4 3" stroke-opacity="0.7"' if line.dashed else ""
@@ -280,8 +300,40 @@ def _svg(lines: list[_Line], axes: _Axes, width: int, height: int, standalone: b
         parts.append(_polyline(axes, steps, values, color, "nl-line" + (" nl-raw" if smooth else ""), raw_style))
         if smooth:
             parts.append(_polyline(axes, steps, smoothed(values, weight), color, "nl-line nl-smoothed", dash))
+    if not standalone:
+        parts.append(_readout(lines, axes, unit))
     namespace = ' xmlns="http://www.w3.org/2000/svg"' if standalone else ""
     return f'<svg{namespace} width="{width}" height="{height}" role="img">{"".join(parts)}</svg>'
+
+
+READOUT_BANDS = 48  # strips of a live chart, each naming the values nearest its middle when pointed at
+
+
+def _readout(lines: list[_Line], axes: _Axes, unit: str) -> str:
+    """Transparent strips over the plot, each with a ``<title>`` the browser shows under the pointer:
+    the step (or second) of the point nearest the strip's middle and every line's value there."""
+    drawn = [(line, [s for s, _ in line.points]) for line in lines if line.points]
+    width = axes.plot_w / READOUT_BANDS
+    reach = (axes.x_hi - axes.x_lo) / READOUT_BANDS  # how far past its ends a line is still read
+    strips = []
+    for band in range(READOUT_BANDS if drawn else 0):
+        where = axes.x_lo + (band + 0.5) / READOUT_BANDS * (axes.x_hi - axes.x_lo)
+        rows, at = [], None
+        for line, xs in drawn:
+            if not xs[0] - reach <= where <= xs[-1] + reach:
+                continue
+            index = min(bisect.bisect_left(xs, where), len(xs) - 1)
+            if index and abs(xs[index - 1] - where) < abs(xs[index] - where):
+                index -= 1
+            at = xs[index] if at is None else at
+            rows.append(f"{line.label}: {_label(line.points[index][1])}")
+        if rows and at is not None:
+            title = html.escape("\n".join([f"{unit} {tick_label(at)}", *rows]))
+            strips.append(
+                f'<rect class="nl-readout" x="{axes.left + band * width:.1f}" y="{axes.top}" width="{width:.1f}"'
+                f' height="{axes.plot_h}" fill="#000000" fill-opacity="0"><title>{title}</title></rect>'
+            )
+    return "".join(strips)
 
 
 def _polyline(axes: _Axes, steps: list, values: list, color: str, classes: str, style: str) -> str:
@@ -307,7 +359,9 @@ def _latest(lines: list[_Line]) -> str:
     return ", ".join(f"{line.label}: {_label(line.points[-1][1])}" for line in current) or "no finite value"
 
 
-def _chart_html(key: str, series: dict, width: int, height: int, as_image: bool, seconds: bool = False) -> str:
+def _chart_html(
+    key: str, series: dict, width: int, height: int, as_image: bool, seconds: bool = False, weight: float = 0.0
+) -> str:
     lines = _lines(series, min(MOST_POINTS, 2 * width))
     axes = _Axes(lines, width, height)
     title = html.escape(key)
@@ -315,7 +369,7 @@ def _chart_html(key: str, series: dict, width: int, height: int, as_image: bool,
     note += " · by second" if seconds else ""
     latest = html.escape(_latest(lines))
     if as_image:
-        document = _svg(lines, axes, width, height, standalone=True)
+        document = _svg(lines, axes, width, height, True, weight)
         source = "data:image/svg+xml;base64," + base64.b64encode(document.encode()).decode("ascii")
         values = [v for line in lines for _, v in line.points] or [0.0]
         steps = [s for line in lines for s, _ in line.points] or [0]
@@ -328,7 +382,7 @@ def _chart_html(key: str, series: dict, width: int, height: int, as_image: bool,
             f' alt="{html.escape(ranges)}; latest {latest}"/>'
         )
     else:
-        picture = _svg(lines, axes, width, height, standalone=False)
+        picture = _svg(lines, axes, width, height, False, weight, "second" if seconds else "step")
     scale = "log" if axes.log else "linear"
     return (
         f'<div class="nl-chart" data-key="{title}" data-scale="{scale}"><div><b>{title}</b>{note}</div>'

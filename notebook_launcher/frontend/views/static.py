@@ -30,6 +30,7 @@ from collections.abc import Iterable, Iterator
 from typing import Any
 
 from ...launching.listener import LaunchState
+from ...telemetry import BUILT_IN
 from .ansi import strip_ansi
 from .charts import metrics_html, series_by_key
 from .compact import compact_bundle
@@ -155,11 +156,18 @@ def failure_text(exception: BaseException | None, traceback: Any) -> str:
 
 
 def _last_metrics(metrics: list) -> str:
+    """The first rank's latest value of each metric the function logged (the built-in measures are
+    in the charts, not in the summary).
+
+    Examples:
+        >>> _last_metrics([{"rank": 0, "values": {"loss": 0.5, "CPU %": 99.0}}, {"rank": 1, "values": {"loss": 0.7}}])
+        'loss 0.5'
+    """
     latest: dict = {}
     first_rank = min((record["rank"] for record in metrics), default=None)
     for record in metrics:
         if record["rank"] == first_rank:
-            latest.update(record["values"])
+            latest.update((key, value) for key, value in record["values"].items() if key not in BUILT_IN)
     return ", ".join(f"{key} {value:.4g}" for key, value in latest.items())
 
 

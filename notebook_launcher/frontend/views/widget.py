@@ -35,6 +35,7 @@ from ...telemetry import SAMPLED_BY_KERNEL
 from ..busy_status import BusyWhileWaiting
 from .base import LaunchView
 from .cell_handoff import CellHandoff
+from .chart_controls import ChartControls
 from .charts import metrics_html, series_by_key
 from .logbox import LogBox
 from .render import CSS, status_chips
@@ -213,10 +214,12 @@ class WidgetView(WidgetActions, LaunchView):
         self._title_tabs()
         self.tabs.selected_index = 0 if len(ranks) <= _ALL_RANKS_UP_TO else 1
         self.metrics_box = w.HTML()
-        self.metrics_box.layout.display = "none"
+        self.chart_controls = ChartControls(w, changed=lambda: self._dirty.add("metrics"))
+        self.charts = w.VBox([self.chart_controls.box, self.metrics_box])
+        self.charts.layout.display = "none"
         self._build_actions(w)
         self.root = w.VBox(
-            [self.style, self.header, self.tabs, self.metrics_box, self.actions, self.stacks_box, self.text_log]
+            [self.style, self.header, self.tabs, self.charts, self.actions, self.stacks_box, self.text_log]
         )
         self.root.add_class("nl-root")
         self.built = True
@@ -274,9 +277,10 @@ class WidgetView(WidgetActions, LaunchView):
             title, stacks, _ = stacks_section(launch)
             self.stacks_box.value = stacks_html(title, stacks) if stacks else ""
         if "metrics" in dirty:
-            series = series_by_key(launch.metrics)
-            self.metrics_box.value = metrics_html(series)
-            self.metrics_box.layout.display = None if series else "none"
+            controls = self.chart_controls
+            series = series_by_key(launch.metrics, x=controls.x)
+            self.metrics_box.value = metrics_html(series, smoothing=controls.smoothing)
+            self.charts.layout.display = None if series else "none"
         self._last_render = time.monotonic()
         self.renders += 1
 

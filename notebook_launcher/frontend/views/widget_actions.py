@@ -41,6 +41,8 @@ class WidgetActions:
     header: Any
     tabs: Any
     metrics_box: Any
+    charts: Any
+    chart_controls: Any
     root: Any
     _max_lines: int
     _stacks_pending: bool
@@ -101,6 +103,7 @@ class WidgetActions:
         """Empty and close every widget (the output already shows the static form)."""
         for box in (self.all_box, *self.boxes.values()):
             box.close()
+        self.chart_controls.close()
         for widget in (self.style, self.header, self.metrics_box, self.stacks_box, self.saved, self.text_log):
             widget.value = ""
         for widget in (
@@ -108,6 +111,7 @@ class WidgetActions:
             self.header,
             self.tabs,
             self.metrics_box,
+            self.charts,
             self.stacks_box,
             self.saved,
             self.text_log,
