@@ -228,7 +228,7 @@ def _plain(launch: LaunchState, counts: dict, entries: list, failure: str, max_l
         lines.append(where)
     lines += [_hidden_note(launch, rank, n - max_lines) for rank, n in counts.items() if n > max_lines]
     template = launch.plan.log_line_prefix
-    lines += [line[:-1] for line in log_lines(collapsed(entries) if collapsing() else entries, template)]
+    lines += [line[:-1] for line in log_lines(entries, template)]  # the text keeps every rank's line
     last = _last_metrics(launch.metrics)
     if last and not launch.done:
         lines.append(f"metrics: {last}")
