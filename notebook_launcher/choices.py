@@ -13,10 +13,12 @@ Examples:
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import os
+from collections.abc import Mapping, Sequence
 from typing import Any, Literal, get_args
 
 __all__ = [
+    "switched_on",
     "FLUSH_INTERVAL",
     "STRAGGLER_TIMEOUT",
     "is_int",
@@ -43,6 +45,20 @@ RankStatus = Literal["starting", "running", "done", "failed", "stopped"]
 LaunchStatus = Literal["starting", "running", "succeeded", "failed", "stopped"]
 RANK_STATUSES: tuple[RankStatus, ...] = get_args(RankStatus)
 LAUNCH_STATUSES: tuple[LaunchStatus, ...] = get_args(LaunchStatus)
+
+
+OFF_WORDS = ("off", "0", "no", "false")
+
+
+def switched_on(variable: str, environ: Mapping[str, str] = os.environ) -> bool:
+    """Whether a feature the environment variable ``variable`` can turn off is on (it is unless
+    the variable reads off, 0, no or false).
+
+    Examples:
+        >>> switched_on("NOTEBOOK_LAUNCHER_MEASURES", {}), switched_on("X", {"X": " Off"})
+        (True, False)
+    """
+    return environ.get(variable, "on").strip().lower() not in OFF_WORDS
 
 
 def is_int(value: Any) -> bool:

@@ -42,6 +42,7 @@ class LogLine(NamedTuple):
     seq: int = 0
     bundle: dict | None = None
     display_id: str | None = None
+    ranks: tuple[int, ...] = ()  # a line several ranks said, as "all ranks" shows it once (views.said_once)
 
 
 class _Block:

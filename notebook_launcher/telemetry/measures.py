@@ -22,6 +22,7 @@ import time
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
+from ..choices import switched_on
 from .names import STEP_TIME, WORK_TIME
 from .stragglers import Stragglers
 from .system import SystemSampler
@@ -35,13 +36,8 @@ MEASURES_ENV = "NOTEBOOK_LAUNCHER_MEASURES"
 
 
 def measures_on(environ: Mapping[str, str] = os.environ) -> bool:
-    """Whether the built-in measures are on (they are unless ``NOTEBOOK_LAUNCHER_MEASURES`` is off).
-
-    Examples:
-        >>> measures_on({}), measures_on({"NOTEBOOK_LAUNCHER_MEASURES": "off"})
-        (True, False)
-    """
-    return environ.get(MEASURES_ENV, "on").strip().lower() not in ("off", "0", "no", "false")
+    """Whether the built-in measures are on (they are unless ``NOTEBOOK_LAUNCHER_MEASURES`` is off)."""
+    return switched_on(MEASURES_ENV, environ)
 
 
 class AttemptMeasures:

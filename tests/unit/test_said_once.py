@@ -23,7 +23,7 @@ def test_a_line_joins_only_a_recent_one_of_other_ranks_on_its_stream():
         _line(3, "shown", 9.2, bundle={"text/html": "<b>shown</b>"}),  # displays never join
     ]
     shown = collapsed(lines)
-    assert [(line.text.strip(), getattr(line, "ranks", (line.rank,))) for line in shown] == [
+    assert [(line.text.strip(), line.ranks or (line.rank,)) for line in shown] == [
         ("epoch 1 done", (0, 1)),
         ("epoch 1 done", (1,)),
         ("epoch 1 done", (2,)),

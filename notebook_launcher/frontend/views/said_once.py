@@ -20,25 +20,14 @@ from __future__ import annotations
 import os
 from collections import OrderedDict
 from collections.abc import Hashable, Iterable, Mapping
-from typing import Any, NamedTuple
+from typing import Any
 
-__all__ = ["SaidBy", "SaidOnce", "collapsed", "collapsing", "ranks_label", "MERGE_WINDOW", "COLLAPSE_ENV"]
+from ...choices import switched_on
+
+__all__ = ["SaidOnce", "collapsed", "collapsing", "ranks_label", "MERGE_WINDOW", "COLLAPSE_ENV"]
 
 MERGE_WINDOW = 5.0  # seconds within which the same line from another rank joins the first
 COLLAPSE_ENV = "NOTEBOOK_LAUNCHER_COLLAPSE_LINES"
-
-
-class SaidBy(NamedTuple):
-    """A log line several ranks said (the fields of ``LogLine``, and ``ranks``); ``rank`` is the first."""
-
-    rank: int
-    stream: str
-    text: str
-    time: float
-    seq: int = 0
-    bundle: dict | None = None
-    display_id: str | None = None
-    ranks: tuple[int, ...] = ()
 
 
 def ranks_label(ranks: Iterable[int]) -> str:
@@ -62,20 +51,15 @@ def ranks_label(ranks: Iterable[int]) -> str:
 
 
 def collapsing(environ: Mapping[str, str] = os.environ) -> bool:
-    """Whether "all ranks" shows a line several ranks said once (unless turned off).
-
-    Examples:
-        >>> collapsing({}), collapsing({"NOTEBOOK_LAUNCHER_COLLAPSE_LINES": "off"})
-        (True, False)
-    """
-    return environ.get(COLLAPSE_ENV, "on").strip().lower() not in ("off", "0", "no", "false")
+    """Whether "all ranks" shows a line several ranks said once (unless ``NOTEBOOK_LAUNCHER_COLLAPSE_LINES`` is off)."""
+    return switched_on(COLLAPSE_ENV, environ)
 
 
 class SaidOnce:
     """Takes log lines in arrival order; says which start a line and which join an earlier one.
 
     ``take(entry, key)`` returns ``(key, entry)``: the entry's own key for a new line, or the key of
-    the earlier line it joined with that line's entry as it now reads (a ``SaidBy``).
+    the earlier line it joined with that line's entry as it now reads (its ``ranks`` the ranks that said it).
     """
 
     def __init__(self, window: float = MERGE_WINDOW) -> None:
@@ -94,9 +78,9 @@ class SaidOnce:
         earlier = self._recent.get(said)
         if earlier is not None:
             first_key, first = earlier
-            ranks = getattr(first, "ranks", None) or (first.rank,)
+            ranks = first.ranks or (first.rank,)
             if entry.rank not in ranks:
-                joined = SaidBy(*first[:7], ranks=(*ranks, entry.rank))  # type: ignore[misc]
+                joined = first._replace(ranks=(*ranks, entry.rank))
                 self._recent[said] = (first_key, joined)
                 return first_key, joined
         self._recent.pop(said, None)
