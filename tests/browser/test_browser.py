@@ -196,10 +196,13 @@ def test_the_live_widget_keeps_the_reader_then_the_notebook_keeps_the_launch(lab
     page.close()
 
 
-def _chart_lines(page):
-    """For each chart image of the static form that the browser drew (loaded, with a size): how many
-    lines its SVG holds (a smoothed line and the faint raw one under it count once)."""
-    return page.evaluate("""() => [...document.querySelectorAll('.nl-static img.nl-chart-image')]
+def _chart_lines(page, key="loss"):
+    """For each chart image of metric ``key`` in the static forms that the browser drew (loaded, with a
+    size): how many lines its SVG holds (a smoothed line and the faint raw one under it count once).
+    The built-in measures' charts (CPU %, RSS MB) come beside it when a launch runs a second or more;
+    the image's alt text names its metric (an untrusted notebook keeps it)."""
+    return page.evaluate(f"""() => [...document.querySelectorAll('.nl-static img.nl-chart-image')]
+        .filter(img => img.alt.startsWith('{key} from '))
         .filter(img => img.complete && img.naturalWidth > 0 && img.getBoundingClientRect().height > 0)
         .map(img => atob(img.src.split(',')[1]).split('<polyline').filter(p => !p.includes('nl-raw')).length - 1)""")
 

@@ -176,3 +176,33 @@ def test_a_running_dist_cell_shows_one_pane_and_a_click_shows_one_rank(lab, brow
     release_gates(gates, "d")
     page.get_by_text("%%dist on ranks 0, 1 · ").first.wait_for(timeout=60_000)
     page.close()
+
+
+# Each rank's tab label and each button of the live widget: its text, and whether the text is cut
+# (an ellipsis or a clipped box: its content is wider than the box shows).
+CUT_TEXTS = """() => [...document.querySelectorAll(
+    '.nl-root .lm-TabBar-tabLabel, .nl-root .jupyter-button, .nl-root .widget-button')]
+    .filter(e => e.offsetParent !== null)
+    .map(e => [e.textContent.trim(), e.scrollWidth > e.clientWidth + 1])"""
+
+
+def test_eight_ranks_at_800_pixels_keep_every_tab_and_button_readable(lab, browser):
+    """Before: at 800 px every tab read "ran" and the buttons "Save …", "Log a…"."""
+    gates = make_gates(lab.root / "narrow-gates", "n", ranks=range(8))
+    page = open_notebook(browser, lab, "narrow.ipynb", [parked_launch(gates, "n", lines=3, ranks=8)])
+    page.set_viewport_size({"width": 800, "height": 1000})
+    run_all(page)
+    page.locator(".nl-logbox", has_text="rank 7: step 2").first.wait_for(timeout=120_000)
+    texts = page.evaluate(CUT_TEXTS)
+    labels = {text for text, _ in texts}
+    assert {f"rank {rank}" for rank in range(8)} <= labels and {"Stacks", "Save log", "Log as text", "Stop"} <= labels
+    cut = [text for text, clipped in texts if clipped]
+    assert not cut, f"cut at 800 px: {cut}"
+    last = page.locator(".nl-root .lm-TabBar-tab", has_text="rank 7").first
+    last.scroll_into_view_if_needed()
+    last.click()  # the tab bar scrolls: the last rank is reachable
+    page.wait_for_function(f"() => ({VISIBLE_PANES})().some(text => text.includes('rank 7: step 2'))", timeout=30_000)
+    screenshot(_live_output(page), "live-eight-ranks-800px.png")
+    release_gates(gates, "n", ranks=range(8))
+    page.locator(".nl-static .nl-summary", has_text="succeeded in").first.wait_for(timeout=60_000)
+    page.close()

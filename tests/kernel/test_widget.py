@@ -666,7 +666,7 @@ def test_all_ranks_shows_a_line_every_rank_said_once_and_each_rank_keeps_its_own
     said = [line for line in final.splitlines() if line.endswith("epoch 1 done")]  # the text keeps every line
     assert sorted(said) == [f"[rank {rank}] epoch 1 done" for rank in range(4)]
     assert "epoch 1 done" in rank2 and "rank 2 has its own line" in rank2
-    assert kernel.eval("job.logs(0)") == "epoch 1 done\nrank 0 has its own line\n"
+    assert "epoch 1 done\nrank 0 has its own line\n" in kernel.eval("job.logs(0)")  # older torch: gloo's lines too
     assert "[rank 3] rank 3 has its own line" in final
 
 

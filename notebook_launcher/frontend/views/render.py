@@ -41,6 +41,10 @@ CSS = """
 .nl-root .nl-prefix { font-weight: 600; }
 .nl-root .nl-prefix.nl-ranks { color: inherit !important; background: none !important; padding: 0 !important; }
 .nl-root .nl-chart { max-width: 100%; }
+.nl-root .lm-TabBar-content { overflow-x: auto; overflow-y: hidden; scrollbar-width: thin; }
+.nl-root .lm-TabBar-tab { flex: 0 0 auto !important; min-width: max-content !important; max-width: none !important; }
+.nl-root .nl-actions { flex-wrap: wrap; gap: 4px 0; }
+.nl-root .nl-actions .jupyter-button { flex: 0 0 auto; width: auto; min-width: max-content; }
 .nl-root .nl-hint { color: var(--jp-ui-font-color2, #888); font-style: italic; }
 .nl-root .nl-display { margin: 2px 0; }
 .nl-root .nl-display img { max-width: 100%; }

@@ -64,6 +64,7 @@ class WidgetActions:
         for button in (stacks, save, as_text, self.stop_button):
             handle_where_sent(button)
         self.actions = w.HBox([stacks, save, as_text, self.stop_button, self.saved])
+        self.actions.add_class("nl-actions")  # a narrow output wraps the buttons instead of cutting their text
 
     def take_stacks(self) -> None:
         """Ask every running rank for its stacks (on a thread of its own: ranks get up to 5 s to answer);
