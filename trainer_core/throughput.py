@@ -139,19 +139,17 @@ class Throughput:
             self.tokens += tokens
             self._counting_tokens = True
         if self._window is None:
-            self._window = (self._clock(), self.steps, self.samples - samples, self.tokens - (tokens or 0))
+            self._open(self._clock(), self.samples - samples, self.tokens - (tokens or 0))
 
     def stepped(self) -> None:
         """The prepared optimizer took a step."""
         self.steps += 1
         now = self._clock()
         if self._window is None:
-            self._window = (now, self.steps, self.samples, self.tokens)
-            self._synced = 0.0
+            self._open(now, self.samples, self.tokens)
             return
         since, steps, samples, tokens = self._window
-        if self._first is None:
-            self._first = since
+        assert self._first is not None  # set with the first window
         if now - since < max(self._every, (now - self._first) / 1000.0) or self.steps == steps:
             return
         seconds = max(now - since, 1e-9)
@@ -164,9 +162,14 @@ class Throughput:
         if self._counting_tokens:
             figures[TOKENS] = (self.tokens - tokens) / seconds
         self._latest = figures
-        self._window = (now, self.steps, self.samples, self.tokens)
-        self._synced = 0.0
+        self._open(now, self.samples, self.tokens)
         self._show(figures, self.steps)
+
+    def _open(self, now: float, samples: int, tokens: int) -> None:
+        """A window starts at ``now``, with the counts it starts from."""
+        self._first = now if self._first is None else self._first
+        self._window = (now, self.steps, samples, tokens)
+        self._synced = 0.0
 
     def figures(self) -> dict[str, Any]:
         """The pace over the last reported window, and the totals so far (see ``Accelerator.throughput``)."""

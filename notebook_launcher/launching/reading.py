@@ -43,8 +43,8 @@ class LaunchReading:
 
     @property
     def stragglers(self) -> dict[int, str]:
-        """The ranks that lag the others in this attempt (step time 20 % over the median of the
-        others', a few seconds running), each with why; {} when none does."""
+        """The ranks that lag the others in this attempt (work time per step 20 % over the median of
+        the others', three reports running), each with why; {} when none does."""
         return dict(self._record.stragglers)
 
     @property

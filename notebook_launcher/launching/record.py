@@ -225,6 +225,7 @@ class LaunchRecord:
             self._results = {}
             self._status = {rank: "starting" for rank in self._ranks}
             self._stopped = False
+            self.stragglers = {}
             self.attempt = attempt
             for rank in self._ranks:
                 self._seq += self._logs[rank].add_text("stderr", line, self._seq, time.time())

@@ -1,5 +1,5 @@
 """One attempt's built-in measures, kept in the launch's record: the ranks' CPU and memory sampled
-from the kernel when due, and the stragglers among the step times the ranks report.
+from the kernel when due, and the stragglers among the work times the ranks report.
 
 ``NOTEBOOK_LAUNCHER_MEASURES=off`` turns both sides off (this one and the rank's pace meter,
 which reads the same variable); what the function logs is kept either way.
@@ -48,7 +48,6 @@ class AttemptMeasures:
         self._on = measures_on() if on is None else on
         self._system = SystemSampler()
         self._stragglers = Stragglers()
-        record.stragglers = {}
 
     def due(self) -> float | None:
         """When (``time.monotonic()``) the ranks' processes are next sampled; None when off."""

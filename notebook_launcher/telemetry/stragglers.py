@@ -1,7 +1,7 @@
 """Which ranks lag: a rank whose work time per step (``trainer_core.throughput``: the step less the
 time where synchronised ranks wait for each other) stays ``RATIO`` times the median of the others'
 or more, ``SUSTAINED`` reports in a row (about a second apart), is a straggler until a report of its own
-is back under that line. Pure rules over the step times the ranks report, tested alone.
+is back under that line. Pure rules over the work times the ranks report, tested alone.
 
 Examples:
     >>> watch = Stragglers()
@@ -25,7 +25,7 @@ SUSTAINED = 3  # reports in a row that must be slow before a rank is flagged (on
 
 
 class Stragglers:
-    """Step times by rank in, ``flagged`` (rank → why) out."""
+    """Work times by rank in, ``flagged`` (rank → why) out."""
 
     def __init__(self, ratio: float = RATIO, sustained: int = SUSTAINED) -> None:
         self._ratio = ratio

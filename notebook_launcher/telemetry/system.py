@@ -72,22 +72,19 @@ class SystemSampler:
         return samples
 
     def _read(self, pid: int, seen: dict[int, psutil.Process]) -> dict[str, float] | None:
-        rank = self._known(pid, seen)
-        fresh = rank is None
-        rank = rank or psutil.Process(pid)
-        seen[pid] = rank
-        cpu = rank.cpu_percent(None)
-        rss = rank.memory_info().rss / 2**20
+        known = self._known(pid, seen)
+        main = seen[pid] = known or psutil.Process(pid)
+        cpu = main.cpu_percent(None)
+        rss = main.memory_info().rss / 2**20
         if pid not in self._families:
-            self._families[pid] = rank.children(recursive=True)
+            self._families[pid] = main.children(recursive=True)
         for child in self._families[pid]:
             try:
-                process = self._known(child.pid, seen) or child
-                seen[child.pid] = process
+                process = seen[child.pid] = self._known(child.pid, seen) or child
                 cpu += process.cpu_percent(None)
             except _GONE:
                 continue
-        return None if fresh else {CPU: round(cpu, 1), RSS: round(rss, 1)}
+        return None if known is None else {CPU: round(cpu, 1), RSS: round(rss, 1)}
 
     def _known(self, pid: int, seen: dict[int, psutil.Process]) -> psutil.Process | None:
         return seen.get(pid) or self._processes.get(pid)

@@ -28,9 +28,7 @@ from __future__ import annotations
 import collections
 import contextlib
 import gc
-import math
 import os
-import time
 import warnings
 from collections.abc import Iterable, Iterator
 from typing import Any
@@ -46,7 +44,6 @@ from ..compat.setup_names import SetupNames, one_deepspeed_plugin, refuse_unsupp
 from ..compiling import dynamo_settings
 from ..data import DataState
 from ..data_config import DataLoaderConfiguration
-from ..memory import held_bytes
 from ..metrics import MetricLog
 from ..parallelism import MeshMethods, parallelism_config_from
 from ..precision import select_precision
@@ -58,17 +55,14 @@ from ..strategies.fsdp.plugin import fsdp_plugin_from
 from ..throughput import Throughput, shown_pace
 from ..trackers import tracker_names
 from .checkpointing import CheckpointMethods
+from .measuring import DEVICE_MEMORY_METRIC, MEMORY_METRIC, MeasureMethods
 from .preparing import PrepareMethods
 from .tracking import TrackerMethods
 
 __all__ = ["Accelerator", "MEMORY_METRIC", "DEVICE_MEMORY_METRIC"]
 
-MEMORY_METRIC = "held MB (params+optimizer)"  # shown once per rank after the first step of a sharded model
-DEVICE_MEMORY_METRIC = "GPU peak MB"  # shown per rank after the first step, then every DEVICE_MEMORY_EVERY s
-DEVICE_MEMORY_EVERY = 5.0
 
-
-class Accelerator(PrepareMethods, TrackerMethods, CheckpointMethods, MeshMethods, SetupNames):
+class Accelerator(PrepareMethods, TrackerMethods, CheckpointMethods, MeasureMethods, MeshMethods, SetupNames):
     """Training helper for one rank; see the module docstring.
 
     Args:
@@ -346,54 +340,6 @@ class Accelerator(PrepareMethods, TrackerMethods, CheckpointMethods, MeshMethods
         """Make the next backward of a DDP model all-reduce its gradients even inside ``no_sync``
         (several forwards before one backward)."""
         return self.strategy.sync_next_backward(model)
-
-    def _after_optimizer_step(self) -> None:
-        """Count the step in the rank's pace; after the first step of a sharded model, show each
-        rank's held memory in the notebook view; on a GPU, each rank's peak device memory too
-        (after the first step, then now and then)."""
-        self._throughput.stepped()
-        self._show_device_memory()
-        if self._memory_shown or not self.strategy.shards_state:
-            return
-        self._memory_shown = True
-        held = self.held_memory()
-        self._metrics.show({MEMORY_METRIC: (held["parameters"] + held["optimizer"]) / 2**20}, self.step)
-
-    def _show_device_memory(self) -> None:
-        now = time.monotonic()
-        if now < self._device_memory_due:
-            return
-        peak = self.state.backend.peak_memory()
-        self._device_memory_due = now + DEVICE_MEMORY_EVERY if peak is not None else math.inf
-        if peak is not None:
-            self._metrics.show({DEVICE_MEMORY_METRIC: peak / 2**20}, self.step)
-
-    def throughput(self) -> dict[str, Any]:
-        """This rank's pace, as the notebook view charts it: over the last second or so,
-        ``step_time`` (seconds per optimizer step), ``work_time`` (the step time less the time in
-        ``backward()`` and the optimizer's step, where synchronised ranks wait),
-        ``steps_per_second``, ``samples_per_second`` (the training loader's batches) and
-        ``tokens_per_second`` (None unless batches carry token ids), and the totals ``steps``,
-        ``samples`` and ``tokens``. None where nothing was measured yet.
-
-        Examples:
-            >>> accelerator = Accelerator(cpu=True)
-            >>> accelerator.throughput()["steps"], accelerator.throughput()["step_time"]
-            (0, None)
-        """
-        return self._throughput.figures()
-
-    def held_memory(self) -> dict[str, int]:
-        """Bytes this rank holds of the prepared models' parameters, gradients and optimizer state
-        (``trainer_core.memory``): what sharding saves, measured.
-
-        Examples:
-            >>> accelerator = Accelerator(cpu=True)
-            >>> model = accelerator.prepare(torch.nn.Linear(10, 10))
-            >>> accelerator.held_memory()
-            {'parameters': 440, 'gradients': 0, 'optimizer': 0}
-        """
-        return held_bytes(self.prepared.models, self.prepared.optimizers)
 
     def free_memory(self, *objects: Any) -> list[None]:
         """Drop the references this Accelerator holds (and ``objects``), collect, empty the device cache."""

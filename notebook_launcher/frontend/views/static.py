@@ -44,6 +44,7 @@ __all__ = [
     "summary_text",
     "failure_text",
     "header_text",
+    "notes_html",
     "places_text",
     "stragglers_text",
     "stacks_section",
@@ -81,10 +82,18 @@ def stragglers_text(launch: LaunchState) -> str:
 
     Examples:
         >>> from types import SimpleNamespace
-        >>> stragglers_text(SimpleNamespace(stragglers={2: "step time 250 ms, 2.5× the median"}))
-        'rank 2 is slow: step time 250 ms, 2.5× the median'
+        >>> stragglers_text(SimpleNamespace(stragglers={2: "work time 250 ms, 2.5× the median"}))
+        'rank 2 is slow: work time 250 ms, 2.5× the median'
     """
     return " · ".join(f"rank {rank} is slow: {why}" for rank, why in sorted(launch.stragglers.items()))
+
+
+def notes_html(launch: LaunchState) -> str:
+    """The lines under the chips, live and saved alike: the ranks that lag, and where the ranks run."""
+    slow, where = stragglers_text(launch), places_text(launch)
+    return (f'<div class="nl-stragglers">⚠ {html.escape(slow)}</div>' if slow else "") + (
+        f'<div class="nl-places">{html.escape(where)}</div>' if where else ""
+    )
 
 
 def places_text(launch: LaunchState) -> str:
@@ -271,12 +280,7 @@ def _html(launch: LaunchState, counts: dict, entries: list, failure: str, max_li
         f'<div class="nl-head"><b>notebook_launcher</b> · {head}</div>',
         f"<div>{status_chips(statuses, launch.stragglers)}</div>",
     ]
-    slow = stragglers_text(launch)
-    if slow:
-        parts.append(f'<div class="nl-stragglers">⚠ {html.escape(slow)}</div>')
-    where = places_text(launch)
-    if where:
-        parts.append(f'<div class="nl-places">{html.escape(where)}</div>')
+    parts.append(notes_html(launch))
     quiet = launch.done and not any(counts.values())
     if quiet:  # nothing printed: one line, not a box per rank
         parts.append(hint_html("no rank printed anything"))

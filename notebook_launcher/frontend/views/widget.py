@@ -45,11 +45,10 @@ from .static import (
     all_ranks_kept,
     header_text,
     lines_kept,
-    places_text,
+    notes_html,
     stacks_html,
     stacks_section,
     static_bundle,
-    stragglers_text,
 )
 from .widget_actions import WidgetActions
 
@@ -261,13 +260,11 @@ class WidgetView(WidgetActions, LaunchView):
         dirty, self._dirty = self._dirty, set()
         self._follow_ranks()
         launch = self.launch
-        where, slow = places_text(launch), stragglers_text(launch)
         self.header.value = (
             f'<div class="nl-head"><b>notebook_launcher</b> · '
             f"{html.escape(header_text(launch).split(' · ', 1)[1])}</div>"
             f"<div>{status_chips({r: launch.rank_status(r) for r in launch.ranks}, launch.stragglers)}</div>"
-            + (f'<div class="nl-stragglers">⚠ {html.escape(slow)}</div>' if slow else "")
-            + (f'<div class="nl-places">{html.escape(where)}</div>' if where else "")
+            + notes_html(launch)
         )
         self._title_tabs()
         if "lines" in dirty:
