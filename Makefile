@@ -91,12 +91,13 @@ labextension/node_modules: labextension/package.json labextension/package-lock.j
 # Everything, as nox's sessions in order (.ci/noxfile.py: check; the GPU pass, dry, whose environment
 # goes after it; the main suite; browsers; collaboration; Ray clusters; the kernel-level tests with
 # Colab's and Kaggle's versions; torch_xla's CPU device; the documentation site). A failed session
-# does not stop the others; then the time taken and the environments' disk are printed (CI keeps
-# both under its targets: 35 minutes, 12 GB; du counts a file hard-linked in several once).
+# does not stop the others; then the time taken and the environments' disk are printed, the most
+# they held at once too (CI removes the runtimes' CUDA builds of torch as it goes; CI keeps both under
+# its targets: 35 minutes, 12 GB; du counts a file hard-linked in several once).
 ENVIRONMENTS = $(VENV) $(TOOLS) .nox .cache/uv
 test: $(STAMP) $(LABEXT) browser labextension/node_modules
-	@start=$$(date +%s); $(NOX); code=$$?; \
-		echo "make test: $$(( $$(date +%s) - start )) s; the environments: $$(du -sch $(ENVIRONMENTS) 2>/dev/null | tail -1 | cut -f1)"; \
+	@start=$$(date +%s); rm -f .nox/disk.tsv; $(NOX); code=$$?; \
+		echo "make test: $$(( $$(date +%s) - start )) s; the environments: $$($(PY) .ci/disk.py $(ENVIRONMENTS))"; \
 		exit $$code
 
 # The README's pictures, taken by the browser tests in a real JupyterLab (what a person sees), so they

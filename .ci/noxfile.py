@@ -9,7 +9,7 @@ session builds only what its kernel or ranks run on (Colab's torch 2.11 with ipy
 ipywidgets 7.7 without ``comm``, Kaggle's torch 2.10 with ipywidgets 8.1.5, torch_xla's CPU device)
 and points the tests at it (``NL_TEST_KERNEL_PYTHON``). Environments are made by uv, which installs
 in parallel and hard-links every file they share from one cache beside them (``.cache/uv``): the
-CUDA libraries that torch 2.9 and 2.10 both take are on disk once. They are kept between local runs
+CUDA libraries that torch 2.8, 2.9 and 2.10 all take are on disk once. They are kept between local runs
 (``reuse_venv``), except the dry GPU pass's, removed after it.
 """
 
@@ -22,6 +22,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import nox
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from disk import LOG as DISK_LOG  # .ci/disk.py: what make test prints from it
+from disk import disk_used
 
 REPO = Path(__file__).resolve().parent.parent
 MAIN = str(REPO / ".venv" / "bin" / "python")  # the main environment: `make env`
@@ -127,6 +131,30 @@ class Runtime:
     without_comm: bool = False  # Colab's kernel has no standalone comm package
 
 
+# On CI (a fresh clone: nothing is kept for a next run) each runtime's environment, with the CUDA
+# build of torch it holds (5-7 GB with its CUDA libraries), is removed after its session, uv's cache
+# with it: kept together, torch 2.8, 2.9, 2.10 and 2.11 would hold 19 GB. The two XLA sessions, whose
+# torch builds share their CUDA libraries, are removed together after the second (11 GB at most, and
+# one download of those libraries). Locally they are kept for the next run (NL_RELEASE_RUNTIMES=1
+# removes them there too). Each release first writes the environments' disk to .nox/disk.tsv:
+# `make test` prints the most they held at once beside what is left.
+RELEASE_RUNTIMES = os.environ.get("NL_RELEASE_RUNTIMES", "1" if os.environ.get("CI") else "0") == "1"
+ENVIRONMENTS = (REPO / ".venv", REPO / ".venv-tools", REPO / ".nox", REPO / ".cache" / "uv")  # the Makefile's
+
+
+def release_runtime(session: nox.Session, *others: str) -> None:
+    """Note the environments' disk after ``session``, then remove its environment, those of the
+    sessions named ``others`` (folders of .nox) and uv's cache (the environments' files are hard
+    links into it: both go, or nothing is freed)."""
+    if not RELEASE_RUNTIMES:
+        return
+    with DISK_LOG.open("a") as log:
+        log.write(f"{session.name}\t{disk_used(ENVIRONMENTS)}\n")
+    for location in (session.virtualenv.location, *(str(Path(nox.options.envdir) / other) for other in others)):
+        shutil.rmtree(location, ignore_errors=True)
+    session.run(str(Path(sys.executable).parent / "uv"), "cache", "clean", "--quiet", external=True)
+
+
 RUNTIMES = {
     "colab": Runtime(
         "torch==2.11.0", ("ipykernel==6.17.1", "ipywidgets==7.7.1", "accelerate==1.14.0", *KERNEL_EXTRAS), True
@@ -152,15 +180,18 @@ def _build(session: nox.Session, runtime: Runtime) -> str:
 def kernel(session: nox.Session, runtime: str) -> None:
     """The kernel-level tests (tests/kernel) again, with kernels started from a runtime's versions
     (README "Tested versions")."""
-    python = _build(session, RUNTIMES[runtime])
-    pytest(session, "tests/kernel", *PARALLEL, *session.posargs, NL_TEST_KERNEL_PYTHON=python, PYTHONPATH=str(REPO))
+    try:
+        python = _build(session, RUNTIMES[runtime])
+        env = {"NL_TEST_KERNEL_PYTHON": python, "PYTHONPATH": str(REPO)}
+        pytest(session, "tests/kernel", *PARALLEL, *session.posargs, **env)
+    finally:
+        release_runtime(session)
 
 
-XLA = {
-    "2.9": Runtime(
-        "torch==2.9.0",
-        ("torch_xla==2.9.0", "ipykernel", "ipywidgets", "cloudpickle", "psutil", "scikit-learn", "safetensors"),
-    ),
+XLA_EXTRAS = ("ipykernel", "ipywidgets", "cloudpickle", "psutil", "scikit-learn", "safetensors")
+XLA = {  # Kaggle's TPU image (torch 2.8) and Colab's (2.9)
+    "2.8": Runtime("torch==2.8.0", ("torch_xla==2.8.*", *XLA_EXTRAS)),
+    "2.9": Runtime("torch==2.9.0", ("torch_xla==2.9.0", *XLA_EXTRAS)),
 }
 
 
@@ -168,10 +199,15 @@ XLA = {
 @nox.parametrize("version", list(XLA))
 def xla(session: nox.Session, version: str) -> None:
     """The XLA path (tests/xla: launches, trainer_core, the TPU notebook) on torch_xla's CPU device."""
-    python = _build(session, XLA[version])
-    session.run(python, "-c", "import torch_xla.core.xla_model as xm; xm.xla_device()", env={"PJRT_DEVICE": "CPU"})
-    env = {"NL_TEST_XLA": "1", "NL_TEST_KERNEL_PYTHON": python, "PYTHONPATH": str(REPO)}
-    pytest(session, "tests/xla", *session.posargs, **env)
+    try:
+        python = _build(session, XLA[version])
+        check = "import torch_xla.core.xla_model as xm; xm.xla_device()"
+        session.run(python, "-c", check, env={"PJRT_DEVICE": "CPU"})
+        env = {"NL_TEST_XLA": "1", "NL_TEST_KERNEL_PYTHON": python, "PYTHONPATH": str(REPO)}
+        pytest(session, "tests/xla", *session.posargs, **env)
+    finally:
+        if version == list(XLA)[-1]:  # the XLA sessions share their CUDA libraries: released together
+            release_runtime(session, *(f"xla-version-{other.replace('.', '-')}" for other in XLA))
 
 
 @nox.session(python=False)

@@ -84,8 +84,10 @@ def _register_in_kernel():
         load_ipython_extension(ipython.get_ipython())
         from .backends import loaded_backends
         from .frontend.notices import register as register_notices
+        from .frontend.subshell_noise import route_subshell_noise
 
         register_notices(ipython.get_ipython())
+        route_subshell_noise()
         for backend in loaded_backends():
             backend.in_kernel()
         from .rank.containers import sweep as sweep_dead_cgroups

@@ -50,15 +50,19 @@ LAUNCH_STATUSES: tuple[LaunchStatus, ...] = get_args(LaunchStatus)
 OFF_WORDS = ("off", "0", "no", "false")
 
 
-def switched_on(variable: str, environ: Mapping[str, str] = os.environ) -> bool:
-    """Whether a feature the environment variable ``variable`` can turn off is on (it is unless
-    the variable reads off, 0, no or false).
+def switched_on(variable: str, environ: Mapping[str, str] = os.environ, default: bool = True) -> bool:
+    """Whether a feature the environment variable ``variable`` switches is on: ``default`` when the
+    variable is unset, else on unless it reads off, 0, no or false.
 
     Examples:
         >>> switched_on("NOTEBOOK_LAUNCHER_MEASURES", {}), switched_on("X", {"X": " Off"})
         (True, False)
+        >>> switched_on("X", {}, default=False), switched_on("X", {"X": "on"}, default=False)
+        (False, True)
     """
-    return environ.get(variable, "on").strip().lower() not in OFF_WORDS
+    if variable not in environ:
+        return default
+    return environ[variable].strip().lower() not in OFF_WORDS
 
 
 def is_int(value: Any) -> bool:

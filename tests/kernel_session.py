@@ -265,6 +265,29 @@ class KernelSession:
                 pass
         return alive
 
+    def control(self, msg_type, content, timeout=30):
+        """Send a control-channel request (``create_subshell_request``, say) and return its reply's content."""
+        msg = self.client.session.msg(msg_type, content)
+        self.client.control_channel.send(msg)
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            reply = self.client.control_channel.get_msg(timeout=deadline - time.monotonic())
+            if reply["parent_header"].get("msg_id") == msg["header"]["msg_id"]:
+                return reply["content"]
+        raise TimeoutError(f"no reply to {msg_type} within {timeout} s")
+
+    def send_shell(self, msg_type, content, subshell=None):
+        """Send a shell-channel message, to kernel subshell ``subshell`` (ipykernel ≥ 7) or the main shell."""
+        msg = self.client.session.msg(msg_type, content)
+        msg["header"]["subshell_id"] = subshell
+        self.client.shell_channel.send(msg)
+        return msg["header"]["msg_id"]
+
+    def has_subshells(self):
+        """Whether the kernel says it has subshells (ipykernel ≥ 7)."""
+        info = self.client.kernel_info(reply=True, timeout=30)["content"]
+        return "kernel subshells" in info.get("supported_features", [])
+
     def shutdown(self):
         self.client.stop_channels()
         self.manager.shutdown_kernel(now=True)

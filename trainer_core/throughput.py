@@ -9,7 +9,9 @@ the host waited, so a GPU straggler shows in work time only when its host side i
 
 Samples are the leading dimension of the batches the prepared loader that drives training (the
 outermost one running) yields; tokens are counted where a batch carries token
-ids: a mapping's ``input_ids``, else an integer tensor of two or more dimensions. Every
+ids: a mapping's ``input_ids``, else an integer tensor of two or more dimensions. Where the
+device's peak is known (``trainer_core.flops``), the FLOPs of the first step are counted and each
+report also gives ``MFU %``. Every
 ``REPORT_EVERY`` seconds (less often as the run ages: a thousandth of its age apart, so a day-long
 run sends a few thousand reports, not 86,400) the figures of the time since the last report go to
 the notebook view (``MetricLog.show``), where each rank's charts and the straggler check read them;
@@ -39,6 +41,8 @@ from typing import Any
 
 import torch
 
+from .flops import ForwardFlops
+
 __all__ = [
     "Throughput",
     "batch_counts",
@@ -48,6 +52,7 @@ __all__ = [
     "STEPS",
     "SAMPLES",
     "TOKENS",
+    "MFU",
     "REPORT_EVERY",
 ]
 
@@ -59,6 +64,7 @@ WORK_TIME = "work time ms"
 STEPS = "steps/s"
 SAMPLES = "samples/s"
 TOKENS = "tokens/s"
+MFU = "MFU %"  # of the device's dense peak, where it is known
 
 
 def shown_pace(show: Callable[[dict, int], None]) -> Callable[[dict, int], None]:
@@ -109,8 +115,12 @@ class Throughput:
         show: Callable[[dict, int], None],
         clock: Callable[[], float] = time.perf_counter,
         every: float = REPORT_EVERY,
+        peak_tflops: float | None = None,
     ) -> None:
         self._show = show
+        self._peak = peak_tflops
+        self.flops = ForwardFlops() if peak_tflops else None  # counts the first step's FLOPs
+        self.flops_per_step: int | None = None
         self._clock = clock
         self._every = every
         self.steps = 0
@@ -141,9 +151,16 @@ class Throughput:
         if self._window is None:
             self._open(self._clock(), self.samples - samples, self.tokens - (tokens or 0))
 
+    def watch(self, model: torch.nn.Module) -> None:
+        """Count the FLOPs of ``model``'s forward passes in the first step (where a peak is known)."""
+        if self.flops is not None and self.steps == 0:
+            self.flops.attach(model)
+
     def stepped(self) -> None:
         """The prepared optimizer took a step."""
         self.steps += 1
+        if self.flops is not None and self.flops.attached:
+            self.flops_per_step = self.flops.stop()
         now = self._clock()
         if self._window is None:
             self._open(now, self.samples, self.tokens)
@@ -161,6 +178,8 @@ class Throughput:
         }
         if self._counting_tokens:
             figures[TOKENS] = (self.tokens - tokens) / seconds
+        if self.flops_per_step and self._peak:
+            figures[MFU] = 100.0 * self.flops_per_step * figures[STEPS] / (self._peak * 1e12)
         self._latest = figures
         self._open(now, self.samples, self.tokens)
         self._show(figures, self.steps)
@@ -183,4 +202,6 @@ class Throughput:
             "steps": self.steps,
             "samples": self.samples,
             "tokens": self.tokens if self._counting_tokens else None,
+            "flops_per_step": self.flops_per_step,
+            "mfu": latest[MFU] / 100.0 if MFU in latest else None,
         }

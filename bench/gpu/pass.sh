@@ -15,8 +15,11 @@
 # a GPU (`make gpu-dry-run`) the GPU tests skip, the notebooks and the benches run on CPU ranks,
 # and the report says so. Settings: GPU_PYTHON (python3), GPU_KIT (.gpu-kit), GPU_PASS_QUICK=1
 # (fewer bench rounds, for the dry run), GPU_PASS_ONLY="stage stage..." (those stages alone, and
-# no kit: the python's own packages; for tests of the pass itself).
+# no kit: the python's own packages; for tests of the pass itself), GPU_PASS_SKIP="stage..." (not
+# those), GPU_PASS_BUDGET=SECONDS (the whole pass within that: a lent machine's time is counted; each
+# stage gets at most what is left, and one that would get under 20 s is recorded as skipped).
 set -u
+SECONDS=0
 report=${1:?usage: bench/gpu/pass.sh REPORT_DIR}
 cd "$(dirname "$0")/../.."
 repo=$PWD
@@ -36,6 +39,16 @@ stage() {
     local name=$1 limit=$2 start end rc
     shift 2
     if [ -n "${GPU_PASS_ONLY:-}" ] && [[ " $GPU_PASS_ONLY " != *" $name "* ]]; then return 0; fi
+    if [[ " ${GPU_PASS_SKIP:-} " == *" $name "* ]]; then return 0; fi
+    if [ -n "${GPU_PASS_BUDGET:-}" ]; then
+        local left=$((GPU_PASS_BUDGET - SECONDS - 15)) # 15 s kept for the report
+        if [ "$left" -lt 20 ]; then
+            echo "===== $name: skipped, the pass's budget of ${GPU_PASS_BUDGET}s is spent" >>"$report/logs.txt"
+            printf '%s\tskipped\t0\t%s\n' "$name" "$limit" >>"$work/stages.tsv"
+            return 0
+        fi
+        [ "$left" -lt "$limit" ] && limit=$left
+    fi
     echo "===== $name (at most ${limit}s): $*" >>"$report/logs.txt"
     start=$(date +%s%N)
     timeout -k 10 "$limit" "$python" bench/gpu/contained.py "$work/leftover.txt" -- "$@" >"$work/$name.log" 2>&1

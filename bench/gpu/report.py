@@ -16,11 +16,13 @@ from pathlib import Path
 
 
 def stages(folder: Path) -> list[dict]:
-    """Each stage's name, exit code, seconds and limit (124/137: it ran past its limit)."""
+    """Each stage's name, exit code ("skipped" where the pass's budget ran out first), seconds and
+    limit (124/137: it ran past its limit)."""
     rows = []
     for line in (folder / "stages.tsv").read_text().splitlines():
         name, code, millis, limit = line.split("\t")
-        rows.append({"stage": name, "exit": int(code), "seconds": int(millis) / 1000, "limit": int(limit)})
+        exit_code = int(code) if code.lstrip("-").isdigit() else code
+        rows.append({"stage": name, "exit": exit_code, "seconds": int(millis) / 1000, "limit": int(limit)})
     return rows
 
 
@@ -115,13 +117,17 @@ def markdown(report: dict) -> str:
         if t["outcome"] != "passed":
             line += f": {t['detail'].splitlines()[0] if t['detail'] else ''}"
         out.append(line)
-    out += ["", "## notebooks/mnist_gpu.ipynb (last lines)", "", "```", report["notebook"], "```"]
-    out += ["", "## notebooks/quickstart.ipynb (last lines)", "", "```", report["quickstart"], "```"]
-    out += ["", "## Launch bench (a no-op on 2 CPU ranks)", "", "```", report["launch_bench"], "```"]
-    out += ["", "## Launch bench (a first collective on the GPUs)", "", "```", report["gpu_launch_bench"], "```"]
-    out += ["", "## Step bench", "", "```", report["step_table"], "```"]
-    if report["compile_table"]:
-        out += ["", "## torch.compile's first step (bench/compile_start.py)", "", "```", report["compile_table"], "```"]
+    sections = (
+        ("notebooks/mnist_gpu.ipynb (last lines)", "notebook"),
+        ("notebooks/quickstart.ipynb (last lines)", "quickstart"),
+        ("Launch bench (a no-op on 2 CPU ranks)", "launch_bench"),
+        ("Launch bench (a first collective on the GPUs)", "gpu_launch_bench"),
+        ("Step bench", "step_table"),
+        ("torch.compile's first step (bench/compile_start.py)", "compile_table"),
+    )
+    for title, key in sections:  # a stage skipped or not run leaves no section
+        if report[key]:
+            out += ["", f"## {title}", "", "```", report[key], "```"]
     left = report["left_running"]
     out += ["", f"Left running after the pass: {'nothing' if not left else ''}"] + [f"- `{line}`" for line in left]
     return "\n".join(out) + "\n"

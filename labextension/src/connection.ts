@@ -14,6 +14,7 @@ import {
   KernelMsg,
   parseKernelMsg
 } from './messages';
+import { openBesideTheCell } from './side_door';
 
 const PAGE_KEY = 'notebook-launcher-page';
 
@@ -186,7 +187,12 @@ export class KernelLink {
       return;
     }
     const comm = kernel.createComm(COMM_TARGET);
+    let answer: () => void = () => undefined;
+    const answered = new Promise<void>(resolve => {
+      answer = resolve;
+    });
     comm.onMsg = msg => {
+      answer();
       if (this._comm === comm) {
         const parsed = parseKernelMsg(msg.content.data);
         if (parsed) {
@@ -197,6 +203,7 @@ export class KernelLink {
       }
     };
     comm.onClose = () => {
+      answer();
       if (this._comm === comm) {
         this._comm = null;
         this._set({ phase: 'not-loaded' });
@@ -204,7 +211,7 @@ export class KernelLink {
     };
     this._comm = comm;
     this._set({ phase: 'connecting' });
-    comm.open({ type: 'get_state', page: PAGE_ID });
+    void openBesideTheCell(kernel, comm, { type: 'get_state', page: PAGE_ID }, answered);
     this._alive = window.setInterval(() => this._send({ type: 'alive' }), ALIVE_EVERY_MS);
   }
 

@@ -5,6 +5,7 @@ import { runIcon } from '@jupyterlab/ui-components';
 import { KernelLink } from './connection';
 import { LauncherPanel } from './panel';
 import { SavedLaunchExtension } from './saved';
+import { TabTies } from './tabs';
 
 /**
  * Adds the notebook-launcher panel to the left sidebar.
@@ -38,4 +39,17 @@ const savedLaunches: JupyterFrontEndPlugin<void> = {
   }
 };
 
-export default [plugin, savedLaunches];
+/**
+ * Ties each launch widget's tabs to their panes (`aria-controls`, `role="tabpanel"`): ipywidgets'
+ * Tab leaves them apart, so screen readers cannot go from a tab to the log it shows.
+ */
+const tabTies: JupyterFrontEndPlugin<void> = {
+  id: 'notebook-launcher:tab-ties',
+  description: "Ties the launch widget's tabs to their panes for assistive technology.",
+  autoStart: true,
+  activate: () => {
+    new TabTies(document.body).start();
+  }
+};
+
+export default [plugin, savedLaunches, tabTies];

@@ -6,13 +6,13 @@ import { ISnapshot, latestSnapshot } from './snapshots';
 /** Beside a running launch's widget: the page may show the server's latest snapshot instead. */
 export const LIVE_MIME = 'application/vnd.notebook-launcher.live-launch+json';
 /** How often a page that cannot draw the widget asks for the launch's latest static form. */
-const REFRESH_MS = 3000;
+const REFRESH_MS = 1000;
 
 /**
  * A running launch's output on a page that cannot draw its widget — a collaborator's, where the
  * output is not trusted, so the widget renderer is not used: the static form, replaced by the
- * latest one the server has every few seconds until the launch ends (the kernel writes one at least
- * every 10 s), so the reader follows the launch instead of reading the form of its first second.
+ * latest one the server has every second until the launch ends (the kernel writes one every second
+ * from its second second), so the reader follows the launch at most about 2 s behind.
  */
 export class LiveLaunchRenderer extends Panel implements IRenderMime.IRenderer {
   constructor(rendermime: IRenderMimeRegistry) {

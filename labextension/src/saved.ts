@@ -6,6 +6,7 @@ import { IDisposable } from '@lumino/disposable';
 import { Panel, Widget } from '@lumino/widgets';
 
 import { LIVE_MIME, LiveLaunchRenderer } from './live';
+import { showRunningLaunches } from './reattach';
 import { latestSnapshot } from './snapshots';
 
 /** A launch output saved mid-launch: the widget reference the server moved out of the way. */
@@ -15,7 +16,8 @@ const WIDGET_ERROR = 'Error displaying widget';
 /**
  * Shows a launch output that a notebook saved while the launch ran: its latest static form (the
  * final one when the launch has ended since — the server keeps it — else the newest the server has,
- * else the saved one), and the live widget instead once the notebook's widget renderer can draw it
+ * refreshed every second until the launch ends, else the saved one), and the live widget instead
+ * once the notebook's widget renderer can draw it
  * (the kernel still has it: a page reloaded mid-launch, once the kernel answers). A widget that is
  * gone (the kernel died or was restarted, the launch ended) leaves the static form — never "Error
  * displaying widget" or a lasting "Loading widget...". The widget renderer does the drawing; this
@@ -38,7 +40,9 @@ export class SavedLaunchRenderer extends Panel implements IRenderMime.IRenderer 
     this._clear();
     const data = { ...model.data, ...(latest ?? {}) } as IRenderMime.IMimeModel['data'];
     const type = 'text/html' in data ? 'text/html' : 'text/plain';
-    this._static = this._rendermime.createRenderer(type);
+    // the static form follows the server's snapshots until the launch ends (a page reloaded while
+    // the cell still waits on the launch: the kernel answers no widget request before it ends)
+    this._static = new LiveLaunchRenderer(this._rendermime);
     this.addWidget(this._static);
     await this._static.renderModel(
       new MimeModel({ data: { [type]: data[type] }, trusted: model.trusted, metadata: model.metadata })
@@ -146,6 +150,7 @@ export class SavedLaunchExtension implements DocumentRegistry.IWidgetExtension<N
       },
       20 // after the widget (0) where the page may draw it, before the static form's text/html (50)
     );
+    void showRunningLaunches(panel); // a page opened after a launch of this notebook began
     return {
       isDisposed: false,
       dispose: () => {

@@ -51,6 +51,9 @@ __all__ = [
     "STATE_KEY",
     "FINAL",
     "RUNNING",
+    "NOTEBOOK_KEY",
+    "CELL_KEY",
+    "running_launches",
 ]
 
 SNAPSHOTS_ENV = "NOTEBOOK_LAUNCHER_SNAPSHOTS"
@@ -62,8 +65,9 @@ SAVED_MIME = "application/vnd.notebook-launcher.saved-launch+json"
 LIVE_MIME = "application/vnd.notebook-launcher.live-launch+json"
 OUTPUT_KEY = "notebook_launcher"
 STATE_KEY, FINAL, RUNNING = "state", "final", "running"  # a snapshot file's state: the launch ended or not
+NOTEBOOK_KEY, CELL_KEY = "notebook", "cell"  # in a snapshot file: where the launch runs (when known)
 _WRITER = "writer"  # the kernel process that wrote a snapshot file
-SNAPSHOT_GAP = 10.0  # seconds, at most, between two snapshots of a running launch
+SNAPSHOT_GAP = 1.0  # seconds, at most, between two snapshots of a running launch (after its first 2 s)
 # "<kernel pid>-<launch id>" or, for a %%dist cell, "<kernel pid>-<launch id>.<call>": nothing else is read
 _NAME = re.compile(r"[0-9]{1,10}-[0-9a-f]{8}(\.[0-9]{1,10})?")
 
@@ -152,6 +156,41 @@ def read_snapshot(snapshots: str | Path, name: Any) -> dict | None:
 
         return {**ended_with_kernel(static, within=SNAPSHOT_GAP), STATE_KEY: FINAL}
     return {**static, STATE_KEY: RUNNING}
+
+
+def running_launches(snapshots: str | Path, notebooks: set[str]) -> list[dict]:
+    """The launches still running (their kernel alive) in any of ``notebooks`` (the paths a notebook
+    may go by: as its kernel was told, relative or absolute): ``[{"name": …, "cell": …}]``, for a
+    page opened on that notebook after the launch began (a reload, a second tab) to show them.
+
+    Examples:
+        >>> import tempfile
+        >>> folder = tempfile.mkdtemp()
+        >>> form = {"text/plain": "running", NOTEBOOK_KEY: "/home/me/a.ipynb", CELL_KEY: "c1"}
+        >>> write_snapshot(snapshot_path(folder, f"{os.getpid()}-ab12cd34"), form)
+        >>> [launch["cell"] for launch in running_launches(folder, {"/home/me/a.ipynb"})]
+        ['c1']
+        >>> running_launches(folder, {"/home/me/b.ipynb"})
+        []
+    """
+    import psutil
+
+    found = []
+    for path in sorted(Path(snapshots).glob("*.json")):
+        pid = path.stem.split("-", 1)[0]
+        if not pid.isdigit() or not psutil.pid_exists(int(pid)):  # its kernel is gone: not read at all
+            continue
+        try:
+            with open(path, encoding="utf-8") as file:
+                bundle = json.load(file)
+        except (ValueError, OSError):
+            continue
+        if not isinstance(bundle, dict) or bundle.get(NOTEBOOK_KEY) not in notebooks:
+            continue
+        if bundle.get(STATE_KEY) != RUNNING or _writer_gone(path.stem, str(bundle.get(_WRITER, ""))):
+            continue
+        found.append({"name": path.stem, "cell": str(bundle.get(CELL_KEY, ""))})
+    return found
 
 
 def write_snapshot(path: Path, bundle: dict, final: bool = False) -> None:

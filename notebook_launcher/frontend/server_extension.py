@@ -4,8 +4,10 @@ Loaded by JupyterLab and Notebook 7 (the package installs the server configurati
 it). It registers ``saved_outputs.keep_static_forms`` as a pre-save hook, and gives the kernels the
 server starts a private folder for their launches' latest static forms (the environment variable
 ``NOTEBOOK_LAUNCHER_SNAPSHOTS``, which kernels inherit), which the lab extension reads through
-``SNAPSHOT_ROUTE``. Snapshots stay for ``KEEP_DAYS`` days, for a later opening or save of a
-notebook saved before its launch ended (or before its kernel died).
+``SNAPSHOT_ROUTE``, and lists the launches running in a notebook through ``RUNNING_ROUTE`` (for a page
+opened after they began). Snapshots stay for ``KEEP_DAYS`` days, for a later opening or save of a
+notebook saved before its launch ended (or before its kernel died). The server's exports show each
+launch as its next save would (``export_forms``).
 
 Examples:
     >>> folder = snapshots_folder()
@@ -23,12 +25,13 @@ import time
 from pathlib import Path
 from typing import Any
 
-from .saved_outputs import SNAPSHOTS_ENV, keep_static_forms, read_snapshot
+from .saved_outputs import SNAPSHOTS_ENV, keep_static_forms, read_snapshot, running_launches
 
-__all__ = ["snapshots_folder", "untrack_subshell_requests", "KEEP_DAYS", "SNAPSHOT_ROUTE"]
+__all__ = ["snapshots_folder", "untrack_requests_beside_the_cell", "KEEP_DAYS", "SNAPSHOT_ROUTE"]
 
 KEEP_DAYS = 7
 SNAPSHOT_ROUTE = "notebook-launcher/snapshots"
+RUNNING_ROUTE = "notebook-launcher/running"  # the launches running in a notebook (a page opened after they began)
 
 
 def snapshots_folder() -> Path:
@@ -81,31 +84,64 @@ def _load_jupyter_server_extension(serverapp: Any) -> None:
     serverapp.contents_manager.register_pre_save_hook(keep_launch_outputs)
     from jupyter_server.utils import url_path_join
 
-    route = url_path_join(serverapp.web_app.settings["base_url"], SNAPSHOT_ROUTE, "([^/]+)")
-    serverapp.web_app.add_handlers(".*$", [(route, _snapshot_handler(), {"folder": folder})])
-    untrack_subshell_requests(serverapp)
+    base = serverapp.web_app.settings["base_url"]
+    route = url_path_join(base, SNAPSHOT_ROUTE, "([^/]+)")
+    running = url_path_join(base, RUNNING_ROUTE)
+    serverapp.web_app.add_handlers(
+        ".*$",
+        [(route, _snapshot_handler(), {"folder": folder}), (running, _running_handler(), {"folder": folder})],
+    )
+    untrack_requests_beside_the_cell(serverapp)
+    from .export_forms import export_with_launch_forms
+
+    export_with_launch_forms(serverapp.web_app.settings["config"])
     serverapp.log.info("notebook_launcher: saved notebooks keep each launch's static form")
 
 
-SUBSHELL_REQUESTS = ("create_subshell_request", "delete_subshell_request", "list_subshell_request")
+# what a page sends beside a running cell: the subshell requests (control channel) and the opening
+# of a comm (the sidebar's, on a subshell of its own: labextension/src/side_door.ts)
+BESIDE_THE_CELL = ("create_subshell_request", "delete_subshell_request", "list_subshell_request", "comm_open")
 
 
-def untrack_subshell_requests(serverapp: Any) -> list[str]:
-    """Add the kernel-subshell requests to the server's untracked message types; returns the list.
+def untrack_requests_beside_the_cell(serverapp: Any) -> list[str]:
+    """Add the requests a page sends beside a running cell to the server's untracked message types;
+    returns the list.
 
-    The list is meant to hold every message type sent on channels other than the shell channel; the
-    subshell requests (control channel) are missing from it, so the "idle" that ends one, which
-    JupyterLab and Notebook 7 send when a running cell's widget first needs a subshell, made the
-    server and the status bar read Idle for the rest of the cell. Untracked, their status is not
-    taken as the kernel's (the page reads the list from its configuration).
+    The list is meant to hold every message type whose busy/idle is not the kernel's. The subshell
+    requests (control channel) are missing from it, so the "idle" that ends one, which JupyterLab
+    and Notebook 7 send when a running cell's widget first needs a subshell, made the server and
+    the status bar read Idle for the rest of the cell; so did the "idle" of the sidebar's comm,
+    opened on a subshell while a cell runs. Untracked, their status is not taken as the kernel's
+    (the page reads the list from its configuration). A comm's opening is brief work wherever it runs.
     """
     manager = serverapp.kernel_manager
     types = list(getattr(manager, "untracked_message_types", None) or [])
-    types += [kind for kind in SUBSHELL_REQUESTS if kind not in types]
+    types += [kind for kind in BESIDE_THE_CELL if kind not in types]
     manager.untracked_message_types = types
     page = serverapp.web_app.settings.setdefault("page_config_data", {})
     page["untracked_message_types"] = types
     return types
+
+
+def _running_handler() -> type:
+    """``GET <base>/notebook-launcher/running?notebook=<path>``: the launches running in that
+    notebook (``[{"name", "cell"}]``; ``path`` as the contents API names it, relative to the
+    server's root), for a page opened after they began (a reload, a second tab) to follow them."""
+    from jupyter_server.base.handlers import APIHandler
+    from tornado import web
+
+    class RunningHandler(APIHandler):
+        def initialize(self, folder: Path) -> None:
+            self.folder = folder
+
+        @web.authenticated
+        def get(self) -> None:
+            path = self.get_query_argument("notebook", "")
+            root = self.settings.get("server_root_dir", os.getcwd())
+            names = {path, os.path.abspath(os.path.join(os.path.expanduser(root), path))} if path else set()
+            self.finish(json.dumps(running_launches(self.folder, names)))
+
+    return RunningHandler
 
 
 def _snapshot_handler() -> type:

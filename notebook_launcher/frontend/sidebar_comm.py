@@ -22,6 +22,7 @@ from ..devices.inventory import device_inventory
 from ..launching.handle import active_launches, find_launch, observe_launches
 from .messages import HISTORY, launch_info
 from .settings import SETTING_CHOICES, kernel_settings
+from .subshells import handle_on_main_shell
 
 __all__ = ["register", "open_sidebars", "TARGET", "SILENT_AFTER"]
 
@@ -151,6 +152,7 @@ class _SidebarChannel:
         }
         comm.on_msg(self._on_msg)
         comm.on_close(lambda _msg: self._close())
+        handle_on_main_shell(comm)  # settings before a cell run after them; no "Idle" during a cell
 
     def _close(self):
         with _lock:

@@ -8,8 +8,10 @@ updated from the launcher's thread on behalf of the waiting cell (the main shell
 help every click would queue behind that cell (and be dropped with the widget when the launch
 ends). ``handle_where_sent`` keeps a comm's messages on the subshell the front end chose.
 
-Only for the widget's buttons: the sidebar's settings must reach the kernel before a cell run right
-after them, which the main shell's one queue guarantees and a subshell does not.
+Only for the widget's buttons and chart controls. The sidebar's settings must reach the kernel before a cell run right
+after them, which the main shell's one queue guarantees and a subshell does not, and a message handled on a subshell
+during a cell reads as "Idle" in the status bar: ``handle_on_main_shell`` keeps all of the sidebar's messages there,
+also after its comm was opened on a subshell that is gone since.
 
 Front ends without subshells (Colab, VS Code, ipykernel 6) still deliver the message once the cell
 ends; the widget's tooltips say so.
@@ -25,7 +27,7 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["handle_where_sent"]
+__all__ = ["handle_where_sent", "handle_on_main_shell"]
 
 
 def handle_where_sent(channel: Any) -> None:
@@ -34,6 +36,24 @@ def handle_where_sent(channel: Any) -> None:
     comm = getattr(channel, "comm", channel)
     if comm is not None and hasattr(comm, "_reply_subshell_for"):
         comm._reply_subshell_for = _where_it_arrived
+
+
+def handle_on_main_shell(channel: Any) -> None:
+    """Handle the messages of ``channel`` on the main shell, in order with the cells, whatever
+    subshell they arrive on. Without it ipykernel 7.4 sends them to the subshell of the last message
+    ``channel`` sent, which may be one the front end has deleted since (its messages are then
+    dropped). A no-op where ipykernel does not re-route comm messages.
+
+    Example:
+        >>> import comm
+        >>> handle_on_main_shell(comm.create_comm(target_name="demo"))
+    """
+    if channel is not None and hasattr(channel, "_reply_subshell_for"):
+        channel._reply_subshell_for = _on_main_shell
+
+
+def _on_main_shell(data: Any, arrived_on: str | None) -> None:
+    return None
 
 
 def _where_it_arrived(data: Any, arrived_on: str | None) -> str | None:

@@ -1,5 +1,6 @@
-"""One attempt's built-in measures, kept in the launch's record: the ranks' CPU and memory sampled
-from the kernel when due, and the stragglers among the work times the ranks report.
+"""One attempt's built-in measures, kept in the launch's record: the ranks' CPU and memory, and their
+GPUs' (through NVML), sampled from the kernel when due, and the stragglers among the work times the
+ranks report.
 
 ``NOTEBOOK_LAUNCHER_MEASURES=off`` turns both sides off (this one and the rank's pace meter,
 which reads the same variable); what the function logs is kept either way.
@@ -23,6 +24,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 from ..choices import switched_on
+from .gpu import GpuSampler
 from .names import STEP_TIME, WORK_TIME
 from .stragglers import Stragglers
 from .system import SystemSampler
@@ -47,6 +49,7 @@ class AttemptMeasures:
         self._record = record
         self._on = measures_on() if on is None else on
         self._system = SystemSampler()
+        self._gpus = GpuSampler()
         self._stragglers = Stragglers()
 
     def due(self) -> float | None:
@@ -60,6 +63,8 @@ class AttemptMeasures:
         now = time.time()
         seconds = round(now - self._record.started_at, 1)
         samples = self._system.sample(pids)
+        for rank, values in self._gpus.sample(pids).items():
+            samples.setdefault(rank, {}).update(values)
         for rank, values in samples.items():
             self._record.add_metric(rank, {"step": seconds, "values": values, "x": "seconds"}, now)
         return list(samples.items())

@@ -16,8 +16,13 @@ __all__ = [
     "STEPS",
     "SAMPLES",
     "TOKENS",
+    "MFU",
     "CPU",
     "RSS",
+    "GPU_UTIL",
+    "GPU_MEMORY",
+    "GPU_POWER",
+    "GPU_THROTTLED",
     "BUILT_IN",
     "SAMPLED_BY_KERNEL",
     "chart_order",
@@ -28,12 +33,18 @@ WORK_TIME = "work time ms"  # the step time less backward() and the optimizer's 
 STEPS = "steps/s"
 SAMPLES = "samples/s"
 TOKENS = "tokens/s"
+MFU = "MFU %"  # of the device's dense peak (trainer_core.flops), where it is known
 CPU = "CPU %"  # of the rank's process and its children (DataLoader workers), from the kernel
 RSS = "RSS MB"  # resident memory of the rank's process, from the kernel
+GPU_UTIL = "GPU %"  # of the rank's GPU, read through NVML by the kernel (telemetry/gpu.py)
+GPU_MEMORY = "GPU memory MB"  # in use on the rank's GPU
+GPU_POWER = "GPU power W"
+GPU_THROTTLED = "GPU throttled"  # 1 while its clocks are held down (heat, power cap), else 0
 
-SAMPLED_BY_KERNEL = (CPU, RSS)  # new values of these say nothing of what the ranks did
+# new values of these say nothing of what the ranks did
+SAMPLED_BY_KERNEL = (CPU, RSS, GPU_UTIL, GPU_MEMORY, GPU_POWER, GPU_THROTTLED)
 
-BUILT_IN = (STEP_TIME, WORK_TIME, STEPS, SAMPLES, TOKENS, CPU, RSS)
+BUILT_IN = (STEP_TIME, WORK_TIME, STEPS, SAMPLES, TOKENS, MFU, GPU_UTIL, GPU_MEMORY, GPU_POWER, GPU_THROTTLED, CPU, RSS)
 
 
 def chart_order(key: str) -> tuple[int, str]:

@@ -76,7 +76,8 @@ def test_the_live_widget_keeps_the_reader_then_the_notebook_keeps_the_launch(lab
     tabs = page.locator(".lm-TabBar-tabLabel", has_text="rank")
     assert [tabs.nth(i).inner_text() for i in range(tabs.count())] == ["all ranks", "rank 0", "rank 1"]
     page.locator(".nl-logbox", has_text="[rank 1] rank 1: step 299").first.wait_for(timeout=60_000)
-    assert page.locator("svg polyline.nl-line:not(.nl-raw)").count() == 2
+    assert page.locator("svg polyline.nl-line:not(.nl-raw)").count() == 3  # a line per rank, and their mean
+    assert page.locator("svg polyline.nl-mean:not(.nl-raw)").count() == 1
     assert page.locator(".nl-legend", has_text="rank 1").count() >= 1
     ticks = page.evaluate("() => [...document.querySelectorAll('.nl-chart svg text')].map(t => t.textContent)")
     assert "0" in ticks and "300" in ticks and len(ticks) >= 6, ticks  # tick labels on both axes, live
@@ -142,7 +143,7 @@ def test_the_live_widget_keeps_the_reader_then_the_notebook_keeps_the_launch(lab
     reopened.goto(lab.url("/lab/tree/widget.ipynb?reset"))
     reopened.locator(".nl-static", has_text="rank 1: step 699").first.wait_for(timeout=60_000)
     assert reopened.get_by_text("Error displaying widget").count() == 0
-    assert _chart_lines(reopened) == [2]
+    assert _chart_lines(reopened) == [3]  # a line per rank, and their mean
     screenshot(reopened.locator(".jp-OutputArea-output", has=reopened.locator(".nl-static")).first, "reopened.png")
     reopened.close()
 
@@ -173,8 +174,8 @@ def test_the_live_widget_keeps_the_reader_then_the_notebook_keeps_the_launch(lab
         ".map(c => c.innerText.split('\\n').filter(Boolean))"
     )
     for lines in charts:  # the title, the legend, the latest values: no SVG labels run together
-        assert lines[-1].startswith(f"latest {lines[0].split(' (')[0]}: "), lines
-    assert _chart_lines(page) == [2]
+        assert lines[-1].startswith(f"latest {lines[0].split(' (')[0].split(' · ')[0]}: "), lines
+    assert _chart_lines(page) == [3]
     assert all(len(ticks) >= 6 for ticks in _chart_ticks(page))  # axis numbers, saved and untrusted
     low = [c for c in contrasts(page, ".nl-static .nl-chip, .nl-static .nl-prefix") if c["ratio"] < 4.5]
     assert not low, low
@@ -233,7 +234,7 @@ def test_the_shipped_quickstart_reads_well_as_a_clone_opens_it(lab, browser):
     page.locator(".jp-StatusBar-TextItem", has_text=re.compile(r"\|\s*Idle")).first.wait_for(timeout=90_000)
     assert page.locator(".nl-static style").count() == 0  # untrusted
     assert "rank 0: done rank 1: done" in static.inner_text()
-    assert _chart_lines(page) == [2]  # the loss chart, a line per rank
+    assert _chart_lines(page) == [3]  # the loss chart, a line per rank and their mean
     assert static.bounding_box()["height"] < 1600
     assert page.get_by_text("Error displaying widget").count() == 0
     assert page.locator(".jp-mod-dirty").count() == 0

@@ -191,3 +191,51 @@ def test_gpu_tensors_a_rank_returns_arrive_on_the_cpu_and_the_kernel_can_still_f
     assert fresh_kernel.eval("(first.plan.start_method, second.plan.start_method)") == ("fork", "fork")
     assert fresh_kernel.eval("{t.device.type for t in [*got['state'].values(), got['param'], got['small']]}") == {"cpu"}
     assert fresh_kernel.eval("(type(got['param']).__name__, got['state']['weight'].shape[0])") == ("Parameter", 1024)
+
+
+GPU_PACED = dedent("""
+    def gpu_paced(seconds):
+        import time, torch
+        from trainer_core import Accelerator
+        accelerator = Accelerator(mixed_precision="bf16")
+        model = accelerator.prepare(torch.nn.Sequential(torch.nn.Linear(4096, 4096), torch.nn.Linear(4096, 4096)))
+        optimizer = accelerator.prepare(torch.optim.SGD(model.parameters(), lr=1e-4))
+        batch = torch.randn(256, 4096, device=accelerator.device)
+        end = time.monotonic() + seconds
+        while time.monotonic() < end:
+            accelerator.backward(model(batch).float().pow(2).mean())
+            optimizer.step()
+            optimizer.zero_grad()
+        torch.cuda.synchronize()
+        return accelerator.throughput(), torch.cuda.get_device_name()
+""")
+
+
+def test_the_kernel_reads_each_ranks_gpu_through_nvml_and_leaves_cuda_uninitialised(fresh_kernel):
+    """GPU utilisation, memory, power and the throttle flag of a training rank, sampled by the kernel
+    through NVML every second or so, while the kernel's own CUDA stays uninitialised (it can fork)."""
+    fresh_kernel.ok("from notebook_launcher import launch\nfrom trainer_core.hardware import cuda_driver_started")
+    fresh_kernel.ok(GPU_PACED)
+    fresh_kernel.ok("job = launch(gpu_paced, args=(6,), num_processes=1, display='none'); job.wait(timeout=180)")
+    samples = fresh_kernel.eval("[r['values'] for r in job.metrics if 'GPU %' in r['values']]")
+    assert len(samples) >= 3, samples
+    assert max(sample["GPU %"] for sample in samples) > 10
+    assert max(sample["GPU memory MB"] for sample in samples) > 100
+    assert all(sample["GPU power W"] > 0 and sample["GPU throttled"] in (0.0, 1.0) for sample in samples)
+    assert fresh_kernel.eval("cuda_driver_started()") is False
+
+
+def test_mfu_on_a_gpu_is_the_hand_counted_flops_over_the_table_peak(kernel):
+    """Two 4096² linear layers on 256 samples: 2·256·4096²·2 FLOPs forward, three times that a step;
+    MFU is that times steps/s over the device's bf16 peak (H100/H200: 989 TFLOPS), within 10 %."""
+    from trainer_core.flops import peak_tflops
+
+    kernel.ok(GPU_PACED)
+    kernel.ok("job = launch(gpu_paced, args=(4,), num_processes=1, display='none'); job.wait(timeout=180)")
+    figures, name = kernel.eval("job.results[0]")
+    assert figures["flops_per_step"] == 3 * 2 * 256 * 4096 * 4096 * 2
+    peak = peak_tflops(name, "bf16", {})
+    assert peak is not None, name
+    hand = figures["flops_per_step"] * figures["steps_per_second"] / (peak * 1e12)
+    assert figures["mfu"] is not None and abs(figures["mfu"] - hand) <= 0.1 * hand, (figures, hand)
+    assert 0.01 < figures["mfu"] < 1.0, figures

@@ -85,3 +85,23 @@ def test_a_descendant_that_ends_by_itself_soon_after_its_stage_is_not_left_runni
     done = subprocess.run([sys.executable, str(CONTAINED), str(leftover), "--", "bash", "-c", script], timeout=60)
     assert done.returncode == 0
     assert pids.read_text().strip() and not (leftover.exists() and leftover.read_text())
+
+
+def test_a_pass_within_a_budget_runs_what_fits_and_reports_the_rest_as_skipped(tmp_path):
+    """A lent machine's time is counted: with ``GPU_PASS_BUDGET`` a stage gets at most what is left,
+    one that would get under 20 s is not started but reported as skipped, and the pass then fails."""
+    runs = {}
+    for budget in ("200", "10"):
+        report = tmp_path / budget
+        env = {**os.environ, "GPU_PYTHON": sys.executable, "GPU_PASS_ONLY": "environment", "GPU_PASS_BUDGET": budget}
+        done = subprocess.run(
+            ["bash", str(REPO / "bench" / "gpu" / "pass.sh"), str(report)],
+            cwd=REPO,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=240,
+        )
+        runs[budget] = (done.returncode, (report / "report.md").read_text())
+    assert runs["200"][0] == 0 and "| environment | 0 |" in runs["200"][1], runs["200"]
+    assert runs["10"][0] != 0 and "| environment | skipped |" in runs["10"][1], runs["10"]

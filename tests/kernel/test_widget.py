@@ -688,11 +688,54 @@ def test_the_live_charts_smoothing_and_x_axis_are_the_readers_and_the_pointer_re
     kernel.ok("job.view.render()")
     chart = kernel.eval("job.view.metrics_box.value")
     assert "nl-smoothed" in chart and "by second" not in chart  # 0.6 and steps by default
-    assert "<title>step 15\\nrank 0: 0.0625\\nrank 1: 1.06</title>" in chart.replace("\n", "\\n")
-    kernel.ok("job.view.chart_controls.slider.value = 0.0; job.view.chart_controls.axis.value = 'time'")
+    assert "<title>step 15\\nrank 0: 0.0625\\nrank 1: 1.06\\nmean: 0.562</title>" in chart.replace("\n", "\\n")
+    assert "outliers clipped" not in chart
+    kernel.ok("job.view.chart_controls.smoothing_choice.value = 0.0; job.view.chart_controls.axis.value = 'time'")
     kernel.ok("job.view.render()")
     chart = kernel.eval("job.view.metrics_box.value")
     assert "nl-smoothed" not in chart and "loss</b> · by second" in chart and "<title>second " in chart
+    kernel.ok("job.view.chart_controls.clip_box.value = True; job.view.render()")
+    assert "outliers clipped" in kernel.eval("job.view.metrics_box.value")
     open_gates(tmp_path, [0, 1])
     final = kernel.eval("job.wait(timeout=60) or job.view.static['text/html']")
     assert 'data-key="loss"' in final and "nl-readout" not in final  # the saved form: an image, no pointer
+
+
+@pytest.mark.parametrize("method", ["fork", "spawn"])
+def test_a_finished_tqdm_bar_shows_above_the_line_printed_after_it_while_the_launch_runs(kernel, tmp_path, method):
+    """tqdm's last frame, and a row ended by ``\\r`` alone, come before the print that follows them in
+    the live widget (the rank's tab and "all ranks"), with no open row left drawn below that print:
+    a person in the browser once saw the finished bar under the line printed after it."""
+    kernel.ok("import os, sys\n" + gate_code(tmp_path))
+    kernel.ok(
+        dedent(r"""
+        from tqdm.auto import tqdm
+        def bar_then_print():
+            print("before")
+            for _ in tqdm(range(30), desc="epoch", mininterval=0):
+                pass
+            print("after the bar", flush=True)
+            print("bar 1/2", end="\r", file=sys.stderr, flush=True)
+            print("after the open row", flush=True)
+            wait_at_gate()
+    """)
+    )
+    kernel.ok(f"job = launch(bar_then_print, num_processes=2, start_method={method!r}, display='widget')")
+    texts = ("before", "epoch: 100%", "after the bar", "bar 1/2", "after the open row")
+    try:
+        kernel.ok("while not job.view.built or job.line_count(1) < 5: job.join(0.02)")
+        for box in ("job.view.boxes[1]", "job.view.all_box"):
+            # the launcher's thread renders too: wait (bounded) until the box shows every line
+            shown_code = f"''.join(view.value for view in {box}._views)"
+            kernel.ok(
+                f"deadline = time.monotonic() + 30\n"
+                f"while not all(t in {shown_code} for t in {texts!r}) and time.monotonic() < deadline:\n"
+                f"    job.view.render(); job.join(0.02)"
+            )
+            shown = kernel.eval(shown_code)
+            order = [shown.find(text) for text in texts]
+            assert -1 not in order and order == sorted(order), (box, shown)
+            assert kernel.eval(f"{box}.live_html") == "", box  # nothing left open below the prints
+    finally:
+        open_gates(tmp_path, [0, 1])
+        kernel.ok("job.wait(timeout=60)")

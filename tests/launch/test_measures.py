@@ -77,3 +77,52 @@ def test_the_measures_can_be_turned_off_and_the_function_still_reads_its_pace(ke
     finally:
         kernel.ok("del os.environ['NOTEBOOK_LAUNCHER_MEASURES']")
     assert [figures["steps"] for figures in results] == [80, 80]
+
+
+MLP = dedent("""
+    import torch, torch.distributed
+    from trainer_core import Accelerator
+
+    def mlp_mfu(until_reported, accumulate):
+        accelerator = Accelerator(cpu=True, gradient_accumulation_steps=accumulate)
+        model = torch.nn.Sequential(torch.nn.Linear(64, 256), torch.nn.ReLU(), torch.nn.Linear(256, 32))
+        optimizer = torch.optim.SGD(model.parameters(), lr=0.001)
+        model, optimizer = accelerator.prepare(model, optimizer)
+        batch = torch.randn(16, 64)
+        for _ in range(200_000):
+            with accelerator.accumulate(model):
+                accelerator.backward(model(batch).pow(2).mean())
+                optimizer.step()
+                optimizer.zero_grad()
+            reported = accelerator.throughput()["steps_per_second"] is not None or not until_reported
+            done = torch.tensor([float(reported and accelerator.step >= 20)])
+            torch.distributed.all_reduce(done, op=torch.distributed.ReduceOp.MIN)  # both ranks stop together
+            if done.item():
+                break
+        return accelerator.throughput()
+""")
+
+
+def test_mfu_is_the_hand_counted_flops_over_the_peak_and_is_charted_per_rank(kernel):
+    """MFU from the first step's counted FLOPs: a 64-256-32 MLP on 16 samples does 2·16·(64·256 +
+    256·32) FLOPs forward, three times that a step (forward and backward), times the accumulated
+    batches. A CPU has no peak in the table, so ``NOTEBOOK_LAUNCHER_PEAK_TFLOPS`` gives one."""
+    forward = 2 * 16 * (64 * 256 + 256 * 32)
+    kernel.ok(MLP)
+    kernel.ok("os.environ['NOTEBOOK_LAUNCHER_PEAK_TFLOPS'] = '0.01'")
+    try:
+        kernel.ok("job = launch(mlp_mfu, args=(1, 2), num_processes=2, display='widget'); job.wait(timeout=120)")
+    finally:
+        kernel.ok("del os.environ['NOTEBOOK_LAUNCHER_PEAK_TFLOPS']")
+    for figures in kernel.eval("job.results"):
+        assert figures["flops_per_step"] == 3 * forward * 2  # two batches a step
+        hand = figures["flops_per_step"] * figures["steps_per_second"] / 0.01e12
+        assert abs(figures["mfu"] - hand) <= 0.1 * hand, figures
+    charted = kernel.eval("[(r['rank'], r['values']['MFU %']) for r in job.metrics if 'MFU %' in r['values']]")
+    assert {rank for rank, _ in charted} == {0, 1} and all(value > 0 for _, value in charted)
+    final = kernel.eval("job.view.static['text/html']")
+    assert 'data-key="MFU %"' in final and "mean" in final.split('data-key="MFU %"', 1)[1]  # per rank and their mean
+    # no peak known (a CPU, no variable): nothing counted, nothing charted
+    kernel.ok("job = launch(mlp_mfu, args=(1, 1), num_processes=2, display='text'); job.wait(timeout=120)")
+    assert [figures["mfu"] for figures in kernel.eval("job.results")] == [None, None]
+    assert not kernel.eval("[r for r in job.metrics if 'MFU %' in r['values']]")

@@ -138,6 +138,32 @@ def test_the_server_saves_a_launch_output_with_its_latest_snapshot(lab):
     }
 
 
+def test_the_servers_export_shows_a_launch_whose_kernel_died_as_ended_and_leaves_the_file(lab):
+    """A notebook saved mid-launch whose kernel then died, exported through the server (File › Save
+    and Export Notebook As) without a save since: the export says the launch ended with its kernel,
+    as the next save will; the file keeps what was saved. Before, the export said "running"."""
+    import subprocess
+    import sys
+
+    running = {"text/plain": "launch 0b5e55ed · running · 8.3 s · as of 10:00:00, before the launch ended",
+               "text/html": "<div>running · 8.3 s · as of 10:00:00, before the launch ended</div>"}  # fmt: skip
+    writer = (  # a kernel that wrote its launch's snapshot, then died
+        "import os, sys\nfrom notebook_launcher.frontend.saved_outputs import snapshot_path, write_snapshot\n"
+        f"name = f'{{os.getpid()}}-0b5e55ed'\nwrite_snapshot(snapshot_path(sys.argv[1], name), {running!r})\n"
+        "print(name)"
+    )
+    name = subprocess.run([sys.executable, "-c", writer, str(lab.snapshots)], capture_output=True, text=True,
+                          check=True).stdout.strip()  # fmt: skip
+    notebook = nbformat.v4.new_notebook()
+    saved = {SAVED_MIME: {"model_id": "m1"}, **running}
+    output = nbformat.v4.new_output("display_data", saved, metadata=output_metadata(name))
+    notebook.cells = [nbformat.v4.new_code_cell("notebook_launcher(train)", outputs=[output])]
+    nbformat.write(notebook, lab.root / "died.ipynb")
+    exported = urllib.request.urlopen(lab.url("/nbconvert/html/died.ipynb?download=false")).read().decode()
+    assert "ended with its kernel" in exported and "before the launch ended" not in exported
+    assert nbformat.read(lab.root / "died.ipynb", as_version=4).cells[0].outputs[0].data == saved
+
+
 def test_the_server_serves_a_launch_snapshot_to_its_own_users_only(lab):
     """The lab extension reads a launch's latest static form from the server (a notebook saved
     before the launch ended shows the final one); without the server's token, or for a name that is
@@ -202,7 +228,7 @@ def test_a_form_whose_kernel_died_mid_launch_says_the_launch_ended_with_it(snaps
     ended = read_snapshot(folder, name)
     assert ended["state"] == "final"
     head = ended["text/plain"].splitlines()[0]
-    said = r"ended with its kernel: ran [0-9.]+ s or more, last heard of at [0-9:]{8}, gone within 10 s"
+    said = r"ended with its kernel: ran [0-9.]+ s or more, last heard of at [0-9:]{8}, gone within 1 s"
     assert re.search(said, head), head
     assert "running" not in ended["text/plain"] and "rank 1: running" not in ended["text/html"]
     assert ended["text/html"].count("rank 0: ended with the kernel") == 1
@@ -246,10 +272,12 @@ def test_reloaded_mid_launch_the_live_widget_comes_back_undisturbed_by_snapshots
     page.locator(".nl-logbox", has_text="rank 1: step 199").first.wait_for(timeout=60_000)
     _no_widget_error(page)
     screenshot(page.locator(".jp-OutputArea-output", has=page.locator(".nl-chip")).first, "saved-reloaded-live.png")
-    # the launch ends: the widget goes, the saved static form shows in its place
+    # the launch ends: the widget goes, and the static form in its place is the final one (it follows
+    # the server's snapshots); once it was the form saved mid-launch, "before the launch ended"
     release_gates(gates, "reload")
-    page.locator(".nl-static", has_text="before the launch ended").first.wait_for(timeout=60_000)
+    page.locator(".nl-static", has_text=re.compile(r"succeeded in [0-9.]+ s")).first.wait_for(timeout=60_000)
     assert page.locator(".nl-logbox").count() == 0
+    assert page.locator("text=before the launch ended >> visible=true").count() == 0
     _no_widget_error(page)
     page.close()
 
@@ -332,6 +360,12 @@ def test_saved_mid_launch_and_reopened_after_it_ended_or_after_the_kernel_died(l
     _no_widget_error(page)
     screenshot(page.locator(".jp-OutputArea-output", has=static).first, "saved-kernel-died.png")
     page.close()
+    # exported through the server without a save since (File › Save and Export Notebook As › HTML):
+    # the export says what the next save will, not the "running" form the file still holds
+    assert "before the launch ended" in _saved_launch_output(lab, "killed").data["text/plain"]
+    exported = urllib.request.urlopen(lab.url("/nbconvert/html/killed.ipynb?download=false")).read().decode()
+    assert "ended with its kernel" in exported and "rank 0: ended with the kernel" in exported
+    assert "before the launch ended" not in exported
 
     # Notebook 7 shows both saved notebooks the same way
     notebook7 = LabServer(lab.root, app="notebook")

@@ -82,3 +82,68 @@ def test_the_kernel_samples_a_long_launch_less_often():
         sampler.sample({})
         count += 1
     assert 4_000 < count < 7_000
+
+
+class _FakeNvml:
+    """NVML as the driver's library answers, for two devices (a stand-in: there is no GPU or NVIDIA
+    driver here; the GPU pass reads the real one in tests/gpu)."""
+
+    def __init__(self, processes=None, fail_init=False):
+        from types import SimpleNamespace
+
+        self._ns = SimpleNamespace
+        self.processes = processes or {}
+        self.fail_init = fail_init
+        self.initialised = 0
+
+    def nvmlInit(self):
+        self.initialised += 1
+        if self.fail_init:
+            raise OSError("NVML Shared Library Not Found")
+
+    def nvmlDeviceGetCount(self):
+        return 2
+
+    def nvmlDeviceGetHandleByIndex(self, index):
+        return f"gpu{index}"
+
+    def nvmlDeviceGetHandleByUUID(self, uuid):
+        return {"GPU-aaaa": "gpu0", "GPU-bbbb": "gpu1"}[uuid]
+
+    def nvmlDeviceGetComputeRunningProcesses(self, handle):
+        return [self._ns(pid=pid) for pid, owner in self.processes.items() if owner == handle]
+
+    def nvmlDeviceGetUtilizationRates(self, handle):
+        return self._ns(gpu={"gpu0": 97, "gpu1": 12}[handle])
+
+    def nvmlDeviceGetMemoryInfo(self, handle):
+        return self._ns(used={"gpu0": 30 * 2**30, "gpu1": 2**30}[handle])
+
+    def nvmlDeviceGetPowerUsage(self, handle):
+        return {"gpu0": 612_400, "gpu1": 70_000}[handle]
+
+    def nvmlDeviceGetCurrentClocksEventReasons(self, handle):
+        return {"gpu0": 0x1 | 0x20, "gpu1": 0x1}[handle]  # gpu0: idle flag and a thermal slowdown
+
+
+def test_each_ranks_gpu_is_read_where_nvml_lists_its_process_else_by_its_visible_index():
+    from notebook_launcher.telemetry.gpu import GpuSampler
+
+    nvml = _FakeNvml(processes={200: "gpu0"})  # rank 1 (pid 200) holds a context on gpu0
+    sample = GpuSampler(nvml, environ={}).sample({0: 100, 1: 200})
+    assert sample[1] == {"GPU %": 97.0, "GPU memory MB": 30720.0, "GPU power W": 612.4, "GPU throttled": 1.0}
+    assert sample[0]["GPU %"] == 97.0  # rank 0 has no context yet: local index 0, gpu0
+    # CUDA_VISIBLE_DEVICES by UUID, reversed: local index 0 is gpu1, which is not throttled (idle is no slowdown)
+    sample = GpuSampler(nvml, environ={"CUDA_VISIBLE_DEVICES": "GPU-bbbb,GPU-aaaa"}).sample({4: 100})
+    assert sample == {4: {"GPU %": 12.0, "GPU memory MB": 1024.0, "GPU power W": 70.0, "GPU throttled": 0.0}}
+    assert GpuSampler(nvml, environ={"CUDA_VISIBLE_DEVICES": "1"}).sample({0: 100, 1: 101}).keys() == {0}
+
+
+def test_without_nvml_the_gpu_sampler_gives_nothing_and_stops_trying():
+    from notebook_launcher.telemetry.gpu import GpuSampler
+
+    nvml = _FakeNvml(fail_init=True)
+    sampler = GpuSampler(nvml, environ={})
+    assert sampler.sample({0: 100}) == {} and sampler.sample({0: 100}) == {}
+    assert nvml.initialised == 1
+    assert GpuSampler(environ={}).sample({0: 100}) == {}  # the real pynvml, on this machine with no driver

@@ -90,8 +90,9 @@ def test_charts_have_ticks_grids_log_scales_attempts_and_matching_captions():
     assert chart.count("<line ") == 5 + 3  # a grid line per tick
     differ = series_by_key(_records([(r, s, {"loss": float(s + r)}, 0) for r in (0, 1) for s in range(3)]))
     chart = metrics_html(differ)
-    assert chart.count("<polyline") == 2 and "rank 0</span>" in chart and "rank 1</span>" in chart  # legend
-    assert "latest loss: rank 0: 2, rank 1: 3" in chart
+    assert chart.count("<polyline") == 3 and "rank 0</span>" in chart and "rank 1</span>" in chart  # legend
+    assert chart.count('class="nl-line nl-mean"') == 1 and "</span> mean</span>" in chart  # and their mean
+    assert "latest loss: rank 0: 2, rank 1: 3, mean: 2.5" in chart
     constant = metrics_html(series_by_key(_records([(0, s, {"lr": 0.1}, 0) for s in range(4)])))
     assert "(constant)" in constant and ">0.1</text>" in constant
     assert metrics_html({}) == ""
@@ -111,7 +112,7 @@ def test_charts_have_ticks_grids_log_scales_attempts_and_matching_captions():
     # the static form: a whole SVG document on a white card, ticks inside; labels as HTML around it
     image = metrics_html(differ, as_image=True)
     drawn = base64.b64decode(re.search(r'src="data:image/svg\+xml;base64,([^"]+)"', image).group(1)).decode()
-    assert drawn.count("<polyline") == 2 and 'fill="#ffffff"' in drawn
+    assert drawn.count("<polyline") == 3 and 'fill="#ffffff"' in drawn
     assert re.findall(r'text-anchor="middle">([^<]+)</text>', drawn) == ["0", "1", "2"]
     assert "<svg" not in image.replace(drawn, "")
     visible = re.sub(r"<[^>]+>", "\n", image)
@@ -188,7 +189,10 @@ def test_a_saved_launch_of_eight_chatty_ranks_stays_under_a_megabyte_and_keeps_e
     job = launch(chatty, num_processes=8, display="none")
     job.wait()
     bundle = static_bundle(job)
-    assert len(json.dumps(bundle).encode()) < 1_000_000
+    assert len(json.dumps(bundle).encode()) < 700_000  # 1.2 MB with a 368 KB link to 4,000 of the lines
+    # a window of the log is not offered as the log: no link, and the count of lines kept
+    assert "nl-download" not in bundle["text/html"].replace("nl-download-note", "")
+    assert "4000 of the 96000 lines are kept here: notebook_launcher.last_launch().logs(rank)" in bundle["text/html"]
     assert "rank 7: step 11999 loss" in bundle["text/plain"] and "rank 0: step 11999 loss" in bundle["text/html"]
     assert "11500 earlier lines of rank 3 not shown" in bundle["text/plain"]
     assert all(job.logs(rank).count("\n") == 12000 for rank in range(8))
@@ -208,3 +212,62 @@ def test_terminal_codes_show_as_a_terminal_shows_their_colours():
         '<span style="font-style:italic"> italic</span>'
     )
     assert ansi_html("no codes & <tags>") == "no codes &amp; &lt;tags&gt;"
+
+
+def test_a_kernel_gone_ends_every_running_chip_slow_or_written_before_chips_carried_their_text_colour():
+    from notebook_launcher.frontend.views.epitaph import ENDED, ended_with_kernel
+    from notebook_launcher.frontend.views.palette import STATUS_COLORS
+    from notebook_launcher.frontend.views.render import status_chips
+
+    older = f'<span class="nl-chip nl-running" style="background:{STATUS_COLORS["running"]}">rank 3: running</span>'
+    page = status_chips({0: "running", 1: "running", 2: "done"}, slow=[1]) + " " + older
+    ended = ended_with_kernel({"text/html": page}, within=10)["text/html"]
+    assert [f"rank {rank}: {ENDED}" in ended for rank in (0, 1, 3)] == [True, True, True], ended
+    assert "rank 2: done" in ended and "running" not in ended
+    assert ended.count("color:#ffffff") == 4  # every chip reads white on its colour without the stylesheet
+
+
+def test_ranks_that_differ_get_their_mean_over_the_steps_they_share_and_none_over_wall_time():
+    from notebook_launcher.frontend.views.charts import metrics_html, series_by_key
+
+    # rank 1 a step ahead: the mean covers the steps both logged
+    records = _records([(r, s, {"loss": float(10 * r + s)}, 0) for r in (0, 1) for s in range(20 + r)])
+    chart = metrics_html(series_by_key(records), smoothing=0)
+    (mean,) = re.findall(r'<polyline class="nl-line nl-mean"[^>]*points="([^"]+)"', chart)
+    assert len(mean.split()) == 20 and 'stroke-width="2.6"' in chart
+    assert "mean: 24" in chart  # (19 + 29) / 2 at step 19
+    # an earlier attempt is not averaged in; one rank alone has no mean
+    restarted = _records([(r, s, {"loss": float(r + s)}, a) for a in (0, 1) for r in (0, 1) for s in range(5)])
+    assert metrics_html(series_by_key(restarted)).count("nl-mean") == 1
+    alone = _records([(0, s, {"loss": float(s)}, 0) for s in range(5)])
+    assert "nl-mean" not in metrics_html(series_by_key(alone))
+    # over wall time the ranks share no x: no mean rather than a made-up one
+    timed = [
+        {"rank": r, "step": s, "attempt": 0, "time": 100.0 + s + 0.3 * r, "values": {"loss": float(r + s)}}
+        for r in (0, 1)
+        for s in range(10)
+    ]
+    assert "nl-mean" not in metrics_html(series_by_key(timed, x="time"))
+
+
+def test_clipping_outliers_leaves_a_spike_out_of_the_scale_and_says_so():
+    from notebook_launcher.frontend.views.charts import metrics_html, series_by_key
+
+    spiky = _records([(0, s, {"loss": 1000.0 if s == 50 else 1.0 + 0.01 * s}, 0) for s in range(100)])
+    whole = metrics_html(series_by_key(spiky), smoothing=0, clip=False)
+    clipped = metrics_html(series_by_key(spiky), smoothing=0, clip=True)
+    assert "outliers clipped" not in whole and "outliers clipped" in clipped
+    assert 'data-scale="log"' in whole and 'data-scale="linear"' in clipped  # the spike no longer sets the scale
+    top = re.findall(r'text-anchor="end">([^<]+)</text>', clipped)[-1]
+    assert float(top) <= 2.5, top
+    (points,) = re.findall(r'points="([^"]+)"', clipped)
+    heights = [float(point.split(",")[1]) for point in points.split()]
+    assert min(heights) >= 8 - 0.01  # the spike drawn at the plot's top edge, not above the chart
+    assert "latest loss: rank 0: 1.99" in clipped  # values read as they are
+    few = _records([(0, s, {"loss": 1000.0 if s == 5 else 1.0}, 0) for s in range(10)])
+    assert "outliers clipped" not in metrics_html(series_by_key(few), clip=True)  # too few to tell
+    os.environ["NOTEBOOK_LAUNCHER_CHART_CLIP"] = "on"
+    try:
+        assert "outliers clipped" in metrics_html(series_by_key(spiky), as_image=True)
+    finally:
+        del os.environ["NOTEBOOK_LAUNCHER_CHART_CLIP"]

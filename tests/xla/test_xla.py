@@ -1,20 +1,25 @@
 """The XLA path (TPUs) through torch_xla, run here on torch_xla's CPU device (``PJRT_DEVICE=CPU``).
 
-Runs only in ``make test``'s XLA pass (``NL_TEST_XLA=1``), whose kernels come from the separate
-torch 2.9 + torch_xla 2.9 environment. ``CPU_NUM_DEVICES=2`` makes torch_xla run two ranks as
-threads of one process, as on TPU v2/v3; collectives between them do not work on CPU (upstream
-pytorch/xla#9089), so those tests use none. The TPU-host detection is driven by its environment
-inputs (``TPU_ACCELERATOR_TYPE``), the test-only way to take the TPU branch on a CPU host.
+Runs only in ``make test``'s XLA sessions (``NL_TEST_XLA=1``), whose kernels come from a separate
+torch + torch_xla environment: 2.8 (Kaggle's TPU image) and 2.9 (Colab's). ``CPU_NUM_DEVICES=2``
+makes torch_xla run two ranks as threads of one process, as on TPU v2/v3; collectives between
+them do not work on CPU (upstream pytorch/xla#9089), so those tests use none. The TPU-host
+detection is driven by its environment inputs (``TPU_ACCELERATOR_TYPE``), the test-only way to
+take the TPU branch on a CPU host.
 """
 
 from __future__ import annotations
 
+import json
 import os
+import subprocess
+import sys
+from pathlib import Path
 from textwrap import dedent
 
 import pytest
 from kernel_session import KernelSession
-from paths import NOTEBOOKS
+from paths import NOTEBOOKS, REPO
 
 pytestmark = pytest.mark.skipif(os.environ.get("NL_TEST_XLA") != "1", reason="needs the torch_xla environment")
 
@@ -211,3 +216,20 @@ def test_the_tpu_notebook_runs_on_the_xla_cpu_device():
     assert "[rank 0] 1 XLA ranks on CPU" in text
     accuracy = float(text.split("accuracy on the TPU ranks: ")[1].split()[0])
     assert accuracy > 0.85
+
+
+def test_installing_the_package_keeps_the_images_torch_and_torch_xla(tmp_path):
+    """A TPU image's torch and torch_xla (Kaggle's: 2.8 and 2.8) stay as they are when the package
+    is installed there: a new torch is a 3 GB CUDA build and breaks torch_xla. pip's plan (a dry
+    run) for installing the package's wheel into this environment, the kernels', holds neither."""
+    path = f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"  # the build's jupyter-builder
+    build = [sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps", "--no-build-isolation", "-w", str(tmp_path)]
+    subprocess.run([*build, str(REPO)], check=True, env={**os.environ, "PATH": path}, timeout=600)
+    wheel = next(tmp_path.glob("notebook_launcher-*.whl"))
+    report = tmp_path / "plan.json"
+    python = os.environ["NL_TEST_KERNEL_PYTHON"]
+    plan = [sys.executable, "-m", "pip", "--python", python, "install", "--dry-run", "--quiet", "--report", str(report)]
+    subprocess.run([*plan, str(wheel)], check=True, timeout=600)
+    planned = {item["metadata"]["name"].lower().replace("_", "-") for item in json.loads(report.read_text())["install"]}
+    assert "notebook-launcher" in planned, planned
+    assert not planned & {"torch", "torch-xla"}, planned

@@ -175,7 +175,7 @@ class Accelerator(PrepareMethods, TrackerMethods, CheckpointMethods, MeasureMeth
         self.step = 0
         self.sync_gradients = True
         self._metrics = MetricLog()
-        self._throughput = Throughput(shown_pace(self._metrics.show))
+        self._throughput = Throughput(shown_pace(self._metrics.show), peak_tflops=self._peak_tflops())
         self._data_state = DataState(self._throughput)
         self.dataloader_config = DataLoaderConfiguration.from_any(dataloader_config)
         if split_batches is not None:

@@ -14,6 +14,9 @@ import math
 import time
 from typing import Any
 
+import torch
+
+from ..flops import peak_tflops
 from ..memory import held_bytes
 from ..metrics import MetricLog
 from ..throughput import Throughput
@@ -29,6 +32,7 @@ class MeasureMethods:
     """The rank's measures: counted at each optimizer step, read by ``throughput`` and ``held_memory``."""
 
     state: Any
+    precision: Any
     strategy: Any
     prepared: Any
     step: int
@@ -58,13 +62,21 @@ class MeasureMethods:
         if peak is not None:
             self._metrics.show({DEVICE_MEMORY_METRIC: peak / 2**20}, self.step)
 
+    def _peak_tflops(self) -> float | None:
+        """The dense peak of this rank's device at the training precision (``trainer_core.flops``)."""
+        device = self.state.device
+        name = torch.cuda.get_device_name(device) if device.type == "cuda" else None
+        return peak_tflops(name, self.precision.name)
+
     def throughput(self) -> dict[str, Any]:
         """This rank's pace, as the notebook view charts it: over the last second or so,
         ``step_time`` (seconds per optimizer step), ``work_time`` (the step time less the time in
         ``backward()`` and the optimizer's step, where synchronised ranks wait),
         ``steps_per_second``, ``samples_per_second`` (the training loader's batches) and
-        ``tokens_per_second`` (None unless batches carry token ids), and the totals ``steps``,
-        ``samples`` and ``tokens``. None where nothing was measured yet.
+        ``tokens_per_second`` (None unless batches carry token ids), ``mfu`` (the share of the
+        device's dense peak, 0 to 1, where the peak is known: ``trainer_core.flops``), and the
+        totals ``steps``, ``samples`` and ``tokens``, and ``flops_per_step`` (counted in the first
+        step where a peak is known). None where nothing was measured yet.
 
         Examples:
             >>> from trainer_core import Accelerator

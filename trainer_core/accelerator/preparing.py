@@ -49,6 +49,7 @@ class PrepareMethods:
     _data_state: Any
     _mesh: Any
     _dynamo: Any  # the DynamoSettings prepare compiles with (``trainer_core.compiling``)
+    _throughput: Any  # the rank's pace meter (``trainer_core.throughput``)
 
     def prepare(self, *objects: Any, device_placement: list[bool] | None = None) -> Any:
         """Prepare models, optimizers, data loaders and schedulers; return them in the same order.
@@ -111,6 +112,8 @@ class PrepareMethods:
         if self.precision.name != "no":
             model.forward = autocast_forward(model.forward, self.precision)
         model = self.strategy.compile(model, self._dynamo)  # last, as Accelerate compiles
+        if not evaluation_mode:
+            self._throughput.watch(model)  # the first step's FLOPs, for MFU
         self.prepared.models.append(model)
         return model
 

@@ -40,7 +40,7 @@ def compact_bundle(call: Any, entries: list, plain_lines: list[str]) -> dict:
     """The call's finished form: ``entries`` (its log entries, in order) as HTML, ``plain_lines``
     (the same, as ``[rank N]`` text lines) as text."""
     head = compact_head(call)
-    log = capped_log(entries_html(entries, prefix=True)) if entries else ""
+    log = capped_log(entries_html(entries, prefix=True), label="the ranks' log") if entries else ""
     return {
         "text/plain": "\n".join([head, *plain_lines]),
         "text/html": (

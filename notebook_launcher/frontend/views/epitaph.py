@@ -9,22 +9,23 @@ rank's chip and log title into "ended with the kernel". The rewrite is exact: it
 
 Examples:
     >>> head = "notebook_launcher · launch ab12cd34 · 2 ranks · cpu · fork · running · 4.3 s · as of 16:21:05, before the launch ended"
-    >>> ended_with_kernel({"text/plain": head}, within=10)["text/plain"].split(" · ", 5)[5]
-    'ended with its kernel: ran 4.3 s or more, last heard of at 16:21:05, gone within 10 s of that'
+    >>> ended_with_kernel({"text/plain": head}, within=1)["text/plain"].split(" · ", 5)[5]
+    'ended with its kernel: ran 4.3 s or more, last heard of at 16:21:05, gone within 1 s of that'
 """  # noqa: E501
 
 from __future__ import annotations
 
 import re
 
-from .palette import STATUS_COLORS
+from .render import chip_html
 
 __all__ = ["ended_with_kernel", "ENDED"]
 
 ENDED = "ended with the kernel"  # a rank's chip once its kernel is gone
 _STATE = re.compile(r"(?:starting|running) · ([0-9.]+) s · as of ([0-9:]+), before the launch ended")
-_CHIP = re.compile(
-    r'<span class="nl-chip nl-(?:starting|running)" style="background:#[0-9a-f]{6}">rank ([0-9]+): \w+</span>'
+_CHIP = re.compile(  # as chip_html writes it (and as it did before its text colour joined the style)
+    r'<span class="nl-chip nl-(?:starting|running)" style="background:#[0-9a-f]{6}(?:;color:#ffffff[^"]*)?">'
+    r"rank ([0-9]+): (?:starting|running)(?: · slow)?</span>"
 )
 
 _RANK_LOG = re.compile(r"(<summary>rank [0-9]+(?: · [^<·]+)?) · (?:starting|running) · ")
@@ -40,13 +41,10 @@ def ended_with_kernel(bundle: dict, within: float) -> dict:
             f" gone within {within:.0f} s of that"
         )
 
-    stopped = STATUS_COLORS["stopped"]
     out = dict(bundle)
     if "text/plain" in out:
         out["text/plain"] = _STATE.sub(state, out["text/plain"])
     if "text/html" in out:
         page = _RANK_LOG.sub(lambda m: f"{m[1]} · {ENDED} · ", _STATE.sub(state, out["text/html"]))
-        out["text/html"] = _CHIP.sub(
-            lambda m: f'<span class="nl-chip nl-stopped" style="background:{stopped}">rank {m[1]}: {ENDED}</span>', page
-        )
+        out["text/html"] = _CHIP.sub(lambda m: chip_html(int(m[1]), "stopped", ENDED), page)
     return out

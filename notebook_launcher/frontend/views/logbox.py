@@ -48,6 +48,11 @@ class LogBox:
         self.charted = False  # the ranks have logged metrics (the chart shows them) though none printed
         self._note = widgets.HTML(hint_html("no output yet"))
         self._live = widgets.HTML("")
+        self._live.add_class("nl-logend")
+        # the keyboard's way into the log: Tab stops at its newest line, and Page Up/Down scroll the
+        # box (a box widget cannot be made focusable itself); ipywidgets 7 has no such trait
+        if "tabbable" in self._live.keys:
+            self._live.tabbable = True
         self.inner = widgets.VBox([self._note, self._live])
         self.inner.add_class("nl-loglines")
         self.box = widgets.Box([self.inner])

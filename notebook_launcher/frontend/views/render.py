@@ -25,7 +25,7 @@ from .ansi import ansi_html
 from .palette import SHARED_PILL, STATUS_COLORS, prefix_class, prefix_css, rank_pill
 from .said_once import ranks_label
 
-__all__ = ["CSS", "status_chips", "entries_html", "traceback_html", "hint_html", "capped_log"]
+__all__ = ["CSS", "status_chips", "chip_html", "entries_html", "traceback_html", "hint_html", "capped_log"]
 
 CSS = """
 .nl-root { color: var(--jp-ui-font-color1, inherit); font-size: 12px; }
@@ -45,6 +45,9 @@ CSS = """
 .nl-root .lm-TabBar-tab { flex: 0 0 auto !important; min-width: max-content !important; max-width: none !important; }
 .nl-root .nl-actions { flex-wrap: wrap; gap: 4px 0; }
 .nl-root .nl-actions .jupyter-button { flex: 0 0 auto; width: auto; min-width: max-content; }
+.nl-root .jupyter-button:focus-visible, .nl-root .nl-logend:focus-visible,
+.nl-root .nl-static-log > .nl-lines:focus-visible {
+  outline: 2px solid var(--jp-brand-color0, #0d47a1) !important; outline-offset: 1px; }
 .nl-root .nl-hint { color: var(--jp-ui-font-color2, #888); font-style: italic; }
 .nl-root .nl-display { margin: 2px 0; }
 .nl-root .nl-display img { max-width: 100%; }
@@ -53,6 +56,7 @@ CSS = """
 .nl-root .nl-loglines { flex: none !important; display: block !important; }
 .nl-root .nl-loglines > * { display: block; }
 .nl-root .nl-live { color: var(--jp-ui-font-color2, #666); }
+.nl-root .nl-logend { min-height: 4px; }
 .nl-root .nl-static-log { border: 1px solid var(--jp-border-color2, #cfcfcf);
   padding: 4px 6px; display: flex; flex-direction: column-reverse; }
 .nl-root .nl-static-log > .nl-lines { flex: none; }
@@ -73,13 +77,26 @@ def status_chips(statuses: dict, slow: Iterable[int] = ()) -> str:
     """One coloured chip per rank: ``rank 0: running``, the chips apart by a space of their own, so
     they still read apart where the stylesheet is stripped (an untrusted notebook). A rank in
     ``slow`` (a straggler) reads ``rank 2: running · slow``."""
-    chips = []
     slow = set(slow)
-    for rank, status in sorted(statuses.items()):
-        color = STATUS_COLORS.get(status, STATUS_COLORS["starting"])
-        mark = " · slow" if rank in slow else ""
-        chips.append(f'<span class="nl-chip nl-{status}" style="background:{color}">rank {rank}: {status}{mark}</span>')
-    return " ".join(chips)
+    return " ".join(
+        chip_html(rank, status, f"{status} · slow" if rank in slow else status)
+        for rank, status in sorted(statuses.items())
+    )
+
+
+def chip_html(rank: int, status: str, text: str) -> str:
+    """A rank's chip: white text on its status's colour, with its padding and margin, all in the style
+    attribute (kept where the stylesheet is not: an untrusted notebook, a collaborator's page), so
+    it reads at 4.5:1 and apart from its neighbours anywhere.
+
+    Examples:
+        >>> chip_html(3, "failed", "failed")[:75]
+        '<span class="nl-chip nl-failed" style="background:#d32f2f;color:#ffffff;dis'
+    """
+    color = STATUS_COLORS.get(status, STATUS_COLORS["starting"])
+    look = f"background:{color};color:#ffffff;display:inline-block;padding:1px 8px;margin:0 4px 2px 0"
+    look += ";border-radius:10px"
+    return f'<span class="nl-chip nl-{status}" style="{look}">rank {rank}: {text}</span>'
 
 
 def _escape(text: str) -> str:
@@ -143,16 +160,26 @@ def _prefix(entry: Any) -> str:
     return f'<span class="nl-prefix {prefix_class(rank)}" style="{style}">[rank {rank}]</span> '
 
 
-def capped_log(inner: str) -> str:
-    """A log of the static forms, as tall as the live log at most. The cap is a style attribute: an
-    untrusted notebook loses the stylesheet, not style attributes.
+def capped_log(inner: str, label: str = "log") -> str:
+    """A log of the static forms, as tall as the live log at most, in a region named ``label``.
+
+    The cap is a style attribute: an untrusted notebook (or a collaborator's page) loses the
+    stylesheet, not style attributes; so is the reversed column that opens the box on its newest
+    lines, as the live log does. The keyboard reaches the log (Tab, then Page Up/Down scroll it) through its lines,
+    an ``<a>`` with a tab index: the one element that keeps a tab index where the notebook is
+    untrusted (the sanitizer drops it from a ``<div>``); it has no ``href``, so it is no link.
 
     Examples:
-        >>> capped_log("x")
-        '<div class="nl-static-log" style="max-height: 280px; overflow: auto"><div class="nl-lines">x</div></div>'
+        >>> box = capped_log("x", "rank 0 log")
+        >>> "max-height: 280px" in box and 'aria-label="rank 0 log"' in box and 'tabindex="0"' in box
+        True
     """
-    cap = "max-height: 280px; overflow: auto"
-    return f'<div class="nl-static-log" style="{cap}"><div class="nl-lines">{inner}</div></div>'
+    cap = "max-height: 280px; overflow: auto; display: flex; flex-direction: column-reverse"  # the newest lines in view
+    lines = "display: block; flex: none; color: inherit; text-decoration: none"
+    return (
+        f'<div class="nl-static-log" style="{cap}" role="region" aria-label="{html.escape(label)}">'
+        f'<a class="nl-lines" tabindex="0" style="{lines}">{inner}</a></div>'
+    )
 
 
 def hint_html(text: str) -> str:

@@ -23,7 +23,9 @@ from collections.abc import Mapping
 from typing import Any, Protocol
 
 from ..saved_outputs import (
+    CELL_KEY,
     LIVE_MIME,
+    NOTEBOOK_KEY,
     SNAPSHOT_GAP,
     SNAPSHOTS_ENV,
     WIDGET_MIME,
@@ -32,7 +34,7 @@ from ..saved_outputs import (
     write_snapshot,
 )
 
-__all__ = ["Snapshots", "FileSnapshots", "OutputSnapshots", "snapshots_for"]
+__all__ = ["Snapshots", "FileSnapshots", "OutputSnapshots", "snapshots_for", "launch_place"]
 
 
 class Snapshots(Protocol):
@@ -80,14 +82,19 @@ class OutputSnapshots:
 
 
 class FileSnapshots:
+    """Each form in a file of the server's folder, with where the launch runs (``place``: the
+    notebook and the cell), so a page opened on that notebook later (a reload, a second tab) finds
+    the launch even where its output was never saved."""
+
     longest = SNAPSHOT_GAP
     settles = True
     live = True
 
-    def __init__(self, folder: str, launch_id: str) -> None:
+    def __init__(self, folder: str, launch_id: str, place: Mapping[str, str] | None = None) -> None:
         name = f"{os.getpid()}-{launch_id}"
         self.path = snapshot_path(folder, name)
         self.metadata = output_metadata(name)
+        self.place = dict(place or {})
 
     def keep(self, handle: Any, static: dict, model_id: str) -> None:
         self._write(static, final=False)
@@ -97,7 +104,7 @@ class FileSnapshots:
 
     def _write(self, static: dict, final: bool) -> None:
         try:
-            write_snapshot(self.path, static, final=final)
+            write_snapshot(self.path, {**static, **self.place}, final=final)
         except OSError:  # the folder went away (tmp cleaned): the saved copy keeps the last one
             pass
 
@@ -107,5 +114,30 @@ def snapshots_for(launch_id: str, environ: Mapping[str, str] = os.environ) -> Sn
     ``NOTEBOOK_LAUNCHER_SNAPSHOTS``), else ``OutputSnapshots``."""
     folder = environ.get(SNAPSHOTS_ENV, "")
     if folder and os.path.isdir(folder) and os.access(folder, os.W_OK):
-        return FileSnapshots(folder, launch_id)
+        return FileSnapshots(folder, launch_id, launch_place(environ))
     return OutputSnapshots()
+
+
+def launch_place(environ: Mapping[str, str] = os.environ) -> dict[str, str]:
+    """Where the cell running now sits: its notebook (``JPY_SESSION_NAME``, which the Jupyter server
+    gives its kernels) and its cell's id (JupyterLab and Notebook 7 send it with each run); what is
+    not known is left out. Called on the cell's thread.
+
+    Examples:
+        >>> launch_place({"JPY_SESSION_NAME": "/home/me/train.ipynb"})
+        {'notebook': '/home/me/train.ipynb'}
+    """
+    place = {}
+    if environ.get("JPY_SESSION_NAME"):
+        place[NOTEBOOK_KEY] = environ["JPY_SESSION_NAME"]
+    try:
+        from IPython import get_ipython
+
+        kernel = getattr(get_ipython(), "kernel", None)
+        parent = kernel.get_parent("shell") if kernel is not None else {}
+        cell = (parent or {}).get("metadata", {}).get("cellId")
+    except Exception:  # no kernel (a script), or one without parents per channel
+        cell = None
+    if isinstance(cell, str) and cell:
+        place[CELL_KEY] = cell
+    return place

@@ -293,7 +293,8 @@ def _html(launch: LaunchState, counts: dict, entries: list, failure: str, max_li
             if len(newest) == len(entries)
             else f"all ranks · newest {len(newest)} lines"
         )
-        parts.append(f'<details class="nl-ranklog" open><summary>{title}</summary>{capped_log(every)}</details>')
+        log = capped_log(every, label="all ranks log")
+        parts.append(f'<details class="nl-ranklog" open><summary>{title}</summary>{log}</details>')
     for rank in [] if quiet else launch.ranks:
         own = [entry for entry in entries if entry.rank == rank]
         hidden = counts[rank] - max_lines
@@ -307,7 +308,7 @@ def _html(launch: LaunchState, counts: dict, entries: list, failure: str, max_li
             f'<details class="nl-ranklog"{"" if many else " open"}>'
             f"<summary>rank {rank}{where} · {statuses[rank]} · {counts[rank]}"
             f" line{plural}</summary>"
-            f"{capped_log(body)}</details>"
+            f"{capped_log(body, label=f'rank {rank} log')}</details>"
         )
     parts.append(metrics_html(series_by_key(launch.metrics), as_image=True))
     if launch.done:
@@ -342,16 +343,22 @@ def log_lines(entries: Iterable[Any], template: str | None = None) -> Iterator[s
 
 
 def _download(launch: LaunchState, entries: list) -> str:
-    """A link that downloads the lines this form holds as a ``.log`` file (the finished form's
-    "Save log"), when they are small enough to carry twice; otherwise where every line is. An
-    untrusted notebook drops the link's target, so the form never relies on it."""
-    data = "".join(log_lines(entries)).encode()
+    """A link that downloads the launch's log as a ``.log`` file (the finished form's "Save log"),
+    when this form holds every line of every rank and they are small enough to carry twice;
+    otherwise where every line is. A window of the log is never offered as the log (8 chatty ranks
+    once saved a 368 KB link to 4,000 of their 96,000 lines). An untrusted notebook drops the
+    link's target, so the form never relies on it."""
     if not entries:
         return ""
+    total = sum(launch.line_count(rank) for rank in launch.ranks)
+    where = "notebook_launcher.last_launch().logs(rank) has every line while the kernel runs"
+    if len(entries) < total:
+        return f' · <span class="nl-download-note">{len(entries)} of the {total} lines are kept here: {where}</span>'
+    data = "".join(log_lines(entries)).encode()
     if len(data) > DOWNLOAD_LIMIT:
         return (
             f' · <span class="nl-download-note">the log ({len(data) / 2**20:.1f} MiB) is too big to carry here:'
-            " notebook_launcher.last_launch().logs(rank) has every line while the kernel runs</span>"
+            f" {where}</span>"
         )
     href = "data:text/plain;charset=utf-8;base64," + base64.b64encode(data).decode()
     plural = "s" if len(entries) != 1 else ""

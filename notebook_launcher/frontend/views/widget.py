@@ -226,6 +226,8 @@ class WidgetView(WidgetActions, LaunchView):
         self.render()
         self.static = static_bundle(launch)
         self._show(widget_output(self.static, self.root.model_id, live=self._snapshots.live))
+        if self._snapshots.live:  # the server serves it: a page opened from now on finds the launch
+            self._snapshots.keep(self._handle, self.static, self.root.model_id)
 
     def _title_tabs(self) -> None:
         """Name each rank's tab, with its node once a cluster has placed it ("rank 2 · node 1")."""
@@ -276,7 +278,7 @@ class WidgetView(WidgetActions, LaunchView):
         if "metrics" in dirty:
             controls = self.chart_controls
             series = series_by_key(launch.metrics, x=controls.x)
-            self.metrics_box.value = metrics_html(series, smoothing=controls.smoothing)
+            self.metrics_box.value = metrics_html(series, smoothing=controls.smoothing, clip=controls.clip)
             self.charts.layout.display = None if series else "none"
         self._last_render = time.monotonic()
         self.renders += 1
