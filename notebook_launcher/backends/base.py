@@ -16,7 +16,7 @@ Nothing here imports a backend; the registry in ``backends`` (its ``__init__``) 
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -151,8 +151,9 @@ class RankGroup(Protocol):
         """rank → pid of each live rank that is a process of its own on this machine (the kernel
         reads its CPU and memory); {} where the ranks are elsewhere."""
 
-    def terminate(self) -> None:
-        """Ask every live rank to end (SIGTERM), with whatever it started."""
+    def terminate(self, spare: Collection[int] = ()) -> None:
+        """Ask every live rank to end (SIGTERM), with whatever it started; a carrier whose ranks
+        are all in ``spare`` (they reported and are exiting on their own) is left to exit."""
 
     def kill(self) -> None:
         """End every live rank, and what a terminated one left, now (SIGKILL)."""

@@ -20,7 +20,13 @@ __all__ = ["Terminate", "Kill", "AskStacks", "TellOtherNodes", "ShowStatus", "Co
 
 @dataclass(frozen=True)
 class Terminate:
-    """End every live rank now (SIGTERM for a local process); ``Kill`` follows after the grace period."""
+    """End every live rank now (SIGTERM for a local process); ``Kill`` follows after the grace period.
+
+    ``spare``: ranks that reported (their result or their own error) and are exiting on their own.
+    They are not signalled, so their exit runs whole (a queue's last items written, trackers
+    flushed); ``Kill`` still ends them if they are not gone by then."""
+
+    spare: tuple[int, ...] = ()
 
 
 @dataclass(frozen=True)

@@ -8,7 +8,8 @@ scripted list of events and a fake clock (tests/unit/test_controller.py):
 
 * the first failure wins (an exception, a death, an exit without a result, a stall, a timeout,
   another node's failure); every other live rank is then ended — SIGTERM-like ``Terminate`` now,
-  ``Kill`` once the grace period has passed;
+  ``Kill`` once the grace period has passed; a rank that reported (its result or its own error) is
+  spared the ``Terminate``: it is exiting anyway, and its exit must not be cut short;
 * a rank's error that only says it lost a peer is held ``COLLATERAL_WAIT`` seconds: the peer's own
   failure is the cause, the held error becomes a note on it;
 * before a stall, a timeout or a stop with stacks ends the ranks, their stacks are asked for
@@ -368,7 +369,7 @@ class Controller:
         self.phase = Phase.ENDING
         self._ending_at = None
         self._kill_after(self._grace)
-        return [Terminate()]
+        return [Terminate(tuple(sorted(self._reported)))]
 
     def _kill(self) -> list[Command]:
         self.kill_at = None

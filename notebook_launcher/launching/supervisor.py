@@ -273,7 +273,7 @@ class Supervisor:
             elif group is None:
                 continue
             elif isinstance(command, Terminate):
-                group.terminate()
+                group.terminate(command.spare)
             elif isinstance(command, Kill):
                 group.kill()
             elif isinstance(command, AskStacks):

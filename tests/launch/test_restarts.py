@@ -149,6 +149,31 @@ def test_accelerate_scenario_fault_tolerant(kernel):
     assert kernel.eval("(value, job.attempt)") == ("cracked", 3)
 
 
+def test_a_rank_that_raised_is_left_to_exit_whole(kernel, tmp_path):
+    """A rank that reported its error is exiting on its own: the launcher does not SIGTERM it, so
+    its exit runs whole (here a thread the function started; in the scenario above, the feeder
+    thread that writes the queue's item, which a SIGTERM lost in a CI run). The grace period still
+    bounds it: a rank that does not end is killed after it."""
+    marker = tmp_path / "finished"
+    kernel.ok(
+        dedent(f"""
+        import threading, time
+        def raises_while_its_thread_finishes():
+            def finish():
+                time.sleep(1.0)
+                open({str(marker)!r}, "w").write("done")
+            threading.Thread(target=finish).start()
+            raise RuntimeError("failed while its thread finishes")
+    """)
+    )
+    result = kernel.run(
+        "notebook_launcher(raises_while_its_thread_finishes, num_processes=2, grace_period=30, display='none')"
+    )
+    assert result.error["ename"] == "RuntimeError"
+    assert marker.read_text() == "done"
+    assert kernel.children() == []
+
+
 def test_accelerate_scenario_monitoring(kernel):
     """An even rank fails at once while an odd one sleeps: the launch ends well before the sleep."""
     kernel.ok(

@@ -45,10 +45,12 @@ def kinds(commands):
 
 
 def test_a_rank_that_raises_is_the_failure_and_its_siblings_are_terminated_then_killed():
+    """The rank that raised is exiting on its own: it is spared the SIGTERM (its exit writes a
+    queue's last items), and killed with the rest only if it outlives the grace period."""
     control, record, clock = running(grace=2.0)
     error = ValueError("bad batch")
     commands = control.error(1, error, when=5.0)
-    assert commands == [ShowStatus(1, "failed"), TellOtherNodes("rank 1 failed: ValueError: bad batch"), Terminate()]
+    assert commands == [ShowStatus(1, "failed"), TellOtherNodes("rank 1 failed: ValueError: bad batch"), Terminate((1,))]
     assert record.failure is error and record.failed_rank == 1
     assert control.phase is Phase.ENDING
     clock.now = 1.9
@@ -56,6 +58,13 @@ def test_a_rank_that_raises_is_the_failure_and_its_siblings_are_terminated_then_
     clock.now = 2.0
     assert control.tick() == [Kill()]
     assert control.deadline() is None
+
+
+def test_every_rank_that_reported_is_spared_the_terminate_and_the_others_are_not():
+    control, _, _ = running(num_ranks=3)
+    control.result(0, when=1.0)
+    commands = control.error(2, RuntimeError("boom"), when=2.0)
+    assert commands[-1] == Terminate((0, 2))
 
 
 def test_the_sibling_ended_by_the_launcher_is_stopped_not_a_second_failure():
@@ -83,7 +92,7 @@ def test_a_rank_that_lost_its_peer_waits_for_the_peers_own_failure_which_wins():
     assert control.deadline() == COLLATERAL_WAIT
     clock.now = 0.5
     commands = control.exited([0], exitcode=-9, signalled=False)
-    assert Terminate() in commands
+    assert Terminate((1,)) in commands  # rank 1 reported its error: it exits on its own
     assert record.failed_rank == 0 and "rank 1 failed after it" in "".join(record.failure.__notes__)
     assert control.deadline() == 0.5 + 2.0  # the kill after the grace; the held error is gone
 

@@ -12,6 +12,7 @@ Examples:
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from typing import Any
 
 from ..base import RankSink
@@ -64,9 +65,10 @@ class PipedRankGroup:
     def _live(self) -> list[RankProcess]:
         return [process for process in self._processes if not process.exited]
 
-    def _signal_live(self) -> list[RankProcess]:
-        """The live ranks, marked as ended by the launcher (they are about to be signalled)."""
-        live = self._live()
+    def _signal_live(self, spare: Collection[int] = ()) -> list[RankProcess]:
+        """The live ranks but those all of whose ranks are in ``spare``, marked as ended by the
+        launcher (they are about to be signalled)."""
+        live = [process for process in self._live() if not set(process.ranks) <= set(spare)]
         for process in live:
             process.signalled = True
         return live

@@ -22,7 +22,7 @@ import itertools
 import os
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from typing import TYPE_CHECKING
 
 from ...rank import containers
@@ -108,8 +108,8 @@ class LocalRankGroup(PipedRankGroup):
                 except ProcessLookupError:
                     pass
 
-    def terminate(self) -> None:
-        live = self._signal_live()
+    def terminate(self, spare: Collection[int] = ()) -> None:
+        live = self._signal_live(spare)
         self._reaper.terminate(process.process.pid for process in live)
 
     def kill(self) -> None:

@@ -21,7 +21,7 @@ import os
 import struct
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from multiprocessing.connection import wait
 from typing import Any
 
@@ -178,8 +178,8 @@ class RayRankGroup(PipedRankGroup):
     def ask_stacks(self, ranks: Sequence[int]) -> None:
         self._tell([process for process in self._live() if process.first_rank in ranks], "signal", STACKS_SIGNAL)
 
-    def terminate(self) -> None:
-        self._tell(self._signal_live(), "terminate")
+    def terminate(self, spare: Collection[int] = ()) -> None:
+        self._tell(self._signal_live(spare), "terminate")
 
     def kill(self) -> None:
         self._tell(self._signal_live(), "kill")
