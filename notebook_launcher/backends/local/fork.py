@@ -33,7 +33,6 @@ class ForkStarter(ProcessStarter):
         self._global_state = GlobalState.lost_in_a_fork()
         before_forking_ranks()
         keep_caller_state()
-        self._served = served_sockets()
         self._flushed = False
         wait_for_warmup(waiter="notebook-launcher: the launch")
         if "torch" in sys.modules:
@@ -45,14 +44,16 @@ class ForkStarter(ProcessStarter):
         if not self._flushed:  # here, after the launch's own display (which flushes them too)
             flush_kernel_streams()
             self._flushed = True
-        return fork_rank_process(_fork_main, (spec, pipes, plan.function, plan.args, self._global_state), self._served)
+        return fork_rank_process(_fork_main, (spec, pipes, plan.function, plan.args, self._global_state))
 
 
-def fork_rank_process(target, args, served=()):
+def fork_rank_process(target, args):
     """Fork a process that runs ``target(*args)`` and sets itself up as a rank (``rank.bootstrap``);
     the started ``ForkedProcess`` (``forked_process``). Call ``before_forking_ranks`` and
-    ``flush_kernel_streams`` once per launch first; ``served`` (``served_sockets()``, noted once per
-    launch) are closed in the process before anything else.
+    ``flush_kernel_streams`` once per launch first. The process first closes its copies of the
+    kernel's server sockets (``served_sockets``), read in the process itself: a list noted in the
+    kernel before the fork misses a connection the kernel accepted since, and names descriptors the
+    kernel may have closed and reused since (a socket the function should keep).
 
     The kernel's objects are frozen for the garbage collector while it forks (``frozen_gc``: a
     rank's collections never examine, and so never copy, them). The process holds an interrupt
@@ -62,11 +63,11 @@ def fork_rank_process(target, args, served=()):
     (ending it unflushed) and its requests for stacks (never answered).
     """
     with interrupts_blocked(also=WATCHED_SIGNALS), frozen_for_fork():
-        return fork_process(_without_served_sockets, (served, target, args))
+        return fork_process(_without_served_sockets, (target, args))
 
 
-def _without_served_sockets(served, target, args):
-    close_descriptors(served)
+def _without_served_sockets(target, args):
+    close_descriptors(served_sockets())
     return target(*args)
 
 

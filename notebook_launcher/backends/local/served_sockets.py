@@ -4,16 +4,16 @@ A forked rank holds a copy of every descriptor the kernel had open: the kernel's
 (the ports the notebook connects to), the rendezvous stores it hosts, any server a cell started.
 The rank never serves any of them, but while it holds a listening socket the port stays taken
 (a fixed ``use_port`` is "already in use" for as long as persistent workers run), and a connection
-it holds stays open after the kernel closed its end. So the kernel notes, once per launch, its
-sockets on ports it listens on (the listeners and the connections they accepted), and each forked
-rank closes those descriptors before it runs anything. Sockets a cell opened to other servers (a
-database client the function uses) are kept.
+it holds stays open after the kernel closed its end. So each forked rank, before it runs
+anything, reads which of its descriptors are sockets on ports the kernel listens on (the listeners
+and the connections they accepted) and closes them. It reads its own copy: a list the kernel noted
+before forking would miss a connection accepted since and could name a number the kernel closed
+and reused since. Sockets a cell opened to other servers (a database client the function uses)
+are kept.
 
-Example (what the fork starter does)::
+Example (what the fork starter does, in each forked rank first)::
 
-    sockets = served_sockets()                  # in the kernel, once per launch
-    ...
-    close_descriptors(sockets)                  # in each forked rank, first
+    close_descriptors(served_sockets())
 """
 
 from __future__ import annotations

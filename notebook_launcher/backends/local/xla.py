@@ -15,7 +15,6 @@ from ...rank.xla_host import host_main
 from .base import ProcessStarter
 from .caller_state import keep_caller_state
 from .fork import fork_rank_process
-from .served_sockets import served_sockets
 
 
 class XlaStarter(ProcessStarter):
@@ -33,7 +32,6 @@ class XlaStarter(ProcessStarter):
             ) from err
         before_forking_ranks()
         keep_caller_state()
-        self._served = served_sockets()
 
     def groups(self, plan):
         """Every local rank in one host process: torch_xla starts them."""
@@ -42,4 +40,4 @@ class XlaStarter(ProcessStarter):
     def start(self, plan, specs, pipes):
         nprocs = 1 if plan.num_processes == 1 else None
         flush_kernel_streams()
-        return fork_rank_process(host_main, (specs, pipes, plan.function, plan.args, nprocs), self._served)
+        return fork_rank_process(host_main, (specs, pipes, plan.function, plan.args, nprocs))
