@@ -50,7 +50,8 @@ def test_a_rank_that_raises_is_the_failure_and_its_siblings_are_terminated_then_
     control, record, clock = running(grace=2.0)
     error = ValueError("bad batch")
     commands = control.error(1, error, when=5.0)
-    assert commands == [ShowStatus(1, "failed"), TellOtherNodes("rank 1 failed: ValueError: bad batch"), Terminate((1,))]
+    told = TellOtherNodes("rank 1 failed: ValueError: bad batch")
+    assert commands == [ShowStatus(1, "failed"), told, Terminate((1,))]
     assert record.failure is error and record.failed_rank == 1
     assert control.phase is Phase.ENDING
     clock.now = 1.9
