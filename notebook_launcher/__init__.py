@@ -36,6 +36,9 @@ _PUBLIC = {
     "device_picker": "frontend.picker",
     "start_workers": "workers",
     "Workers": "workers",
+    "attach": "detached",
+    "detached_launches": "detached",
+    "DetachedLaunch": "detached",
 }
 
 
@@ -120,5 +123,8 @@ __all__ = [
     "Workers",
     "LaunchStalled",
     "LaunchTimeout",
+    "attach",
+    "detached_launches",
+    "DetachedLaunch",
     "__version__",
 ]

@@ -54,6 +54,7 @@ def launch(
     secret: str | None = None,
     cluster: str | None = None,
     listeners: Sequence[Any] = (),
+    detach: bool = False,
     **backend_options: Any,
 ) -> Launch:
     """Start ``function(*args)`` on ``num_processes`` ranks and return a ``Launch`` handle at once.
@@ -113,6 +114,12 @@ def launch(
             (``.rank``, ``.step``, ``.values``), ``on_finish(launch)`` (see
             ``launching.listener.LaunchListener``); one that raises is reported and dropped.
             ``Launch.subscribe`` adds one later.
+        detach: run the ranks and their supervision in a process of their own that outlives this
+            kernel (a restart, a crash, Colab recycling the runtime): what they say is kept in
+            ``.notebook-launcher/detached/<id>/`` of the working folder, and a later kernel follows
+            the launch with ``attach()`` (its whole log so far, ``wait()``, ``stop()``). Returns a
+            ``DetachedLaunch``; an interrupt of a cell waiting on it leaves it running. One node,
+            this machine. Default False: nothing outlives the kernel.
         backend_options: the chosen backend's own keywords, checked by it. Ray's are
             ``resources_per_rank`` (what each rank's actor reserves, e.g. ``{"GPU": 1}``; default
             ``{"CPU": 1}``) and ``placement_strategy`` ("PACK", "SPREAD", "STRICT_PACK",
@@ -161,6 +168,12 @@ def launch(
         **backend_options,
     )
     view = select_view(display, line_prefix=plan.log_line_prefix, show_at_start=not _CALLER_WAITS.get())
+    if detach:
+        if listeners:
+            raise ValueError("detach=True takes no listeners: they would live in a kernel that may go away")
+        from .detached import start_detached
+
+        return start_detached(plan, notices, view)  # type: ignore[return-value]  # Launch's read side
     return start_launch(plan, notices, view, listeners)
 
 

@@ -1,0 +1,218 @@
+"""A detached launch as a kernel sees it: a mirror of its journal that the launch views show.
+
+``DetachedLaunch`` reads the launch's folder (``detached.folder``) on a thread of its own: the
+journal's new lines go into a ``LaunchRecord`` of its own and to its view as the events a launch's
+views get, and the end (``end.pkl``) becomes its status, results and failure. Any number of
+kernels may follow one launch; none of them runs it, so a kernel's restart, an interrupt of the
+cell that waits, or the page going away leave the launch running. ``stop()`` asks its host to stop
+it, as the Stop button does.
+
+Examples:
+    >>> from notebook_launcher import launch
+    >>> def train(epochs):
+    ...     print("trained", epochs, "epochs")
+    ...     return epochs
+    >>> job = launch(train, (3,), num_processes=1, display="none", detach=True)  # doctest: +SKIP
+    >>> job.wait(), job.logs(0)                                                   # doctest: +SKIP
+    (3, 'trained 3 epochs\\n')
+"""
+
+from __future__ import annotations
+
+import pickle
+import threading
+from typing import Any
+
+from ..errors import LaunchError, add_note
+from ..interrupt_routing import wait_event
+from ..launching.listener import LaunchListener, Shown
+from ..launching.reading import LaunchReading
+from ..launching.record import LaunchRecord
+from ..tracebacks import shown_as
+from ..wire.events import Metric, Output, Status
+from .folder import LaunchFolder
+from .journal import JournalReader
+
+__all__ = ["DetachedLaunch", "POLL_INTERVAL"]
+
+POLL_INTERVAL = 0.1  # seconds between two reads of the journal while the launch runs
+
+
+class DetachedLaunch(LaunchReading):
+    """A launch run by a host process apart from this kernel (``launch(..., detach=True)``, ``attach()``)."""
+
+    kind = "launch"
+    reports_return_type = True
+    cell: int | None = None
+    attempt = 0
+    waiting = ""
+    last_stacks = None
+    master_port = None
+
+    def __init__(self, folder: LaunchFolder, plan: Any) -> None:
+        self.id = folder.id
+        self.plan = plan
+        self.folder = folder
+        self._record = LaunchRecord(plan.num_processes)
+        self._reader = JournalReader(folder.file("journal.jsonl"))
+        self._done = threading.Event()
+        self._wake = threading.Event()
+        self._ended = False
+        self._waiters = 0
+        self._stopping = False
+        self._error: BaseException | None = None
+        self._view: LaunchListener | None = None
+
+    def __repr__(self) -> str:
+        return f"<DetachedLaunch {self.id}: {self.plan.num_processes} ranks, {self.status}, {self.folder.path}>"
+
+    def follow(self, view: LaunchListener) -> DetachedLaunch:
+        """Show the launch with ``view`` from its first line on, and keep following it until it ends."""
+        self._view = view
+        view.on_start(self)
+        threading.Thread(target=self._follow, name=f"notebook-launcher-detached-{self.id}", daemon=True).start()
+        return self
+
+    # -- following ------------------------------------------------------------------------------
+
+    def _follow(self) -> None:
+        view = self._view
+        assert view is not None
+        try:
+            while True:
+                ended = not self._host_running()  # before the read: what it wrote before it ended is read
+                for event in self._reader.apply(self._record):
+                    _tell(view, event)
+                view.flush()
+                if ended:
+                    break
+                self._wake.wait(POLL_INTERVAL)
+                self._wake.clear()
+            self._take_end()
+        finally:
+            self._ended = True
+            try:
+                view.on_finish(self)
+            finally:
+                self._done.set()
+
+    def _host_running(self) -> bool:
+        return self.folder.host_running()
+
+    def _take_end(self) -> None:
+        record = self._record
+        try:
+            end = pickle.loads(self.folder.read_bytes("end.pkl"))
+        except FileNotFoundError:
+            host = self.folder.host()
+            pid = f" (pid {host[0]})" if host else ""
+            self._error = LaunchError(
+                f"detached launch {self.id}: its host process{pid} ended without an end (killed, or its"
+                f" machine restarted); what it logged is in {self.folder.path}"
+            )
+            record.add_failure(None, self._error, 0.0)
+            record.finish()
+            return
+        for rank, value in end["results"].items():
+            record.add_result(rank, value)
+        error = end["error"]
+        if error is not None:
+            if end["text"]:
+                add_note(error, f"as the detached launch's host raised it:\n{end['text'].rstrip()}")
+            self._error = error
+        if end["status"] == "stopped":
+            record.mark_stopped()
+        elif error is not None:
+            record.add_failure(end["failed_rank"], error, 0.0)
+        record.finish()
+
+    # -- what a launch's views and users read ---------------------------------------------------
+
+    @property
+    def done(self) -> bool:
+        return self._ended
+
+    @property
+    def waited_on(self) -> bool:
+        return self._waiters > 0
+
+    @property
+    def stopping(self) -> bool:
+        return self._stopping
+
+    def place(self, rank: int) -> None:
+        return None
+
+    def stacks(self, timeout: float = 5.0) -> None:
+        """Not taken for a detached launch (its ranks are another process's children): None."""
+        return None
+
+    def join(self, timeout: float | None = None) -> bool:
+        """Wait until the launch has ended (at most ``timeout`` seconds); True once it has."""
+        return wait_event(self._done, timeout)
+
+    def wait(self, timeout: float | None = None) -> Any:
+        """Wait for the launch to end and return rank 0's value, or raise what its host's ``wait()``
+        raised. An interrupt stops the waiting, not the launch: it goes on, and ``attach()`` follows
+        it again."""
+        __tracebackhide__ = True
+        self._waiters += 1
+        try:
+            finished = wait_event(self._done, timeout)
+        except KeyboardInterrupt:
+            message = (
+                f"stopped waiting for detached launch {self.id}; it goes on (attach({self.id!r}) follows it"
+                " again, .stop() ends it)"
+            )
+            raise shown_as(KeyboardInterrupt(message), line=f"KeyboardInterrupt: {message}") from None
+        finally:
+            self._waiters -= 1
+        if not finished:
+            raise TimeoutError(f"detached launch {self.id} still running after {timeout} s")
+        if self._error is not None:
+            raise self._error
+        return self._record.results[0]
+
+    def request_stop(self, by: str = "") -> None:
+        """Ask the launch's host to stop it (its ranks' stacks taken, then SIGTERM, then SIGKILL)."""
+        import os
+        import signal
+
+        self._stopping = True
+        host = self.folder.host()
+        if host is not None and self._host_running():
+            try:
+                os.kill(host[0], signal.SIGINT)
+            except ProcessLookupError:
+                pass
+        self._wake.set()
+
+    def stop(self, timeout: float | None = None) -> bool:
+        """Stop the launch and wait until it has ended (at most ``timeout`` seconds)."""
+        self.request_stop()
+        return wait_event(self._done, timeout)
+
+    def forget(self) -> None:
+        """Remove the ended launch's folder (its journal, result and log)."""
+        if not self.done:
+            raise LaunchError(f"detached launch {self.id} is still running: stop() it first")
+        self.folder.remove()
+
+
+def _tell(view: LaunchListener, event: dict) -> None:
+    """Give ``view`` the event a launch's supervisor would have given it for a journal line."""
+    _TELL[event["e"]](view, event)
+
+
+def _tell_metric(view: LaunchListener, event: dict) -> None:
+    metric = event["metric"]
+    if "x" not in metric:  # the function's own: the host's samples of its ranks are no events
+        view.on_metric(Metric(metric["rank"], metric["time"], metric["values"], metric.get("step")))
+
+
+_TELL = {
+    "status": lambda view, event: view.on_status(Status(event["rank"], event["time"], event["status"])),
+    "output": lambda view, event: view.on_output(Output(event["rank"], event["time"], event["stream"], event["text"])),
+    "display": lambda view, event: view.on_display(Shown(event["rank"], event["index"], event["update"])),
+    "metric": _tell_metric,
+}
