@@ -110,6 +110,10 @@ class DetachedLaunch(LaunchReading):
                 f"detached launch {self.id}: its host process{pid} ended without an end (killed, or its"
                 f" machine restarted); what it logged is in {self.folder.path}"
             )
+            if host is not None:
+                ended = end_what_it_started(*host)
+                if ended:
+                    add_note(self._error, f"{len(ended)} process(es) its ranks had started were ended: {ended}")
             record.add_failure(None, self._error, 0.0)
             record.finish()
             return
@@ -197,6 +201,30 @@ class DetachedLaunch(LaunchReading):
         if not self.done:
             raise LaunchError(f"detached launch {self.id} is still running: stop() it first")
         self.folder.remove()
+
+
+def end_what_it_started(host_pid: int, started: float) -> list[int]:
+    """End what the ranks of a host that died with its guardian left, as the guardian would have:
+    the processes in the host's rank cgroups and those that carry its ranks' mark (``rank.marked``;
+    returned, by pid), then the host's shared tensors and scratch files. Marks are left alone while
+    another process has the host's pid (they could then be its launches'); the host itself, ended
+    but not yet reaped by its parent, does not count."""
+    import psutil
+
+    from ..rank import containers
+    from ..rank.marked import kernel_prefix, kill_marked
+    from ..scratch import pid_alive, sweep_dead_kernels
+    from ..wire.shared_tensors import sweep_dead_kernels as sweep_dead_tensors
+
+    containers.sweep(pid_alive)
+    try:
+        pid_reused = abs(psutil.Process(host_pid).create_time() - started) >= 1.0
+    except psutil.Error:
+        pid_reused = False
+    ended = [] if pid_reused else kill_marked(kernel_prefix(host_pid))
+    sweep_dead_tensors()
+    sweep_dead_kernels()
+    return ended
 
 
 def _tell(view: LaunchListener, event: dict) -> None:

@@ -139,27 +139,63 @@ def test_stop_ends_a_detached_launch_and_everything_it_started(in_kernel, detach
     assert psutil.wait_procs([host, *ranks], timeout=60)[1] == []
 
 
-def test_a_host_killed_with_sigkill_takes_its_ranks_and_the_launch_says_it_was_lost(in_kernel, detached_dir, tmp_path):
+def test_sigkill_of_the_host_and_its_guardian_leaves_nothing_and_the_launch_reads_lost(
+    in_kernel, detached_dir, tmp_path
+):
+    """Everything of the launch's machine side killed at once: the ranks end with their host (the
+    parent-death signal), and what a rank started in a session of its own, which only the killed
+    guardian would have ended, is ended by the kernel that finds the host lost. Without rank
+    cgroups (NOTEBOOK_LAUNCHER_CGROUPS=off, as where none is writable), by the mark it carries."""
     kernel = in_kernel
     pids = tmp_path / "pids"
     pids.mkdir()
     kernel.ok(
         dedent(f"""
+        import subprocess
+        os.environ["NOTEBOOK_LAUNCHER_CGROUPS"] = "off"  # the host's, from this kernel's
         def forever():
             open(os.path.join({str(pids)!r}, str(os.getpid())), "w").close()
+            escaped = subprocess.Popen(["sleep", "600"], start_new_session=True)
+            open(os.path.join({str(pids)!r}, str(escaped.pid)), "w").close()
             print("waiting", flush=True)
             threading.Event().wait()
         job = launch(forever, num_processes=2, display="none", detach=True)
+        del os.environ["NOTEBOOK_LAUNCHER_CGROUPS"]
     """)
     )
     wait_in_kernel(kernel, "'waiting' in job.logs(0) and 'waiting' in job.logs(1)")
     host = host_process(detached_dir)
-    ranks = [psutil.Process(int(path.name)) for path in pids.iterdir()]
-    host.send_signal(signal.SIGKILL)
-    assert psutil.wait_procs([host, *ranks], timeout=60)[1] == []  # the ranks die with their host
+    started = [psutil.Process(int(path.name)) for path in pids.iterdir()]
+    assert len(started) == 4  # two ranks, and a process each started in a session of its own
+    guardians = [child for child in host.children() if "notebook-launcher-guardian" in " ".join(child.cmdline())]
+    assert guardians
+    for process in (*guardians, host):  # the guardian first: it cannot act on the host's death
+        process.send_signal(signal.SIGKILL)
     result = kernel.run("job.wait(timeout=60)")
     assert result.error["ename"] == "LaunchError" and "ended without an end" in result.error["evalue"]
+    assert psutil.wait_procs([host, *guardians, *started], timeout=60)[1] == []
+    assert "2 process(es) its ranks had started were ended" in kernel.eval("' '.join(job.exception.__notes__)")
     assert kernel.eval("[found.status for found in __import__('notebook_launcher').detached_launches()]") == ["lost"]
+
+
+def test_two_detached_launches_run_side_by_side_and_are_listed(in_kernel, detached_dir):
+    kernel = in_kernel
+    kernel.ok(
+        dedent("""
+        from notebook_launcher import attach, detached_launches
+        first = launch(lambda: "first", num_processes=1, display="none", detach=True)
+        second = launch(lambda: "second", num_processes=2, display="none", detach=True)
+        values = (first.wait(timeout=120), second.wait(timeout=120))
+    """)
+    )
+    assert kernel.eval("values") == ("first", "second")
+    assert kernel.eval("[(found.id, found.status) for found in detached_launches()]") == [
+        (kernel.eval("first.id"), "succeeded"),
+        (kernel.eval("second.id"), "succeeded"),
+    ]
+    assert kernel.eval("attach(first.id, display='none').wait(timeout=60)") == "first"
+    kernel.ok("first.forget()")
+    assert kernel.eval("[found.id for found in detached_launches()]") == [kernel.eval("second.id")]
 
 
 def test_an_interrupt_leaves_the_detached_launch_running_and_its_files_are_private(in_kernel, detached_dir):
@@ -173,7 +209,10 @@ def test_an_interrupt_leaves_the_detached_launch_running_and_its_files_are_priva
     """)
     )
     wait_in_kernel(kernel, "'waiting' in job.logs(0)")
-    waiting = kernel.submit("print('waiting in the cell', flush=True); job.wait()")
+    kernel.ok(
+        "def announce():\n    while not job.waited_on:\n        time.sleep(0.01)\n    print('waiting in the cell')"
+    )
+    waiting = kernel.submit("threading.Thread(target=announce).start(); job.wait()")
     kernel.collect(waiting, timeout=30, until=lambda result: "waiting in the cell" in result.stdout)
     kernel.interrupt()
     result = kernel.collect(waiting)
