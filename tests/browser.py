@@ -131,9 +131,13 @@ def write_notebook(path, cells):
     nbformat.write(notebook, path)
 
 
-def open_notebook(browser, server, name, cells):
+def open_notebook(browser, server, name, cells, prepare=None):
+    """A page of JupyterLab on notebook ``name`` (written with ``cells``), its kernel idle;
+    ``prepare(page)`` runs before it loads (to route its requests)."""
     write_notebook(server.root / name, cells)
     page = browser.new_page(viewport={"width": 1400, "height": 1000})
+    if prepare is not None:
+        prepare(page)
     page.goto(server.url(f"/lab/tree/{name}?reset"))
     page.get_by_text("# loaded").first.wait_for(timeout=60_000)
     # JupyterLab drops a run asked for before its kernel connection is up: wait for the status bar

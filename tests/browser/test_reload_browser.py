@@ -1,6 +1,6 @@
 """A page that parts ways with its kernel mid-launch, in a real JupyterLab in Chromium: reloaded
-with the notebook never saved (its file holds no output of the launch), and a second tab opened on
-it. Each shows the launch in its cell and follows it (the form refreshed from the server's
+with the notebook never saved (its file holds no output of the launch), a second tab opened on
+it, and a network that drops for 30 s. Each shows the launch in its cell and follows it (the form refreshed from the server's
 snapshots every second) until it ends, then its final form, and the reloaded page's sidebar
 connects while the cell still blocks. Before, the reloaded cell stayed empty for the rest of the
 run and after it, and the sidebar said "Connecting to the kernel…" until the cell ended.
@@ -80,4 +80,82 @@ def test_a_page_reloaded_after_a_save_follows_a_launch_whose_cell_still_waits(la
     release_gates(gates, "s")
     page.locator(".nl-saved-launch", has_text=re.compile(r"succeeded in [0-9.]+ s")).first.wait_for(timeout=60_000)
     assert "· running ·" not in page.locator(".nl-saved-launch").first.inner_text()
+    page.close()
+
+
+TICKING = """
+import os, time
+from notebook_launcher import notebook_launcher
+def ticking():
+    rank = int(os.environ["RANK"])
+    tick = 0
+    while not os.path.exists({stop!r}):
+        print(f"rank {{rank}}: tick {{tick}}", flush=True)
+        tick += 1
+        time.sleep(0.2)
+    print(f"rank {{rank}}: stopped after {{tick}} ticks", flush=True)
+    return tick
+notebook_launcher(ticking, num_processes=2)
+"""
+
+# the highest tick of rank 1 the cell's output shows
+LAST_TICK = """() => {
+    const shown = [...document.querySelectorAll('.jp-OutputArea-output')].map(output => output.innerText).join('\\n');
+    const ticks = [...shown.matchAll(/rank 1: tick ([0-9]+)/g)];
+    return ticks.length ? Math.max(...ticks.map(found => parseInt(found[1]))) : -1;
+}"""
+
+
+class Network:
+    """The page's kernel WebSockets, routed through the test so it can cut them and keep them cut
+    (with the page offline for its HTTP requests too), as a dropped Wi-Fi or a sleeping laptop does."""
+
+    def __init__(self):
+        self.down = False
+        self.open = []
+
+    def prepare(self, page):
+        page.route_web_socket(re.compile(r"/api/kernels/.*/channels"), self._connect)
+
+    def _connect(self, route):
+        if self.down:
+            route.close()
+            return
+        self.open.append((route, route.connect_to_server()))
+
+    def drop(self, page):
+        self.down = True
+        page.context.set_offline(True)
+        for route, server in self.open:
+            server.close()
+            route.close()
+        self.open = []
+
+    def restore(self, page):
+        self.down = False
+        page.context.set_offline(False)
+
+
+def test_a_page_whose_network_drops_for_30_s_follows_the_launch_again(lab, browser):
+    """The kernel's WebSocket cut and refused for 30 s while a launch blocks its cell, then the
+    network back: the widget goes on showing new lines of the same launch, then its final form."""
+    stop = lab.root / "network-stop"
+    network = Network()
+    page = open_notebook(browser, lab, "network.ipynb", [TICKING.format(stop=str(stop))], prepare=network.prepare)
+    run_all(page)
+    page.wait_for_function(f"() => ({LAST_TICK})() >= 5", timeout=120_000)
+    network.drop(page)
+    at_drop = page.evaluate(LAST_TICK)
+    page.wait_for_timeout(30_000)  # the drop itself: 30 s without a connection
+    before = page.evaluate(LAST_TICK)
+    assert before <= at_drop + 5, "the page still got the launch's lines: the network was not cut"
+    network.restore(page)
+    page.wait_for_function(f"() => ({LAST_TICK})() > {before + 20}", timeout=90_000)  # live again
+    assert page.locator(".nl-root").count() == 1  # the one widget of the launch
+    page.keyboard.press("Escape")  # JupyterLab's own "Server Connection Error" dialog of the drop
+    screenshot(page.locator(".nl-root").first, "network-back.png")
+    stop.touch()
+    final = page.locator(".jp-OutputArea-output", has_text=re.compile(r"succeeded in [0-9.]+ s")).first
+    final.wait_for(timeout=60_000)
+    assert "stopped after" in final.inner_text()
     page.close()
