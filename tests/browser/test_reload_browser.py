@@ -1,7 +1,8 @@
 """A page that parts ways with its kernel mid-launch, in a real JupyterLab in Chromium: reloaded
 with the notebook never saved (its file holds no output of the launch), a second tab opened on
-it, and a network that drops for 30 s. Each shows the launch in its cell and follows it (the form refreshed from the server's
-snapshots every second) until it ends, then its final form, and the reloaded page's sidebar
+it, and a network that drops for 30 s. Each shows the launch in its cell and follows it (the
+form refreshed from the server's snapshots every second, or the widget once the network is back)
+until it ends, then its final form, and the reloaded page's sidebar
 connects while the cell still blocks. Before, the reloaded cell stayed empty for the rest of the
 run and after it, and the sidebar said "Connecting to the kernel…" until the cell ended.
 
