@@ -70,6 +70,7 @@ class DetachedLaunch(LaunchReading):
         """Show the launch with ``view`` from its first line on, and keep following it until it ends."""
         self._view = view
         view.on_start(self)
+        self._catch_up(view)  # everything so far is shown before this returns, in the calling cell
         threading.Thread(target=self._follow, name=f"notebook-launcher-detached-{self.id}", daemon=True).start()
         return self
 
@@ -81,9 +82,7 @@ class DetachedLaunch(LaunchReading):
         try:
             while True:
                 ended = not self._host_running()  # before the read: what it wrote before it ended is read
-                for event in self._reader.apply(self._record):
-                    _tell(view, event)
-                view.flush()
+                self._catch_up(view)
                 if ended:
                     break
                 self._wake.wait(POLL_INTERVAL)
@@ -95,6 +94,11 @@ class DetachedLaunch(LaunchReading):
                 view.on_finish(self)
             finally:
                 self._done.set()
+
+    def _catch_up(self, view: LaunchListener) -> None:
+        for event in self._reader.apply(self._record):
+            _tell(view, event)
+        view.flush()
 
     def _host_running(self) -> bool:
         return self.folder.host_running()

@@ -80,7 +80,8 @@ def test_a_detached_launch_outlives_its_kernel_and_a_new_kernel_attaches(detache
     assert host.is_running() and host.status() != psutil.STATUS_ZOMBIE
     second = started_kernel(detached_dir)
     try:
-        second.ok("job = attach()")
+        attached = second.ok("job = attach(display='text')")  # the view resumes from the first line
+        assert "[rank 1] before the restart" in attached.stdout
         open_gates(tmp_path, [0, 1])
         second.ok("value = job.wait(timeout=120)")
         assert second.eval("(value[0], job.status, job.logs(1))") == (
