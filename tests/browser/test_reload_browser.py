@@ -139,7 +139,8 @@ class Network:
 
 def test_a_page_whose_network_drops_for_30_s_follows_the_launch_again(lab, browser):
     """The kernel's WebSocket cut and refused for 30 s while a launch blocks its cell, then the
-    network back: the widget goes on showing new lines of the same launch, then its final form."""
+    network back: the widget goes on showing new lines of the same launch, the sidebar shows it
+    running, then the cell shows its final form."""
     stop = lab.root / "network-stop"
     network = Network()
     page = open_notebook(browser, lab, "network.ipynb", [TICKING.format(stop=str(stop))], prepare=network.prepare)
@@ -155,6 +156,11 @@ def test_a_page_whose_network_drops_for_30_s_follows_the_launch_again(lab, brows
     assert page.locator(".nl-root").count() == 1  # the one widget of the launch
     page.keyboard.press("Escape")  # JupyterLab's own "Server Connection Error" dialog of the drop
     screenshot(page.locator(".nl-root").first, "network-back.png")
+    # the sidebar is connected again too, while the cell still blocks
+    page.locator('.jp-SideBar .lm-TabBar-tab[data-id="notebook-launcher-sidebar"]').click()
+    sidebar = page.locator("#notebook-launcher-sidebar")
+    sidebar.locator(".nl-launch-running", has_text="2 ranks").first.wait_for(timeout=30_000)
+    assert "Connecting" not in sidebar.inner_text()
     stop.touch()
     final = page.locator(".jp-OutputArea-output", has_text=re.compile(r"succeeded in [0-9.]+ s")).first
     final.wait_for(timeout=60_000)
