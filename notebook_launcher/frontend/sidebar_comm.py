@@ -22,6 +22,8 @@ from ..devices.inventory import device_inventory
 from ..launching.handle import active_launches, find_launch, observe_launches
 from .messages import HISTORY, launch_info
 from .settings import SETTING_CHOICES, kernel_settings
+from .shell_activity import free_since
+from .shell_activity import register as register_shell_activity
 from .subshells import handle_on_main_shell
 
 __all__ = ["register", "open_sidebars", "TARGET", "SILENT_AFTER"]
@@ -42,6 +44,7 @@ def register(ipython=None) -> bool:
     if manager is None:
         return False
     manager.register_target(TARGET, _open)
+    register_shell_activity(ipython or _get_ipython())
     observe_launches(_remember)
     _registered = True
     _say_hello(manager)
@@ -132,11 +135,12 @@ def open_sidebars() -> int:
 
 
 class _SidebarChannel:
-    def __init__(self, comm, silent_after=SILENT_AFTER, clock=time.monotonic, page=None):
+    def __init__(self, comm, silent_after=None, clock=time.monotonic, page=None, shell_free_since=free_since):
         self._comm = comm
+        self._shell_free_since = shell_free_since  # its messages wait behind a running cell
         self.page = page  # the browser tab it is on (kept across reloads), when the sidebar says
         self._clock = clock
-        self._silent_after = silent_after
+        self._silent_after = SILENT_AFTER if silent_after is None else silent_after
         self._heard = clock()
         self._says_alive = False  # a sidebar that never said so (an older one) is never dropped
         with _lock:
@@ -179,7 +183,8 @@ class _SidebarChannel:
 
     def _send(self, message):
         """Send, unless the sidebar went silent: then its comm is closed and nothing is sent to it again."""
-        if self._says_alive and self._clock() - self._heard > self._silent_after:
+        heard = max(self._heard, self._shell_free_since(self._clock))  # not silent while it cannot be heard
+        if self._says_alive and self._clock() - heard > self._silent_after:
             self._close()
             try:
                 self._comm.close()

@@ -222,3 +222,19 @@ def test_a_reloaded_page_replaces_its_earlier_sidebar_even_when_its_close_was_lo
         assert session.comm_message(other, lambda d: d["type"] == "settings")  # tab 2 still hears
     finally:
         session.shutdown()
+
+
+def test_a_sidebar_is_still_sent_to_after_a_cell_blocked_past_its_silence_limit(kernel):
+    """The sidebar's "alive" messages wait behind a cell that blocks on a launch (they are handled
+    on the main shell): the kernel does not count that as silence. Before, every sidebar was
+    dropped 90 s into such a launch (here the limit is 1 s and the launch takes 3)."""
+    kernel.ok("import notebook_launcher.frontend.sidebar_comm as sidebar_comm\nsidebar_comm.SILENT_AFTER = 1.0")
+    try:
+        comm, _ = _state(kernel)
+        kernel.send_comm(comm, {"type": "alive"})
+        kernel.ok("pass")  # heard: the alive message was handled before this cell
+        kernel.ok("notebook_launcher(lambda: time.sleep(3), num_processes=1, display='none')")
+        done = kernel.comm_message(comm, lambda d: d["type"] == "launch" and d["launch"]["status"] == "succeeded")
+        assert done is not None, "the kernel closed the sidebar's comm while the cell blocked"
+    finally:
+        kernel.ok("sidebar_comm.SILENT_AFTER = 90.0")

@@ -175,6 +175,30 @@ def test_a_sidebar_that_went_silent_is_closed_instead_of_sent_to_for_ever():
     assert open_sidebars() == before
 
 
+def test_a_sidebar_is_not_silent_while_its_messages_wait_behind_a_running_cell():
+    """Its messages are handled on the main shell: during a cell that blocks for minutes they wait
+    in the queue. Before, every sidebar was dropped 90 s into such a launch."""
+    from notebook_launcher.frontend.sidebar_comm import _SidebarChannel
+
+    now = [0.0]
+    free_since = [float("-inf")]  # when the main shell could last hear it
+    comm = _RecordingComm()
+    channel = _SidebarChannel(comm, silent_after=90.0, clock=lambda: now[0], shell_free_since=lambda _: free_since[0])
+    comm.receive({"type": "alive"})
+    now[0] = 10.0
+    free_since[0] = 10.0  # a cell starts and blocks: the shell hears nothing
+    for now[0] in (100.0, 500.0):
+        free_since[0] = now[0]
+        channel._settings_changed({})
+    assert comm.sent == ["settings", "settings"] and not comm.closed
+    now[0] = 560.0  # the cell ended at 500 s; the queued alive messages would be heard at once
+    channel._settings_changed({})
+    assert comm.sent == ["settings"] * 3 and not comm.closed
+    now[0] = 591.0  # 91 s after the shell was free again, still nothing: gone
+    channel._settings_changed({})
+    assert comm.closed
+
+
 def test_a_head_that_stops_answering_is_lost_once_and_the_kernel_leaves_its_cluster():
     """The head watch with a fake probe and clock: answers keep it alive, three seconds of silence
     make it lost, ``on_lost`` runs once with a reason naming the address, and ``left`` is then set."""
