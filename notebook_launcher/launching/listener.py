@@ -212,8 +212,23 @@ class QuietListener:
 class CompositeListener(QuietListener):
     """Several listeners fed the same events (the cell's view, and the kernel's launch observers).
 
+    Each delivery is its own: a listener that raises is reported (its traceback on the kernel
+    process's own stderr, never into a cell's output, which a view may be drawing) and the others
+    still get the event; it is called again with the next one (a view's failure to draw one event
+    must not blank it for good).
+
     ``add`` and ``remove`` may be called from any thread while events are delivered: the list is
     replaced, never changed in place, so a delivery in progress goes on with the one it started with.
+
+    Examples:
+        >>> class Broken(QuietListener):
+        ...     def on_status(self, event): raise RuntimeError("cannot draw")
+        >>> class Seen(QuietListener):
+        ...     statuses = []
+        ...     def on_status(self, event): self.statuses.append(event.status)
+        >>> CompositeListener(Broken(), Seen()).on_status(Status(0, 0.0, "running"))
+        >>> Seen.statuses
+        ['running']
     """
 
     def __init__(self, *views: LaunchListener) -> None:
@@ -228,45 +243,47 @@ class CompositeListener(QuietListener):
         with self._lock:
             self.views = tuple(each for each in self.views if each is not view)
 
-    def on_start(self, launch: LaunchState) -> None:
+    def _each(self, name: str, *args: Any) -> list[Any]:
+        """Call ``name(*args)`` on every listener, each on its own; what each returned."""
+        answers = []
         for view in self.views:
-            view.on_start(launch)
+            try:
+                answers.append(getattr(view, name)(*args))
+            except Exception:
+                print(f"notebook_launcher: {type(view).__name__}.{name} raised; the others go on", file=sys.__stderr__)
+                traceback.print_exc(file=sys.__stderr__)
+        return answers
+
+    def on_start(self, launch: LaunchState) -> None:
+        self._each("on_start", launch)
 
     def on_status(self, event: Status) -> None:
-        for view in self.views:
-            view.on_status(event)
+        self._each("on_status", event)
 
     def on_output(self, event: Output) -> None:
-        for view in self.views:
-            view.on_output(event)
+        self._each("on_output", event)
 
     def on_live(self, event: LiveLine) -> None:
-        for view in self.views:
-            view.on_live(event)
+        self._each("on_live", event)
 
     def on_display(self, event: Shown) -> None:
-        for view in self.views:
-            view.on_display(event)
+        self._each("on_display", event)
 
     def on_metric(self, event: Metric) -> None:
-        for view in self.views:
-            view.on_metric(event)
+        self._each("on_metric", event)
 
     def on_reply(self, event: Reply) -> None:
-        for view in self.views:
-            view.on_reply(event)
+        self._each("on_reply", event)
 
     def flush(self) -> float | None:
-        delays = [delay for delay in (view.flush() for view in self.views) if delay is not None]
+        delays = [delay for delay in self._each("flush") if delay is not None]
         return min(delays) if delays else None
 
     def on_finish(self, launch: LaunchState) -> None:
-        for view in self.views:
-            view.on_finish(launch)
+        self._each("on_finish", launch)
 
     def cell_waits(self, waiting: bool) -> None:
-        for view in self.views:
-            view.cell_waits(waiting)
+        self._each("cell_waits", waiting)
 
 
 class GuardedListener(QuietListener):

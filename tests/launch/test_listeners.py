@@ -235,3 +235,29 @@ def test_a_listener_still_busy_at_the_end_is_named_and_the_launch_ends_without_i
     finally:
         release.set()
     assert "was still in on_status when the launch ended; the launch did not wait for it" in capfd.readouterr().err
+
+
+def test_a_view_that_raises_starves_no_listener_of_its_events(capfd):
+    """The cell's view is fed first; before, one that raised on an event (a widget that could not
+    draw it) kept that event from every listener after it. Each delivery is now its own: the
+    listeners get every event, and the view's error is reported on the kernel's stderr."""
+    from notebook_launcher.api import plan_launch, start_launch
+    from notebook_launcher.launching.listener import QuietListener
+
+    class BrokenView(QuietListener):
+        def on_status(self, event):
+            raise RuntimeError("the view cannot draw a status")
+
+        def on_output(self, event):
+            raise RuntimeError("the view cannot draw a line")
+
+    recorder = Recorder()
+    plan, notices = plan_launch(train_and_log, (3,), 2)
+    job = start_launch(plan, notices, BrokenView(), [recorder])
+    assert job.wait() == 0
+    assert recorder.of("finish") == [("succeeded",)]
+    for rank in (0, 1):
+        assert [status for who, status in recorder.of("status") if who == rank] == ["running", "done"]
+        text = "".join(text for who, stream, text in recorder.of("output") if who == rank and stream == "stdout")
+        assert text == "step 0\nstep 1\nstep 2\n"
+    assert "BrokenView.on_output raised; the others go on" in capfd.readouterr().err
