@@ -255,8 +255,12 @@ def notebook_launcher(
 
 # The README's own import is `from notebook_launcher import notebook_launcher`, after which the name
 # is this function, not the package: the package's other calls are reachable from it as well.
+from .detached import attach, detached_launches  # noqa: E402  (after launch: it starts detached launches)
+
 for _name, _value in (
     ("launch", launch),
+    ("attach", attach),
+    ("detached_launches", detached_launches),
     ("last_launch", last_launch),
     ("set_defaults", set_defaults),
     ("kernel_settings", kernel_settings),
