@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
     from ..devices import Device
-    from ..wire.spec import RankSpec
+    from ..wire.spec import RankSeat, RankSpec
     from .plans import LaunchPlan
 
 __all__ = [
@@ -237,10 +237,10 @@ class Starter(Protocol):
         """Where the ranks of ``attempt`` meet (``Meeting``)."""
         ...
 
-    def rank_spec(self, plan: LaunchPlan, spec: RankSpec) -> RankSpec:
-        """The spec a rank of this backend starts with, from the launch's (``spec``: its rank,
-        the torchrun environment of a rank of this machine, this kernel's pid, the /dev/shm prefix
-        for large results). Called once the meeting is open, for every rank, before any starts."""
+    def rank_spec(self, plan: LaunchPlan, seat: RankSeat) -> RankSpec:
+        """The spec a rank of this backend starts with, for ``seat`` (its rank and the torchrun
+        environment of a rank of this machine): the pids, thread budget and where large results go
+        are the backend's to say. Called once the meeting is open, for every rank, before any starts."""
         ...
 
     def rank_group(self, plan: LaunchPlan) -> RankGroup:

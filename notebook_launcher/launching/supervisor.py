@@ -47,8 +47,7 @@ from ..telemetry import AttemptMeasures
 from ..wire import rebuild_exception
 from ..wire.events import Display, Failure, Malformed, Metric, Output, Reply, Result, Stacks, Status, decode_event
 from ..wire.readiness import wait_readable
-from ..wire.shared_tensors import new_prefix, remove_leftovers, sweep_dead_kernels
-from ..wire.spec import RankSpec
+from ..wire.spec import RankSeat
 from .controller import STACKS_WAIT, AskStacks, Command, Controller, Kill, Phase, ShowStatus, TellOtherNodes, Terminate
 from .listener import LaunchListener, LiveLine, Shown
 from .record import LaunchRecord
@@ -103,8 +102,6 @@ class Supervisor:
         self._rendezvous_done = False
         self._finished = False
         self.master_port: int | None = None
-        self._tensor_prefix = new_prefix()
-        _sweep_once()
         self._stop_requested = False
         self._wake_r, self._wake_w = os.pipe()
         self._unpickler = Unpickler(wake=lambda: self._wake(b"u"))
@@ -208,19 +205,11 @@ class Supervisor:
             self._control.stop()  # takes effect once started
         self._carry_out(self._control.started())
 
-    def _spec(self, local: int, node_rank: int) -> RankSpec:
+    def _spec(self, local: int, node_rank: int) -> RankSeat:
         plan = self._plan
         assert self.master_port is not None  # chosen before any rank starts
-        return RankSpec(
-            plan.global_rank(local, node_rank),
-            local,
-            plan.environment(local, self.master_port, self.attempt, node_rank),
-            os.getpid(),
-            plan.threads,
-            self._tensor_prefix,
-            launcher_pid=os.getpid(),
-            flush_interval=plan.flush_interval,
-        )
+        environment = plan.environment(local, self.master_port, self.attempt, node_rank)
+        return RankSeat(plan.global_rank(local, node_rank), local, environment)
 
     def _loop(self) -> None:
         group = self._group
@@ -356,7 +345,6 @@ class Supervisor:
             if self._control.leaves_quietly() and not self._stop_requested:
                 self._meeting.leave(lambda: self._stop_requested, self._show_waiting)
             self._meeting.close()
-            remove_leftovers(self._tensor_prefix)
             os.close(self._wake_r)
             os.close(self._wake_w)
             self._starter.cleanup()
@@ -374,14 +362,3 @@ class Supervisor:
         except Exception:  # a broken view must not stop the supervision of the ranks
             traceback.print_exc(file=sys.__stderr__)
             return None
-
-
-_swept = False
-
-
-def _sweep_once() -> None:
-    """On this kernel's first launch, remove the shared tensors of kernels that died holding some."""
-    global _swept
-    if not _swept:
-        _swept = True
-        sweep_dead_kernels()

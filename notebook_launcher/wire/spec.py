@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 
 from ..choices import FLUSH_INTERVAL
 
-__all__ = ["RankPipes", "RankSpec", "encoded_environment"]
+__all__ = ["RankSeat", "RankPipes", "RankSpec", "encoded_environment"]
 
 
 @dataclass(frozen=True)
@@ -37,6 +37,17 @@ class RankSpec:
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "encoded_env", encoded_environment(self.env))
+
+
+@dataclass(frozen=True)
+class RankSeat:
+    """A rank the launch core asks a starter for, as plain data: its global and local rank and the
+    torchrun environment of a rank of this machine. The starter makes its ``RankSpec`` (the pids,
+    the thread budget, where large results go: what only the backend knows)."""
+
+    rank: int
+    local_rank: int
+    env: dict
 
 
 @dataclass(frozen=True)

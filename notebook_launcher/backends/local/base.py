@@ -4,15 +4,16 @@ and the ``ProcessStarter`` that starts one per rank and reaches it through pipes
 
 from __future__ import annotations
 
-import dataclasses
 import os
 from typing import TYPE_CHECKING
 
 from ...compiling import compile_environment
+from ...wire.shared_tensors import new_prefix, remove_leftovers, sweep_dead_kernels
+from ...wire.spec import RankSpec
 from ..base import Meeting, RankGroup
 
 if TYPE_CHECKING:
-    from ...wire.spec import RankPipes, RankSpec
+    from ...wire.spec import RankPipes, RankSeat
     from ..plans import LaunchPlan
 
 __all__ = ["ProcessStarter", "StartedProcess"]
@@ -58,6 +59,7 @@ class ProcessStarter:
     subclasses say how one process starts (``start``)."""
 
     name = "process"
+    _tensor_prefix: str | None = None  # this attempt's, once a spec was made
 
     def prepare(self, plan: LaunchPlan) -> None:
         pass
@@ -72,10 +74,24 @@ class ProcessStarter:
 
         return Rendezvous.for_plan(plan, attempt)
 
-    def rank_spec(self, plan: LaunchPlan, spec: RankSpec) -> RankSpec:
-        """The launch's spec, with the kernel's compile cache: the local ranks of every launch of
-        the kernel share it (``compiling``)."""
-        return dataclasses.replace(spec, env={**spec.env, **compile_environment()})
+    def rank_spec(self, plan: LaunchPlan, seat: RankSeat) -> RankSpec:
+        """A local process's spec: this kernel's pid, the plan's thread budget, the kernel's compile
+        cache (the local ranks of every launch of the kernel share it: ``compiling``) and this
+        attempt's /dev/shm prefix for large returned tensors (``wire.shared_tensors``), removed in
+        ``cleanup`` with whatever a rank left under it."""
+        if self._tensor_prefix is None:
+            self._tensor_prefix = new_prefix()
+            _sweep_once()
+        return RankSpec(
+            seat.rank,
+            seat.local_rank,
+            {**seat.env, **compile_environment()},
+            os.getpid(),
+            plan.threads,
+            self._tensor_prefix,
+            launcher_pid=os.getpid(),
+            flush_interval=plan.flush_interval,
+        )
 
     def start(self, plan: LaunchPlan, specs: list[RankSpec], pipes: RankPipes) -> StartedProcess:
         """Start one process for ``specs``; it writes to ``pipes``."""
@@ -87,4 +103,17 @@ class ProcessStarter:
         return LocalRankGroup(lambda specs, pipes: self.start(plan, specs, pipes), plan.grace_period)
 
     def cleanup(self) -> None:
-        pass
+        if self._tensor_prefix is not None:
+            remove_leftovers(self._tensor_prefix)
+            self._tensor_prefix = None
+
+
+_swept = False
+
+
+def _sweep_once() -> None:
+    """On this kernel's first launch, remove the shared tensors of kernels that died holding some."""
+    global _swept
+    if not _swept:
+        _swept = True
+        sweep_dead_kernels()

@@ -62,6 +62,7 @@ class SpawnStarter(ProcessStarter):
         if self._payload is not None:
             self._payload.close()
             self._payload = None
+        super().cleanup()
 
 
 def payload_file_bytes(function, args, how="start_method='spawn'", instead="start_method='fork'"):

@@ -14,11 +14,11 @@ Examples (what ``RayBackend.starter(plan)`` gives the launch)::
 
 from __future__ import annotations
 
-import dataclasses
+import os
 from collections.abc import Callable
 from typing import Any
 
-from ...wire.spec import RankSpec
+from ...wire.spec import RankSeat, RankSpec
 from ..base import Place
 from ..local.spawn import payload_file_bytes
 from .connect import connect
@@ -51,14 +51,21 @@ class RayStarter:
     def meeting(self, plan: Any, attempt: int) -> RayMeeting:
         return RayMeeting(self, plan)
 
-    def rank_spec(self, plan: Any, spec: RankSpec) -> RankSpec:
+    def rank_spec(self, plan: Any, seat: RankSeat) -> RankSpec:
         """The rank's environment on its node (``LOCAL_RANK``, the node's rank, its CPUs as threads);
         no /dev/shm prefix: its node does not share this machine's."""
         assert self.pool is not None, "the meeting is opened before the specs are made"
         threads = plan.options.cpus
-        env = self.pool.layout.environment(spec.rank, spec.env, threads=threads)
-        return dataclasses.replace(
-            spec, env=env, local_rank=int(env["LOCAL_RANK"]), threads=threads, tensor_prefix=None
+        env = self.pool.layout.environment(seat.rank, seat.env, threads=threads)
+        return RankSpec(
+            seat.rank,
+            int(env["LOCAL_RANK"]),
+            env,
+            os.getpid(),
+            threads,
+            None,
+            launcher_pid=os.getpid(),
+            flush_interval=plan.flush_interval,
         )
 
     def rank_group(self, plan: Any) -> RayRankGroup:
