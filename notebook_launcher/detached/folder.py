@@ -28,7 +28,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-__all__ = ["LaunchFolder", "detached_root", "launch_folders"]
+__all__ = ["LaunchFolder", "detached_root", "launch_folders", "host_state"]
 
 _ROOT_VARIABLE = "NOTEBOOK_LAUNCHER_DETACHED_DIR"
 HOST_START_WAIT = 60.0  # seconds a host may take to say its pid before its launch counts as lost
@@ -96,28 +96,20 @@ class LaunchFolder:
             return None
         return int(found["pid"]), float(found["started"])
 
-    def host_alive(self) -> bool:
-        """Whether the host process that runs this launch still runs (the same process: a pid the
-        system reused since is not it)."""
-        import psutil
+    def host_alive(self, host: tuple[int, float] | None = None) -> bool:
+        """Whether the host process that runs this launch still runs (``host``: its pid and start
+        time, read from ``host.json`` when not given)."""
+        host = host or self.host()
+        return host is not None and host_state(*host) == "running"
 
-        host = self.host()
-        if host is None:
-            return False
-        pid, started = host
-        try:
-            process = psutil.Process(pid)
-            return abs(process.create_time() - started) < 1.0 and process.status() != psutil.STATUS_ZOMBIE
-        except psutil.Error:
-            return False
-
-    def host_running(self) -> bool:
+    def host_running(self, host: tuple[int, float] | None = None) -> bool:
         """Whether the launch may still end with an end: it has none yet, and its host runs (or,
         not having said its pid yet, was started less than ``HOST_START_WAIT`` seconds ago)."""
         if self.has("end.pkl"):
             return False
-        if self.has("host.json"):
-            return self.host_alive()
+        host = host or self.host()
+        if host is not None:
+            return host_state(*host) == "running"
         try:
             age = time.time() - os.stat(self.file("plan.pkl")).st_mtime
         except OSError:
@@ -126,6 +118,27 @@ class LaunchFolder:
 
     def remove(self) -> None:
         shutil.rmtree(self.path, ignore_errors=True)
+
+
+def host_state(pid: int, started: float) -> str:
+    """What became of the host process ``pid`` that started at ``started`` (``time.time()``):
+    "running"; "ended" (gone, or ended and not yet reaped by its parent); or "reused" (it ended and
+    another process has its pid now).
+
+    Examples:
+        >>> import psutil
+        >>> host_state(os.getpid(), psutil.Process().create_time()), host_state(os.getpid(), 0.0)
+        ('running', 'reused')
+    """
+    import psutil
+
+    try:
+        process = psutil.Process(pid)
+        if abs(process.create_time() - started) >= 1.0:
+            return "reused"
+        return "ended" if process.status() == psutil.STATUS_ZOMBIE else "running"
+    except psutil.Error:
+        return "ended"
 
 
 def launch_folders(root: str | None = None) -> list[LaunchFolder]:

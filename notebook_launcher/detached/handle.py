@@ -19,7 +19,9 @@ Examples:
 
 from __future__ import annotations
 
+import os
 import pickle
+import signal
 import threading
 from typing import Any
 
@@ -30,7 +32,7 @@ from ..launching.reading import LaunchReading
 from ..launching.record import LaunchRecord
 from ..tracebacks import shown_as
 from ..wire.events import Metric, Output, Status
-from .folder import LaunchFolder
+from .folder import LaunchFolder, host_state
 from .journal import JournalReader
 
 __all__ = ["DetachedLaunch", "POLL_INTERVAL"]
@@ -62,6 +64,7 @@ class DetachedLaunch(LaunchReading):
         self._stopping = False
         self._error: BaseException | None = None
         self._view: LaunchListener | None = None
+        self._host: tuple[int, float] | None = None  # the host's pid and start time, once it said them
 
     def __repr__(self) -> str:
         return f"<DetachedLaunch {self.id}: {self.plan.num_processes} ranks, {self.status}, {self.folder.path}>"
@@ -101,7 +104,9 @@ class DetachedLaunch(LaunchReading):
         view.flush()
 
     def _host_running(self) -> bool:
-        return self.folder.host_running()
+        if self._host is None:  # once said, it never changes: read once, not at every poll
+            self._host = self.folder.host()
+        return self.folder.host_running(self._host)
 
     def _take_end(self) -> None:
         record = self._record
@@ -183,9 +188,6 @@ class DetachedLaunch(LaunchReading):
 
     def request_stop(self, by: str = "") -> None:
         """Ask the launch's host to stop it (its ranks' stacks taken, then SIGTERM, then SIGKILL)."""
-        import os
-        import signal
-
         self._stopping = True
         host = self.folder.host()
         if host is not None and self._host_running():
@@ -213,19 +215,13 @@ def end_what_it_started(host_pid: int, started: float) -> list[int]:
     returned, by pid), then the host's shared tensors and scratch files. Marks are left alone while
     another process has the host's pid (they could then be its launches'); the host itself, ended
     but not yet reaped by its parent, does not count."""
-    import psutil
-
     from ..rank import containers
     from ..rank.marked import kernel_prefix, kill_marked
     from ..scratch import pid_alive, sweep_dead_kernels
     from ..wire.shared_tensors import sweep_dead_kernels as sweep_dead_tensors
 
     containers.sweep(pid_alive)
-    try:
-        pid_reused = abs(psutil.Process(host_pid).create_time() - started) >= 1.0
-    except psutil.Error:
-        pid_reused = False
-    ended = [] if pid_reused else kill_marked(kernel_prefix(host_pid))
+    ended = [] if host_state(host_pid, started) == "reused" else kill_marked(kernel_prefix(host_pid))
     sweep_dead_tensors()
     sweep_dead_kernels()
     return ended

@@ -119,8 +119,8 @@ def attach(launch_id: str | None = None, display: str = "auto", root: str | None
         chosen = running or folders
     if not chosen:
         there = ", ".join(folder.id for folder in folders) or "none"
-        where = root or detached_root()
-        raise LookupError(f"no detached launch {launch_id or ''} in {where} (there: {there})".replace("  ", " "))
+        which = f"detached launch {launch_id}" if launch_id is not None else "detached launch"
+        raise LookupError(f"no {which} in {root or detached_root()} (there: {there})")
     folder = chosen[-1]
     plan = _plan(folder)
     return DetachedLaunch(folder, plan).follow(select_view(display, line_prefix=plan.log_line_prefix))
