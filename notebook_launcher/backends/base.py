@@ -12,6 +12,9 @@ what the starter makes:
   controller's commands out on it (``ask_stacks``, ``terminate``, ``kill``).
 
 Nothing here imports a backend; the registry in ``backends`` (its ``__init__``) finds them by name.
+A backend class may subclass these protocols to inherit the defaults of their optional members
+(no status, one carrier per rank, nothing to prepare or clean, a meeting that is one store);
+``backends.remote`` is the base of a rank group whose ranks are not local processes.
 """
 
 from __future__ import annotations
@@ -97,17 +100,19 @@ class Backend(Protocol):
         ...
 
     def in_kernel(self) -> None:
-        """The package was imported in a Jupyter kernel: start what makes the first launch fast."""
-        ...
+        """The package was imported in a Jupyter kernel: start what makes the first launch fast
+        (by default, nothing)."""
+        return None
 
     def status(self) -> dict[str, Any]:
-        """The sidebar's sections this backend fills: section name → message (``frontend.messages``)."""
-        ...
+        """The sidebar's sections this backend fills: section name → message (``frontend.messages``);
+        by default none."""
+        return {}
 
     def observe(self, listener: StatusListener) -> Callable[[], None]:
         """Call ``listener(section, value)`` whenever a section of ``status`` changes; returns the
-        function that stops it."""
-        ...
+        function that stops it. By default the status never changes."""
+        return lambda: None
 
 
 class RankSink(Protocol):
@@ -149,7 +154,8 @@ class RankGroup(Protocol):
 
     def pids(self) -> dict[int, int]:
         """rank → pid of each live rank that is a process of its own on this machine (the kernel
-        reads its CPU and memory); {} where the ranks are elsewhere."""
+        reads its CPU and memory); {} where the ranks are elsewhere (the default)."""
+        return {}
 
     def terminate(self, spare: Collection[int] = ()) -> None:
         """Ask every live rank to end (SIGTERM), with whatever it started; a carrier whose ranks
@@ -191,33 +197,43 @@ class Meeting(Protocol):
     """Where the ranks of one attempt meet (their store), and how this kernel hears of the other
     nodes' launches: the kernel's own ``backends.local.rendezvous.Rendezvous``, or a cluster's."""
 
-    node_rank: int
-    master_addr: str
+    node_rank: int = 0  # the rank of this kernel's node among the launch's
+    master_addr: str = ""  # where the store is, once ``open`` has returned
 
     def open(self, stop_requested: Callable[[], bool], waiting: Callable[[str], None]) -> int:
         """Host or join the ranks' store before they start; its port."""
+        ...
 
     def waitables(self) -> list:
-        """What the supervisor's loop also waits on: when one is ready, it calls ``serve``."""
+        """What the supervisor's loop also waits on: when one is ready, it calls ``serve``. By
+        default nothing (the store serves itself)."""
+        return []
 
     def serve(self) -> None:
         """A rank wants the store (one of ``waitables`` is ready): serve it."""
+        return None
 
     def failure_elsewhere(self) -> str | None:
-        """Another node's reported failure, if any."""
+        """Another node's reported failure, if any; by default, with one kernel driving every
+        rank, there is no other node to hear from."""
+        return None
 
     def report_failure(self, reason: str) -> None:
-        """Tell the other nodes this node's launch failed."""
+        """Tell the other nodes this node's launch failed (by default there are none)."""
+        return None
 
     def leave(self, stop_requested: Callable[[], bool], waiting: Callable[[str], None]) -> None:
-        """This node's ranks have all returned."""
+        """This node's ranks have all returned (by default nobody waits for it)."""
+        return None
 
     def close(self) -> None:
         """Stop hosting (or leave) the store."""
+        ...
 
     def places(self) -> dict[int, Place]:
-        """Where each rank of this attempt runs, once ``open`` has returned; {} when the ranks this
-        kernel drives are on its own machine."""
+        """Where each rank of this attempt runs, once ``open`` has returned; {} (the default) when
+        the ranks this kernel drives are on its own machine."""
+        return {}
 
 
 class Starter(Protocol):
@@ -226,12 +242,12 @@ class Starter(Protocol):
     name: str
 
     def prepare(self, plan: LaunchPlan) -> None:
-        """Run in the kernel before anything starts; may raise ``LaunchError``."""
-        ...
+        """Run in the kernel before anything starts; may raise ``LaunchError``. By default nothing."""
+        return None
 
     def groups(self, plan: LaunchPlan) -> list[list[int]]:
-        """Which local ranks each started carrier (process, actor) carries."""
-        ...
+        """Which local ranks each started carrier (process, actor) carries; by default one each."""
+        return [[local] for local in range(plan.num_processes)]
 
     def meeting(self, plan: LaunchPlan, attempt: int) -> Meeting:
         """Where the ranks of ``attempt`` meet (``Meeting``)."""
@@ -248,5 +264,5 @@ class Starter(Protocol):
         ...
 
     def cleanup(self) -> None:
-        """Release what ``prepare`` made, after every rank has ended."""
-        ...
+        """Release what ``prepare`` made, after every rank has ended (by default nothing)."""
+        return None

@@ -1,8 +1,7 @@
-"""What every rank group whose ranks reach the kernel through pipes shares: the live ranks, what to
-wait on, and reading what is ready (``RankProcess``) until each rank's exit.
-
-``LocalRankGroup`` (local processes) and the cluster's ``RayRankGroup`` (pipes fed by a relay) build
-on it; they differ in how ranks start, are signalled and are cleaned up.
+"""The reading half of the local rank group: the live ranks, what to wait on (each process's pipes
+and exit descriptor), and reading what is ready (``RankProcess``) until each rank's exit.
+``LocalRankGroup`` adds how ranks start, are signalled and are cleaned up. (Ranks the kernel cannot
+wait on as descriptors use ``backends.remote`` instead.)
 
 Examples:
     >>> group = PipedRankGroup()
@@ -31,10 +30,6 @@ class PipedRankGroup:
     @property
     def live_ranks(self) -> list[int]:
         return [rank for process in self._live() for rank in process.ranks]
-
-    def pids(self) -> dict[int, int]:
-        """None of its ranks is a local process the kernel can read (a cluster's actors)."""
-        return {}
 
     def waitables(self) -> list[Any]:
         self._watch = {}

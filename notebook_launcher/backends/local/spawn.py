@@ -18,10 +18,8 @@ import pickle
 import subprocess
 import sys
 
-from ...errors import LaunchError
-from ...rank.global_state import GlobalState
 from ...scratch import anonymous_file
-from ...wire import by_value
+from ..payload import payload_file_bytes
 from .base import ProcessStarter, StartedProcess
 
 
@@ -63,40 +61,6 @@ class SpawnStarter(ProcessStarter):
             self._payload.close()
             self._payload = None
         super().cleanup()
-
-
-def payload_file_bytes(function, args, how="start_method='spawn'", instead="start_method='fork'"):
-    """What a rank started by value loads (``rank.spawn_main.payload_loader``): the kernel's
-    ``sys.path``, its global state (what a forked rank would inherit) and the pickled function and
-    arguments. Raises as ``pickle_payload`` does."""
-    payload = pickle_payload(function, args, how, instead)
-    return pickle.dumps(list(sys.path)) + pickle.dumps(GlobalState.capture()) + payload
-
-
-def pickle_payload(function, args, how="start_method='spawn'", instead="start_method='fork'"):
-    """cloudpickle ``(function, args)``; on failure name the part that cannot be pickled.
-
-    Raises:
-        LaunchError: "argument 1 (a generator) cannot be pickled for start_method='spawn': ..."
-    """
-    try:
-        return by_value.dumps((function, tuple(args)))
-    except Exception as err:
-        culprit = _unpicklable_part(function, args) or "the function or its arguments"
-        raise LaunchError(
-            f"{culprit} cannot be pickled for {how}: {type(err).__name__}: {err}."
-            f" Build it inside the function, or use {instead}"
-        ) from err
-
-
-def _unpicklable_part(function, args):
-    parts = [("the function", function)] + [(f"argument {i}", arg) for i, arg in enumerate(args)]
-    for label, value in parts:
-        try:
-            by_value.dumps(value)
-        except Exception:
-            return f"{label} ({type(value).__qualname__})"
-    return None
 
 
 class SpawnedProcess(StartedProcess):

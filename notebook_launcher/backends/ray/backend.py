@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
-from ..base import Placement, PlacementRequest, StatusListener
+from ..base import Backend, Placement, PlacementRequest, StatusListener
 from .options import RayOptions, check_cluster, cluster_ranks
 
 if TYPE_CHECKING:
@@ -24,8 +24,9 @@ if TYPE_CHECKING:
 __all__ = ["RayBackend"]
 
 
-class RayBackend:
-    """Ranks on a Ray cluster; its options are a ``RayOptions``."""
+class RayBackend(Backend):
+    """Ranks on a Ray cluster; its options are a ``RayOptions``. Nothing starts when the package is
+    imported in a kernel: Ray is imported and reached only by a cluster launch."""
 
     name = "ray"
     option_names: tuple[str, ...] = ("resources_per_rank", "placement_strategy")
@@ -46,9 +47,6 @@ class RayBackend:
         from .starter import RayStarter
 
         return RayStarter()
-
-    def in_kernel(self) -> None:
-        """Nothing: Ray is imported and reached only by a cluster launch."""
 
     def status(self) -> dict[str, Any]:
         """The sidebar's cluster section (None while this kernel is not connected to a cluster)."""

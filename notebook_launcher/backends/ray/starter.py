@@ -19,8 +19,8 @@ from collections.abc import Callable
 from typing import Any
 
 from ...wire.spec import RankSeat, RankSpec
-from ..base import Place
-from ..local.spawn import payload_file_bytes
+from ..base import Meeting, Place, Starter
+from ..payload import payload_file_bytes
 from .connect import connect
 from .group import RayRankGroup
 from .head_watch import ignored_once_lost, loss_named
@@ -29,7 +29,7 @@ from .pool import RankPool, acquire, done_with
 __all__ = ["RayStarter", "RayMeeting"]
 
 
-class RayStarter:
+class RayStarter(Starter):
     name = "ray"
 
     def __init__(self) -> None:
@@ -43,10 +43,6 @@ class RayStarter:
         payload = payload_file_bytes(plan.function, plan.args, "a launch on a Ray cluster", "plain values")
         with loss_named():
             self._payload = ray.put(payload)
-
-    def groups(self, plan: Any) -> list[list[int]]:
-        """One actor per rank."""
-        return [[rank] for rank in range(plan.num_processes)]
 
     def meeting(self, plan: Any, attempt: int) -> RayMeeting:
         return RayMeeting(self, plan)
@@ -81,10 +77,9 @@ class RayStarter:
         self._payload = None
 
 
-class RayMeeting:
-    """Where a cluster launch's ranks meet: the store rank 0's actor hosts (a ``Meeting``)."""
-
-    node_rank = 0
+class RayMeeting(Meeting):
+    """Where a cluster launch's ranks meet: the store rank 0's actor hosts (a ``Meeting``; one
+    kernel drives every rank, so there is no other node's launch to hear from)."""
 
     def __init__(self, starter: RayStarter, plan: Any) -> None:
         self._starter = starter
@@ -103,21 +98,6 @@ class RayMeeting:
             self.master_addr = pool.layout.master_addr
             self._port = ray.get(pool.actors[0].host_store.remote(plan.world_size, plan.rendezvous.timeout))
         return self._port
-
-    def waitables(self) -> list:
-        return []  # rank 0's actor hosts the store, started in ``open``
-
-    def serve(self) -> None:
-        pass
-
-    def failure_elsewhere(self) -> str | None:
-        return None  # one kernel drives every rank: there is no other node's launch to hear from
-
-    def report_failure(self, reason: str) -> None:
-        pass
-
-    def leave(self, stop_requested: Callable[[], bool], waiting: Callable[[str], None]) -> None:
-        pass
 
     def places(self) -> dict[int, Place]:
         """Each rank's node (in node-rank order) and its address."""
