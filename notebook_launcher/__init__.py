@@ -85,14 +85,14 @@ def _register_in_kernel():
     ipython = sys.modules.get("IPython")
     if ipython is not None and getattr(ipython.get_ipython(), "kernel", None) is not None:
         load_ipython_extension(ipython.get_ipython())
-        from .backends import loaded_backends
+        from .backends import loaded_backends, optional
         from .frontend.notices import register as register_notices
         from .frontend.subshell_noise import route_subshell_noise
 
         register_notices(ipython.get_ipython())
         route_subshell_noise()
         for backend in loaded_backends():
-            backend.in_kernel()
+            optional(backend, "in_kernel")()
         from .rank.containers import sweep as sweep_dead_cgroups
         from .scratch import pid_alive, sweep_dead_kernels
 

@@ -111,8 +111,8 @@ def launch(
         listeners: objects told of the launch's events as they happen, each a typed event: any of
             ``on_start(launch)``, ``on_status(event)`` (``.rank``, ``.status``), ``on_output(event)``
             (``.rank``, ``.stream``, ``.text``), ``on_live``, ``on_display``, ``on_metric(event)``
-            (``.rank``, ``.step``, ``.values``), ``on_finish(launch)`` (see
-            ``launching.listener.LaunchListener``); one that raises is reported and dropped.
+            (``.rank``, ``.step``, ``.values``), ``on_finish(launch)``, or one ``on_event(event)``
+            for all of them (see ``launching.listener``); one that raises is reported and dropped.
             ``Launch.subscribe`` adds one later.
         detach: run the ranks and their supervision in a process of their own that outlives this
             kernel (a restart, a crash, Colab recycling the runtime): what they say is kept in
@@ -209,10 +209,14 @@ def plan_launch(
 
 
 def start_launch(
-    plan: LaunchPlan, notices: Sequence[str], view: LaunchListener, listeners: Sequence[Any] = ()
+    plan: LaunchPlan,
+    notices: Sequence[str],
+    view: LaunchListener,
+    listeners: Sequence[Any] = (),
+    kind: str = "launch",
 ) -> Launch:
     """Print ``notices``, start ``plan``'s ranks shown by ``view`` (and told to ``listeners``) and
-    return the running ``Launch``."""
+    return the running ``Launch`` (of ``kind``: "launch", or "workers")."""
     for notice in notices:
         print(notice, file=sys.stderr)
 
@@ -223,7 +227,7 @@ def start_launch(
         starter.prepare(plan)
         return starter
 
-    return Launch(plan, make_starter(), view, make_starter, listeners).start()
+    return Launch(plan, make_starter(), view, make_starter, listeners, kind).start()
 
 
 def notebook_launcher(

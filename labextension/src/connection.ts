@@ -92,6 +92,11 @@ export class KernelLink {
     }
   }
 
+  /** Do `action` of a backend's `section` (its button was clicked); a refusal shows as the error. */
+  act(section: string, action: string): void {
+    this._send({ type: 'section_action', request_id: this._request(), section, action });
+  }
+
   /** Run `%load_ext notebook_launcher` in the kernel, then connect. */
   load(): void {
     const kernel = this._session?.session?.kernel;
@@ -258,10 +263,8 @@ export class KernelLink {
       error = msg.ok ? '' : msg.error || 'the kernel refused the request';
     } else if (msg.type === 'settings') {
       state.settings = msg.settings;
-    } else if (msg.type === 'start_server') {
-      state.start_server = msg.start_server;
-    } else if (msg.type === 'cluster') {
-      state.cluster = msg.cluster;
+    } else if (msg.type === 'section') {
+      state.sections = { ...state.sections, [msg.name]: msg.section };
     } else if (msg.type === 'launch') {
       const others = state.launches.filter(l => l.id !== msg.launch.id);
       state.launches = [...others, msg.launch].slice(-state.history);

@@ -44,37 +44,31 @@ export interface ILaunchInfo {
   places: { [rank: string]: string };
 }
 
-export interface IStartServerInfo {
+/** One line of a backend's section (`backends/status.py`). */
+export interface IStatusRow {
+  text: string;
+  /** "item" (a listed thing), "note", "warn" or "error". */
+  style: string;
+  /** What the row is ("node", "free", ...): a lower-case word, or "". */
+  key: string;
+  /** A tooltip, or "". */
+  hint: string;
+}
+
+/** A button of a backend's section: `id` goes back to the kernel when it is clicked. */
+export interface IStatusAction {
+  id: string;
+  label: string;
+}
+
+/** A backend's sidebar section, drawn the same whatever the backend. */
+export interface IStatusSection {
+  /** A heading, or "" for a one-line section. */
+  title: string;
+  /** "ok", "busy", "idle", "off", "warn" or "error". */
   state: string;
-  pid: number | null;
-  torch: string | null;
-  preloaded: string[];
-  ranks_started: number;
-  live_ranks: number;
-}
-
-export interface IClusterNode {
-  address: string;
-  alive: boolean;
-  head: boolean;
-  resources: { [name: string]: number };
-}
-
-export interface IWarmPool {
-  ranks: number;
-  nodes: string[];
-  launches: number;
-  in_use: boolean;
-}
-
-/** The Ray cluster the kernel is connected to. */
-export interface IClusterInfo {
-  address: string;
-  nodes: IClusterNode[];
-  total: { [name: string]: number };
-  free: { [name: string]: number };
-  warm: IWarmPool | null;
-  error: string | null;
+  rows: IStatusRow[];
+  actions: IStatusAction[];
 }
 
 /** Kernel → front end. */
@@ -85,8 +79,8 @@ export interface IStateMsg {
   settings: ISettings;
   choices: { start_method: string[]; mixed_precision: string[] };
   launches: ILaunchInfo[];
-  start_server: IStartServerInfo;
-  cluster: IClusterInfo | null;
+  /** Each loaded backend's sections by name, in order; null: nothing to show now. */
+  sections: { [name: string]: IStatusSection | null };
 }
 
 export interface IReplyMsg {
@@ -107,14 +101,11 @@ export interface ISettingsMsg {
   settings: ISettings;
 }
 
-export interface IStartServerMsg {
-  type: 'start_server';
-  start_server: IStartServerInfo;
-}
-
-export interface IClusterMsg {
-  type: 'cluster';
-  cluster: IClusterInfo | null;
+/** A backend's section changed. */
+export interface ISectionMsg {
+  type: 'section';
+  name: string;
+  section: IStatusSection | null;
 }
 
 export interface IHelloMsg {
@@ -126,8 +117,7 @@ export type KernelMsg =
   | IReplyMsg
   | ILaunchMsg
   | ISettingsMsg
-  | IStartServerMsg
-  | IClusterMsg
+  | ISectionMsg
   | IHelloMsg;
 
 /** Front end → kernel. */
@@ -149,6 +139,14 @@ export interface IStopLaunchMsg {
   id: string;
 }
 
+/** A button of a backend's section was clicked. */
+export interface ISectionActionMsg {
+  type: 'section_action';
+  request_id: string;
+  section: string;
+  action: string;
+}
+
 /** The sidebar is still there (sent every `ALIVE_EVERY_MS`; a silent one is dropped by the kernel). */
 export interface IAliveMsg {
   type: 'alive';
@@ -157,7 +155,7 @@ export interface IAliveMsg {
 /** How often an open sidebar says it is still there. */
 export const ALIVE_EVERY_MS = 30_000;
 
-export type FrontEndMsg = IGetStateMsg | ISetSettingsMsg | IStopLaunchMsg | IAliveMsg;
+export type FrontEndMsg = IGetStateMsg | ISetSettingsMsg | IStopLaunchMsg | ISectionActionMsg | IAliveMsg;
 
 // -- validation ------------------------------------------------------------------------------
 
@@ -234,53 +232,34 @@ export function isLaunchInfo(value: unknown): value is ILaunchInfo {
   );
 }
 
-function isAmounts(value: unknown): value is { [name: string]: number } {
-  return isObject(value) && Object.values(value).every(isNumber);
+const STYLE_WORD = /^[a-z][a-z0-9_-]{0,31}$/; // a word that may go into a class name
+
+function isWord(value: unknown): value is string {
+  return isString(value) && (value === '' || STYLE_WORD.test(value));
 }
 
-function isClusterNode(value: unknown): value is IClusterNode {
+function isStatusRow(value: unknown): value is IStatusRow {
+  return isObject(value) && isString(value.text) && isWord(value.style) && isWord(value.key) && isString(value.hint);
+}
+
+function isStatusAction(value: unknown): value is IStatusAction {
+  return isObject(value) && isWord(value.id) && value.id !== '' && isString(value.label);
+}
+
+export function isStatusSection(value: unknown): value is IStatusSection {
   return (
     isObject(value) &&
-    isString(value.address) &&
-    typeof value.alive === 'boolean' &&
-    typeof value.head === 'boolean' &&
-    isAmounts(value.resources)
+    isString(value.title) &&
+    isWord(value.state) &&
+    Array.isArray(value.rows) &&
+    value.rows.every(isStatusRow) &&
+    Array.isArray(value.actions) &&
+    value.actions.every(isStatusAction)
   );
 }
 
-function isWarmPool(value: unknown): value is IWarmPool {
-  return (
-    isObject(value) &&
-    isNumber(value.ranks) &&
-    isStringArray(value.nodes) &&
-    isNumber(value.launches) &&
-    typeof value.in_use === 'boolean'
-  );
-}
-
-export function isClusterInfo(value: unknown): value is IClusterInfo {
-  return (
-    isObject(value) &&
-    isString(value.address) &&
-    Array.isArray(value.nodes) &&
-    value.nodes.every(isClusterNode) &&
-    isAmounts(value.total) &&
-    isAmounts(value.free) &&
-    (value.warm === null || isWarmPool(value.warm)) &&
-    (value.error === null || isString(value.error))
-  );
-}
-
-export function isStartServerInfo(value: unknown): value is IStartServerInfo {
-  return (
-    isObject(value) &&
-    isString(value.state) &&
-    (value.pid === null || isNumber(value.pid)) &&
-    (value.torch === null || isString(value.torch)) &&
-    isStringArray(value.preloaded) &&
-    isNumber(value.ranks_started) &&
-    isNumber(value.live_ranks)
-  );
+function isSections(value: unknown): value is { [name: string]: IStatusSection | null } {
+  return isObject(value) && Object.values(value).every(section => section === null || isStatusSection(section));
 }
 
 /** The message if `data` is a well-formed kernel message, else null. */
@@ -298,8 +277,7 @@ export function parseKernelMsg(data: unknown): KernelMsg | null {
         isStringArray(data.choices.mixed_precision) &&
         Array.isArray(data.launches) &&
         data.launches.every(isLaunchInfo) &&
-        isStartServerInfo(data.start_server) &&
-        (data.cluster === null || isClusterInfo(data.cluster))
+        isSections(data.sections)
         ? (data as unknown as IStateMsg)
         : null;
     case 'reply':
@@ -313,10 +291,10 @@ export function parseKernelMsg(data: unknown): KernelMsg | null {
       return isLaunchInfo(data.launch) ? (data as unknown as ILaunchMsg) : null;
     case 'settings':
       return isSettings(data.settings) ? (data as unknown as ISettingsMsg) : null;
-    case 'start_server':
-      return isStartServerInfo(data.start_server) ? (data as unknown as IStartServerMsg) : null;
-    case 'cluster':
-      return data.cluster === null || isClusterInfo(data.cluster) ? (data as unknown as IClusterMsg) : null;
+    case 'section':
+      return isString(data.name) && (data.section === null || isStatusSection(data.section))
+        ? (data as unknown as ISectionMsg)
+        : null;
     case 'hello':
       return { type: 'hello' };
     default:

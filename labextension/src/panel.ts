@@ -2,11 +2,14 @@ import { ICodeCellModel } from '@jupyterlab/cells';
 import { Widget } from '@lumino/widgets';
 
 import { Connection, KernelLink } from './connection';
-import { IClusterInfo, IInventory, ILaunchInfo, ISettings, IStartServerInfo, IStateMsg } from './messages';
+import { IInventory, ILaunchInfo, ISettings, IStateMsg, IStatusSection } from './messages';
 
 /**
  * The sidebar: the active notebook kernel's devices, the launch defaults it uses when
  * `num_processes` (etc.) is not given, and its launches. It only renders what `KernelLink` holds.
+ *
+ * Each backend's sections (the start server, a Ray cluster, a package's own) are drawn from one
+ * schema (`IStatusSection`), so a new backend needs no change here.
  *
  * Updates are keyed: the device list is rebuilt only when the devices change, a dropdown's
  * options only when its choices change (and its value is not touched while it is open), and each
@@ -27,10 +30,7 @@ export class LauncherPanel extends Widget {
     this._ready = el('div', 'nl-ready');
     this._devices = el('ul', 'nl-devices');
     this._deviceTitle = el('h4', '');
-    this._server = el('div', 'nl-start-server');
-    this._server.dataset.testid = 'nl-start-server';
-    this._cluster = el('section', 'nl-section nl-cluster');
-    this._cluster.dataset.testid = 'nl-cluster';
+    this._sections = el('div', 'nl-backend-sections');
     this._selects = {
       num_processes: select('nl-num-processes', value =>
         link.setSettings({ num_processes: value === '' ? null : Number(value) })
@@ -54,7 +54,7 @@ export class LauncherPanel extends Widget {
 
   private _build(): void {
     const devices = el('section', 'nl-section');
-    devices.append(this._deviceTitle, this._devices, this._server);
+    devices.append(this._deviceTitle, this._devices);
     const settings = el('section', 'nl-section');
     settings.append(
       el('h4', '', 'Defaults for launches in this kernel'),
@@ -64,7 +64,7 @@ export class LauncherPanel extends Widget {
     );
     const launches = el('section', 'nl-section');
     launches.append(el('h4', '', 'Launches'), this._noLaunches, this._launchList);
-    this._ready.append(devices, this._cluster, settings, this._error, launches);
+    this._ready.append(devices, this._sections, settings, this._error, launches);
     this.node.append(el('h3', 'nl-title', 'Notebook launcher'), this._message, this._loadButton, this._ready);
   }
 
@@ -81,8 +81,7 @@ export class LauncherPanel extends Widget {
       return;
     }
     this._renderDevices(connection.state.inventory);
-    this._renderServer(connection.state.start_server);
-    this._renderCluster(connection.state.cluster);
+    this._renderSections(connection.state.sections);
     this._renderSettings(connection.state);
     this._error.textContent = connection.error;
     this._renderLaunches(connection.state.launches);
@@ -107,55 +106,47 @@ export class LauncherPanel extends Widget {
     this._devices.replaceChildren(...items);
   }
 
-  private _renderServer(server: IStartServerInfo): void {
-    const text = describeServer(server);
-    if (this._server.textContent !== text) {
-      this._server.textContent = text;
+  private _renderSections(sections: IStateMsg['sections']): void {
+    const key = JSON.stringify(sections);
+    if (key === this._sectionsKey) {
+      return;
     }
-    this._server.title =
-      'Spawn-path ranks are forked from this process: it has torch imported and has never touched a device.' +
-      (server.preloaded.length ? ` Preloaded: ${server.preloaded.join(', ')}.` : '');
-    this._server.className = `nl-start-server nl-start-server-${server.state.replace(' ', '-')}`;
+    this._sectionsKey = key;
+    const shown = Object.entries(sections).filter((entry): entry is [string, IStatusSection] => entry[1] !== null);
+    this._sections.replaceChildren(...shown.map(([name, section]) => this._section(name, section)));
   }
 
-  private _renderCluster(cluster: IClusterInfo | null): void {
-    const key = JSON.stringify(cluster);
-    if (key === this._clusterKey) {
-      return;
+  /** One backend's section: its heading, one line per row, its buttons. */
+  private _section(name: string, section: IStatusSection): HTMLElement {
+    const node = el('section', `nl-section nl-backend nl-state-${section.state}`);
+    node.dataset.testid = `nl-section-${name}`;
+    if (section.title) {
+      node.append(el('h4', '', section.title));
     }
-    this._clusterKey = key;
-    this._cluster.style.display = cluster ? '' : 'none';
-    if (!cluster) {
-      this._cluster.replaceChildren();
-      return;
+    for (const row of section.rows) {
+      const line = el('div', `nl-row nl-row-${row.style}`, row.text);
+      if (row.key) {
+        line.dataset.key = row.key;
+      }
+      if (row.hint) {
+        line.title = row.hint;
+      }
+      node.append(line);
     }
-    const nodes = el('ul', 'nl-devices nl-nodes');
-    const live = cluster.nodes.filter(node => node.alive);
-    nodes.append(...live.map(node => el('li', 'nl-device nl-node', describeNode(node))));
-    const lines = [el('h4', '', `Ray cluster · ${cluster.address}`), nodes];
-    const lost = cluster.nodes.filter(node => !node.alive).map(node => node.address);
-    if (lost.length) {
-      // Ray lists lost nodes for ever (an autoscaled cluster has many): one line, the first few
-      const more = lost.length > 3 ? ` and ${lost.length - 3} more` : '';
-      lines.push(el('div', 'nl-node-lost', `Lost: ${lost.slice(0, 3).join(', ')}${more}`));
+    if (section.actions.length) {
+      const bar = el('div', 'nl-actions');
+      for (const action of section.actions) {
+        const button = el('button', 'jp-mod-styled nl-action', action.label);
+        button.dataset.action = action.id;
+        button.onclick = () => {
+          button.disabled = true; // until the section is drawn again
+          this._link.act(name, action.id);
+        };
+        bar.append(button);
+      }
+      node.append(bar);
     }
-    if (cluster.error) {
-      lines.push(el('div', 'nl-error', `The cluster could not be read: ${cluster.error}`));
-    } else {
-      lines.push(el('div', 'nl-cluster-free', `Free: ${describeFree(cluster.free, cluster.total)}`));
-    }
-    const warm = cluster.warm;
-    lines.push(
-      el(
-        'div',
-        'nl-cluster-warm',
-        warm
-          ? `Warm rank actors: ${warm.ranks} (${warm.nodes.join('; ')}) · ${plural(warm.launches, 'launch', 'launches')}` +
-              (warm.in_use ? ' · in use' : ' · idle')
-          : 'Warm rank actors: none (the next cluster launch starts them)'
-      )
-    );
-    this._cluster.replaceChildren(...lines);
+    return node;
   }
 
   private _renderSettings(state: IStateMsg): void {
@@ -227,9 +218,8 @@ export class LauncherPanel extends Widget {
   private _ready: HTMLDivElement;
   private _devices: HTMLUListElement;
   private _deviceTitle: HTMLHeadingElement;
-  private _server: HTMLDivElement;
-  private _cluster: HTMLElement;
-  private _clusterKey = '';
+  private _sections: HTMLDivElement;
+  private _sectionsKey = '';
   private _selects: { [K in keyof ISettings]: HTMLSelectElement };
   private _error: HTMLDivElement;
   private _launchList: HTMLDivElement;
@@ -237,42 +227,6 @@ export class LauncherPanel extends Widget {
   private _launchRows = new Map<string, LaunchRow>();
   private _inventoryKey = '';
   private _ticker: number;
-}
-
-/** One line on the spawn start server, e.g. "Spawn start server: warm · pid 4242 · torch 2.13.0 · 6 ranks started". */
-export function describeServer(server: IStartServerInfo): string {
-  const parts = [`Spawn start server: ${server.state}`];
-  if (server.state === 'not started') {
-    parts[0] += ' (starts with the first spawn launch)';
-  }
-  if (server.pid !== null && server.state !== 'not started' && server.state !== 'off') {
-    parts.push(`pid ${server.pid}`);
-  }
-  if (server.torch) {
-    parts.push(`torch ${server.torch} preloaded`);
-  }
-  if (server.ranks_started) {
-    parts.push(`${plural(server.ranks_started, 'rank')} started`);
-  }
-  if (server.live_ranks) {
-    parts.push(`${server.live_ranks} running`);
-  }
-  return parts.join(' · ');
-}
-
-/** One live node of the cluster, e.g. "127.0.0.1 (head) · CPU 2 · GPU 1". */
-export function describeNode(node: IClusterInfo['nodes'][number]): string {
-  const resources = Object.entries(node.resources).map(([name, amount]) => `${name} ${amount}`);
-  return [`${node.address}${node.head ? ' (head)' : ''}`, ...resources].join(' · ');
-}
-
-/** What is free of what the cluster has, e.g. "CPU 2 of 4 · GPU 0 of 1". */
-export function describeFree(free: IClusterInfo['free'], total: IClusterInfo['total']): string {
-  const names = Object.keys(total);
-  if (!names.length) {
-    return 'nothing (no live node)';
-  }
-  return names.map(name => `${name} ${free[name] ?? 0} of ${total[name]}`).join(' · ');
 }
 
 const MESSAGES: { [phase in Connection['phase']]: string } = {

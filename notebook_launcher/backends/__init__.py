@@ -20,6 +20,7 @@ Examples:
 
 from __future__ import annotations
 
+import functools
 import importlib
 import threading
 from collections.abc import Callable, Mapping
@@ -31,10 +32,12 @@ from .base import Backend, StatusListener
 __all__ = [
     "Backend",
     "backend_for",
+    "act_on_section",
     "backend_status",
     "check_backend_options",
     "get_backend",
     "loaded_backends",
+    "optional",
     "observe_backends",
     "register_backend",
     "registered_backends",
@@ -48,7 +51,9 @@ _known: dict[str, str | Callable[[], Backend]] = {
     LOCAL: "notebook_launcher.backends.local.backend:LocalBackend",
     "ray": "notebook_launcher.backends.ray.backend:RayBackend",
 }
+_BUILT_IN = tuple(_known)  # shown in the sidebar from the start; others once a launch loads them
 _loaded: dict[str, Backend] = {}
+_watchers: dict[int, tuple[StatusListener, list[Callable[[], None]]]] = {}  # observe_backends': listener, stops
 _entry_points_read = False
 
 
@@ -87,7 +92,14 @@ def get_backend(name: str) -> Backend:
         raise ValueError(f"no backend named {name!r}; registered: {', '.join(map(repr, _known))}")
     made = _make(_known[name])
     with _lock:
-        return _loaded.setdefault(name, made)
+        backend = _loaded.setdefault(name, made)
+        new = backend is made
+        watchers = list(_watchers.values()) if new else []
+    for listener, stops in watchers:  # a sidebar open before it was loaded shows it too
+        stops.append(optional(backend, "observe")(listener))
+        for section, value in optional(backend, "status")().items():
+            listener(section, value)
+    return backend
 
 
 def backend_for(cluster: Any) -> Backend:
@@ -123,25 +135,66 @@ def check_backend_options(backend: Backend, cluster: Any, options: Mapping[str, 
 
 def loaded_backends() -> list[Backend]:
     """The backends imported so far, built-in ones always (their status is what the sidebar shows)."""
-    for name in (LOCAL, "ray"):
+    for name in _BUILT_IN:
         get_backend(name)
     with _lock:
         return list(_loaded.values())
 
 
 def backend_status() -> dict[str, Any]:
-    """Every loaded backend's sidebar sections, merged (``Backend.status``)."""
+    """Every loaded backend's sidebar sections (``backends.status``), by name, in the order the
+    backends were loaded (``Backend.status``)."""
     merged: dict[str, Any] = {}
     for backend in loaded_backends():
-        merged.update(backend.status())
+        merged.update(optional(backend, "status")())
     return merged
 
 
+def optional(backend: Backend, name: str) -> Callable[..., Any]:
+    """``backend``'s member ``name``, or the seam's default for it when the backend (which need
+    not subclass ``base.Backend``) leaves it out.
+
+    Examples:
+        >>> class Bare:
+        ...     name = "bare"
+        >>> optional(Bare(), "status")()
+        {}
+    """
+    member = getattr(backend, name, None)
+    return member if member is not None else functools.partial(getattr(Backend, name), backend)
+
+
+def act_on_section(section: str, action: str) -> None:
+    """Do ``action`` of sidebar section ``section`` (a click on its button): the loaded backend
+    whose section it is does it. Raises ``ValueError`` saying why it cannot be done.
+
+    Examples:
+        >>> act_on_section("no such section", "go")
+        Traceback (most recent call last):
+        ValueError: no backend shows a section 'no such section'
+    """
+    for backend in loaded_backends():
+        try:
+            optional(backend, "act")(section, action)
+        except LookupError:
+            continue
+        return
+    raise ValueError(f"no backend shows a section {section!r}")
+
+
 def observe_backends(listener: StatusListener) -> Callable[[], None]:
-    """Subscribe ``listener`` to every loaded backend's status; returns the function that stops it."""
-    stops = [backend.observe(listener) for backend in loaded_backends()]
+    """Subscribe ``listener`` to every loaded backend's status, and to the sections of a backend
+    loaded later (told at once when it loads); returns the function that stops it."""
+    stops: list[Callable[[], None]] = []
+    loaded_backends()
+    with _lock:
+        _watchers[id(stops)] = (listener, stops)
+        backends = list(_loaded.values())
+    stops.extend(optional(backend, "observe")(listener) for backend in backends)
 
     def stop() -> None:
+        with _lock:
+            _watchers.pop(id(stops), None)
         for each in stops:
             each()
 

@@ -27,6 +27,7 @@ if TYPE_CHECKING:
     from ..devices import Device
     from ..wire.spec import RankSeat, RankSpec
     from .plans import LaunchPlan
+    from .status import StatusSection
 
 __all__ = [
     "Backend",
@@ -70,7 +71,7 @@ class Placement:
     stall_hint: str | None = None  # the likely cause of a stall on this device, for LaunchStalled
 
 
-StatusListener = Callable[[str, Any], None]  # (the sidebar section's name, its new value)
+StatusListener = Callable[[str, Any], None]  # (the sidebar section's name, its new section or None)
 
 
 class Backend(Protocol):
@@ -104,10 +105,16 @@ class Backend(Protocol):
         (by default, nothing)."""
         return None
 
-    def status(self) -> dict[str, Any]:
-        """The sidebar's sections this backend fills: section name → message (``frontend.messages``);
-        by default none."""
+    def status(self) -> dict[str, StatusSection | None]:
+        """The sidebar's sections this backend fills: section name → its ``backends.status``
+        section, or None while there is nothing to show; by default none."""
         return {}
+
+    def act(self, section: str, action: str) -> None:
+        """A button of one of its sections was clicked (``backends.status.action``). Raises
+        ``LookupError`` for a section that is not its own (the default: it has none), and
+        ``ValueError`` with what to tell the user when the action cannot be done."""
+        raise LookupError(section)
 
     def observe(self, listener: StatusListener) -> Callable[[], None]:
         """Call ``listener(section, value)`` whenever a section of ``status`` changes; returns the

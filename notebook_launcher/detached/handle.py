@@ -27,7 +27,7 @@ from typing import Any
 
 from ..errors import LaunchError, add_note
 from ..interrupt_routing import wait_event
-from ..launching.listener import LaunchListener, Shown
+from ..launching.listener import Finished, LaunchListener, Shown, Started
 from ..launching.reading import LaunchReading
 from ..launching.record import LaunchRecord
 from ..tracebacks import shown_as
@@ -72,7 +72,7 @@ class DetachedLaunch(LaunchReading):
     def follow(self, view: LaunchListener) -> DetachedLaunch:
         """Show the launch with ``view`` from its first line on, and keep following it until it ends."""
         self._view = view
-        view.on_start(self)
+        view.on_event(Started(self))
         self._catch_up(view)  # everything so far is shown before this returns, in the calling cell
         threading.Thread(target=self._follow, name=f"notebook-launcher-detached-{self.id}", daemon=True).start()
         return self
@@ -94,7 +94,7 @@ class DetachedLaunch(LaunchReading):
         finally:
             self._ended = True
             try:
-                view.on_finish(self)
+                view.on_event(Finished(self))
             finally:
                 self._done.set()
 
@@ -235,12 +235,12 @@ def _tell(view: LaunchListener, event: dict) -> None:
 def _tell_metric(view: LaunchListener, event: dict) -> None:
     metric = event["metric"]
     if "x" not in metric:  # the function's own: the host's samples of its ranks are no events
-        view.on_metric(Metric(metric["rank"], metric["time"], metric["values"], metric.get("step")))
+        view.on_event(Metric(metric["rank"], metric["time"], metric["values"], metric.get("step")))
 
 
 _TELL = {
-    "status": lambda view, event: view.on_status(Status(event["rank"], event["time"], event["status"])),
-    "output": lambda view, event: view.on_output(Output(event["rank"], event["time"], event["stream"], event["text"])),
-    "display": lambda view, event: view.on_display(Shown(event["rank"], event["index"], event["update"])),
+    "status": lambda view, event: view.on_event(Status(event["rank"], event["time"], event["status"])),
+    "output": lambda view, event: view.on_event(Output(event["rank"], event["time"], event["stream"], event["text"])),
+    "display": lambda view, event: view.on_event(Shown(event["rank"], event["index"], event["update"])),
     "metric": _tell_metric,
 }

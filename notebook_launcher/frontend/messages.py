@@ -9,18 +9,24 @@ Front end → kernel:
                   kept across reloads: an earlier comm of the same page is closed)
     SetSettings   {"type": "set_settings", "request_id": str, "settings": {field: value, ...}}
     StopLaunch    {"type": "stop_launch", "request_id": str, "id": str}
+    SectionAction {"type": "section_action", "request_id": str, "section": str, "action": str}
+                  (a backend section's button: ``Backend.act``)
     Alive         {"type": "alive"}   (every 30 s while the sidebar is open; no reply)
 
 Kernel → front end:
     Hello         {"type": "hello"}                      (on a comm the kernel opens)
     State         {"type": "state", "history": int, "inventory": Inventory, "settings": Settings,
                    "choices": {"start_method": [...], "mixed_precision": [...]}, "launches": [LaunchInfo],
-                   "start_server": StartServerInfo, "cluster": ClusterInfo | None}
+                   "sections": {name: StatusSection | None}}
     Reply         {"type": "reply", "request_id": str, "ok": bool, "error": str | None, "settings": Settings}
     LaunchUpdate  {"type": "launch", "launch": LaunchInfo}
     SettingsUpdate {"type": "settings", "settings": Settings}   (changed from code or another panel)
-    StartServerUpdate {"type": "start_server", "start_server": StartServerInfo}
-    ClusterUpdate {"type": "cluster", "cluster": ClusterInfo | None}   (its warm actors changed)
+    SectionUpdate {"type": "section", "name": str, "section": StatusSection | None}   (a backend's
+                  section changed: the start server warmed, a cluster's warm actors came or went)
+
+A backend's sections (``backends.status``: a title, a state, rows of text, buttons) are drawn the
+same whatever the backend, so a new backend's status reaches the sidebar without a change here or in
+the TypeScript.
 
 ``history`` is how many finished launches the kernel keeps listed; the panel keeps as many. The
 sidebar closes its comm when its page goes (a reload, a closed tab); a page that went without
@@ -39,8 +45,6 @@ __all__ = [
     "Settings",
     "LaunchInfo",
     "Reply",
-    "StartServerInfo",
-    "ClusterInfo",
     "launch_info",
     "HISTORY",
 ]
@@ -67,33 +71,6 @@ class LaunchInfo(TypedDict):
     attempt: int  # restarts so far
     kind: str  # "launch", or "workers" (``start_workers``)
     places: dict  # rank → "node 1 (10.0.0.2)", for ranks on a cluster; {} for ranks on this machine
-
-
-class StartServerInfo(TypedDict):
-    state: str  # "not started", "starting", "warm", "stopped", "failed", "off"
-    pid: int | None
-    torch: str | None
-    preloaded: list
-    ranks_started: int
-    live_ranks: int
-
-
-class ClusterNode(TypedDict):
-    address: str
-    alive: bool
-    head: bool
-    resources: dict  # "CPU", "GPU" and custom resources → amount
-
-
-class ClusterInfo(TypedDict):
-    """The Ray cluster the kernel is connected to (the Ray backend's status); None when not."""
-
-    address: str
-    nodes: list  # ClusterNode, the live ones first
-    total: dict
-    free: dict
-    warm: dict | None  # the kernel's warm rank actors: {"ranks", "nodes": [str], "launches", "in_use"}
-    error: str | None  # why the cluster could not be read
 
 
 class Reply(TypedDict):

@@ -17,7 +17,7 @@ import sys
 import threading
 import time
 
-from ..backends import backend_status, observe_backends
+from ..backends import act_on_section, backend_status, observe_backends
 from ..devices.inventory import device_inventory
 from ..launching.handle import active_launches, find_launch, observe_launches
 from .messages import HISTORY, launch_info
@@ -121,7 +121,7 @@ def state():
         "settings": kernel_settings().as_dict(),
         "choices": {name: list(values) for name, values in SETTING_CHOICES.items()},
         "launches": launches(),
-        **backend_status(),  # "start_server" (the local backend's), "cluster" (Ray's)
+        "sections": backend_status(),  # each backend's (``backends.status``), drawn whatever the backend
     }
 
 
@@ -152,6 +152,7 @@ class _SidebarChannel:
             "get_state": lambda data: self._send(state()),
             "set_settings": self._set_settings,
             "stop_launch": self._stop_launch,
+            "section_action": self._act,
             "alive": self._alive,
         }
         comm.on_msg(self._on_msg)
@@ -227,8 +228,18 @@ class _SidebarChannel:
     def _settings_changed(self, settings):
         self._send({"type": "settings", "settings": settings})
 
-    def _backend_changed(self, section, value):
-        self._send({"type": section, section: value})
+    def _backend_changed(self, name, section):
+        self._send({"type": "section", "name": name, "section": section})
+
+    def _act(self, data):
+        try:
+            act_on_section(str(data.get("section")), str(data.get("action")))
+        except ValueError as err:
+            self._reply(data, str(err))
+        except Exception as err:  # the backend failed doing it: said, never raised into the kernel
+            self._reply(data, f"{type(err).__name__}: {err}")
+        else:
+            self._reply(data, None)
 
 
 def _open(comm, open_msg):

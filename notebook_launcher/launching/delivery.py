@@ -21,7 +21,7 @@ Examples:
     ...     def on_output(self, event):
     ...         self.seen.append(event.text)
     >>> delivered = DeliveredListener(GuardedListener(Lines()))
-    >>> delivered.on_output(Output(0, 0.0, "stdout", "hello\\n")); delivered.drained(5.0)
+    >>> delivered.on_event(Output(0, 0.0, "stdout", "hello\\n")); delivered.drained(5.0)
     True
     >>> Lines.seen
     ['hello\\n']
@@ -39,7 +39,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from .listener import GuardedListener, LaunchState, LiveLine, Metric, Output, QuietListener, Reply, Shown, Status
+from .listener import Finished, GuardedListener, LaunchEvent, Started, hook
 
 __all__ = ["DeliveredListener", "DeliveryPolicy", "SLOW", "QUEUE_LIMIT", "HARD_LIMIT", "FINISH_WAIT"]
 
@@ -80,13 +80,21 @@ class DeliveryPolicy:
         return None
 
 
-def _size(args: tuple) -> int:
+_FLUSH = "flush"  # queued like an event: the listener's own ``flush``
+
+
+def _size(event: object) -> int:
     """What an event costs to keep: its text, or a nominal size."""
-    text = getattr(args[0], "text", None) if args else None
+    text = getattr(event, "text", None)
     return len(text) if isinstance(text, str) else 64
 
 
-class DeliveredListener(QuietListener):
+def _name(event: object) -> str:
+    """The listener's method an event goes to, for the reports."""
+    return _FLUSH if event is _FLUSH else hook(event)[0]  # type: ignore[arg-type]
+
+
+class DeliveredListener:
     """``guarded``'s calls, made on a thread of its own in the order they were asked for."""
 
     def __init__(
@@ -98,7 +106,7 @@ class DeliveredListener(QuietListener):
         self.guarded = guarded
         self._policy = policy or DeliveryPolicy()
         self._clock = clock
-        self._queue: queue.SimpleQueue[tuple[str, tuple] | None] = queue.SimpleQueue()
+        self._queue: queue.SimpleQueue[LaunchEvent | str | None] = queue.SimpleQueue()
         self._waiting = 0
         self._size = 0  # bytes of the events waiting (their text)
         self._lock = threading.Lock()
@@ -117,18 +125,18 @@ class DeliveredListener(QuietListener):
     def listener(self) -> Any:
         return self.guarded.listener
 
-    def _post(self, name: str, *args: Any) -> None:
+    def _post(self, event: LaunchEvent | str) -> None:
         if self._closed:
             return
         busy = self._busy
-        size = _size(args)
+        size = _size(event)
         with self._lock:
             verdict = self._policy.verdict(self._clock() - busy[1] if busy else None, self._waiting, self._size)
             if verdict != "drop":
                 self._waiting += 1
                 self._size += size
                 self._idle.clear()
-                self._queue.put((name, args))
+                self._queue.put(event)
         if verdict == "slow" and busy is not None:
             self._report(f"has been in {busy[0]} for {self._policy.slow:g} s; the launch goes on and its events wait")
         elif verdict == "drop":
@@ -138,19 +146,21 @@ class DeliveredListener(QuietListener):
 
     def _deliver(self) -> None:
         while True:
-            item = self._queue.get()
-            if item is None:
+            event = self._queue.get()
+            if event is None:
                 return
-            name, args = item
             if not self._closed:
-                self._busy = (name, self._clock())
+                self._busy = (_name(event), self._clock())
                 try:
-                    getattr(self.guarded, name)(*args)
+                    if isinstance(event, str):
+                        self.guarded.flush()
+                    else:
+                        self.guarded.on_event(event)
                 finally:
                     self._busy = None
             with self._lock:
                 self._waiting -= 1
-                self._size -= _size(args)
+                self._size -= _size(event)
                 if not self._waiting:
                     self._idle.set()
 
@@ -166,48 +176,32 @@ class DeliveredListener(QuietListener):
         self._closed = True
         self._queue.put(None)
 
-    def on_start(self, launch: LaunchState) -> None:
-        """Waited for (up to ``FINISH_WAIT`` seconds: it comes from the cell's thread, not the
-        supervisor's), so a listener has its ``on_start`` when ``subscribe`` returns."""
-        self._post("on_start", launch)
-        self.drained(FINISH_WAIT)
-
-    def on_status(self, event: Status) -> None:
-        self._post("on_status", event)
-
-    def on_output(self, event: Output) -> None:
-        self._post("on_output", event)
-
-    def on_live(self, event: LiveLine) -> None:
-        self._post("on_live", event)
-
-    def on_display(self, event: Shown) -> None:
-        self._post("on_display", event)
-
-    def on_metric(self, event: Metric) -> None:
-        self._post("on_metric", event)
-
-    def on_reply(self, event: Reply) -> None:
-        self._post("on_reply", event)
+    def on_event(self, event: LaunchEvent) -> None:
+        """Queued; ``Started`` is waited for (up to ``FINISH_WAIT`` seconds: it comes from the
+        cell's thread, not the supervisor's), so a listener has its ``on_start`` when ``subscribe``
+        returns; ``Finished`` is the last (``_finish``)."""
+        if isinstance(event, Finished):
+            self._finish(event)
+            return
+        self._post(event)
+        if isinstance(event, Started):
+            self.drained(FINISH_WAIT)
 
     def flush(self) -> float | None:
         """Queued too: the delay a listener's own ``flush`` returns is not waited for."""
-        self._post("flush")
+        self._post(_FLUSH)
         return None
 
-    def on_finish(self, launch: LaunchState) -> None:
+    def _finish(self, event: Finished) -> None:
         """The last call, once: waited for up to ``FINISH_WAIT`` seconds; the thread ends after it."""
         with self._lock:
             if self._finishing or self._closed:
                 return
             self._finishing = True
-        self._post("on_finish", launch)
+        self._post(event)
         self._queue.put(None)
         if not self.drained(FINISH_WAIT):
             busy = self._busy
             self._report(
                 f"was still in {busy[0] if busy else 'a call'} when the launch ended; the launch did not wait for it"
             )
-
-    def cell_waits(self, waiting: bool) -> None:
-        self._post("cell_waits", waiting)

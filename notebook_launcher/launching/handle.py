@@ -26,7 +26,7 @@ from ..interrupt_routing import wait_event
 from ..tracebacks import shown_as
 from .delivery import DeliveredListener
 from .elastic_compat import also_child_failed
-from .listener import CompositeListener, GuardedListener, LaunchListener
+from .listener import CellWaits, CompositeListener, Finished, GuardedListener, LaunchListener, Started
 from .reading import LaunchReading
 from .record import LaunchRecord
 from .registry import Observed, active_launches, find_launch, last_launch, observe_launches, register
@@ -61,9 +61,10 @@ class Launch(LaunchReading):
         id: a short id for this launch.
         plan: the checked ``LaunchPlan`` it runs.
         cell: the number of the cell that started it (``In [N]``), or None.
+        kind: "launch", or "workers" for persistent workers (the sidebar shows it); set when it is
+            made, so its observers hear it from its start.
     """
 
-    kind = "launch"  # "workers" for persistent workers (the sidebar shows it)
     reports_return_type = True  # the summary names the type rank 0 returned
 
     def __init__(
@@ -73,9 +74,11 @@ class Launch(LaunchReading):
         view: LaunchListener,
         make_starter: Callable[[], Starter] | None = None,
         listeners: Iterable[Any] = (),
+        kind: str = "launch",
     ) -> None:
         self.id = os.urandom(4).hex()  # not uuid4: its object costs a launch ~0.1 ms of copied pages
         self.plan = plan
+        self.kind = kind
         self._raised: tuple[BaseException, BaseException] | None = None  # a failure, and the exception raised for it
         self.cell = _execution_count()
         self._view = view
@@ -108,7 +111,7 @@ class Launch(LaunchReading):
     def start(self) -> Launch:
         """Start the ranks (in the background) and return self."""
         register(self)
-        self._listener.on_start(self)
+        self._listener.on_event(Started(self))
         self._supervisor.start()
         return self
 
@@ -135,10 +138,10 @@ class Launch(LaunchReading):
             >>> stop()
         """
         delivered = DeliveredListener(GuardedListener(listener))
-        delivered.on_start(self)
+        delivered.on_event(Started(self))
         self._listener.add(delivered)
         if self._ended:  # ended meanwhile: its on_finish may have gone to the listeners before this one
-            delivered.on_finish(self)
+            delivered.on_event(Finished(self))
 
         def unsubscribe() -> None:
             self._listener.remove(delivered)
@@ -198,7 +201,7 @@ class Launch(LaunchReading):
         record.finish()
         self._ended = True  # done from here on (the views' on_finish sees it); wait() returns after them
         try:
-            self._listener.on_finish(self)
+            self._listener.on_event(Finished(self))
         finally:
             exception = self._ending_exception()
             if exception is None:
@@ -258,7 +261,7 @@ class Launch(LaunchReading):
         in_cell = threading.get_ident() == self._made_on  # the cell that made it (notebook_launcher)
         self._waiting(+1)
         if in_cell:
-            self._listener.cell_waits(True)
+            self._listener.on_event(CellWaits(True))
         try:
             finished = wait_event(self._done, timeout)
         except KeyboardInterrupt:
@@ -269,7 +272,7 @@ class Launch(LaunchReading):
         finally:
             self._waiting(-1)
             if in_cell:
-                self._listener.cell_waits(False)  # shows what a view left for this cell
+                self._listener.on_event(CellWaits(False))  # shows what a view left for this cell
         if interrupted:
             message = f"launch {self.id} stopped: every rank has ended{where_they_were(self.last_stacks)}"
             raise shown_as(KeyboardInterrupt(message), line=f"KeyboardInterrupt: {message}") from None

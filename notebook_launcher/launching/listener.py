@@ -1,18 +1,23 @@
 """What a launch tells those who show it, and what they may read of it: two typed interfaces.
 
-``LaunchListener`` gets a launch's typed, frozen events: the wire's own (``Status``, ``Output``,
-``Metric``, ``Reply``) and two of the record's (``LiveLine``, ``Shown``). It is implemented by
-every front end of a launch — the cell's views
-(``frontend.views``), the kernel's observers of launches (the sidebar) and the persistent workers'
-call router — and called by the supervisor's thread (rank events, ``flush``) and the launch
-(``on_start``, ``on_finish``). ``LaunchState`` is the read side of a launch that they are given:
-``Launch`` implements it, and a view needs nothing else. A new front end is a new listener: the
-user's own are passed as ``launch(..., listeners=[...])`` or added with ``Launch.subscribe``, and
-run guarded (``GuardedListener``).
+``LaunchListener`` is one door: ``on_event(event)`` with a launch's typed, frozen events (the
+wire's own ``Status``, ``Output``, ``Metric``, ``Reply``; the record's ``LiveLine`` and ``Shown``;
+the launch's ``Started``, ``Finished`` and ``CellWaits``), and ``flush()`` after each batch. Every
+front end of a launch goes through it — the cell's views (``frontend.views``), the kernel's
+observers of launches (the sidebar), the persistent workers' call router, the users' listeners —
+each delivery on its own (``CompositeListener``). It is called by the supervisor's thread (rank
+events, ``flush``) and the launch (``Started``, ``Finished``, ``CellWaits``). ``QuietListener``
+turns the door into one method per kind (``on_status``, ``on_output``, ...), which the views and
+the users' listeners define. ``LaunchState`` is the read side of a launch that they are given:
+``Launch`` implements it, and a view needs nothing else. The users' listeners are passed as
+``launch(..., listeners=[...])`` or added with ``Launch.subscribe``, and run guarded
+(``GuardedListener``).
 
 Examples:
     >>> isinstance(CompositeListener(QuietListener()), LaunchListener)
     True
+    >>> hook(Output(0, 0.0, "stdout", "hi\\n"))[0], hook(CellWaits(True))
+    ('on_output', ('cell_waits', (True,)))
 """
 
 from __future__ import annotations
@@ -30,6 +35,11 @@ if TYPE_CHECKING:
 
 __all__ = [
     "LaunchListener",
+    "LaunchEvent",
+    "Started",
+    "Finished",
+    "CellWaits",
+    "hook",
     "LaunchState",
     "QuietListener",
     "CompositeListener",
@@ -60,6 +70,50 @@ class Shown:
     rank: int
     index: int
     replaced: bool
+
+
+@dataclass(frozen=True)
+class Started:
+    """The launch was made (the cell's thread); what ran before can be read from ``launch``."""
+
+    launch: LaunchState
+
+
+@dataclass(frozen=True)
+class Finished:
+    """The launch has ended and everything is cleaned up (the supervisor's thread)."""
+
+    launch: LaunchState
+
+
+@dataclass(frozen=True)
+class CellWaits:
+    """The thread of the cell that made the launch starts (True) or stops (False) waiting for it;
+    a view may leave its last form for that thread to show (``frontend.views.cell_handoff``)."""
+
+    waiting: bool
+
+
+LaunchEvent = Started | Status | Output | LiveLine | Shown | Metric | Reply | Finished | CellWaits
+
+# each event's method on a ``QuietListener`` (and a user's listener), and what that method takes
+_HOOKS: dict[type, tuple[str, str | None]] = {
+    Started: ("on_start", "launch"),
+    Status: ("on_status", None),
+    Output: ("on_output", None),
+    LiveLine: ("on_live", None),
+    Shown: ("on_display", None),
+    Metric: ("on_metric", None),
+    Reply: ("on_reply", None),
+    Finished: ("on_finish", "launch"),
+    CellWaits: ("cell_waits", "waiting"),
+}
+
+
+def hook(event: LaunchEvent) -> tuple[str, tuple[Any, ...]]:
+    """The method of a ``QuietListener`` that ``event`` goes to, and its arguments."""
+    name, field = _HOOKS[type(event)]
+    return name, ((getattr(event, field),) if field else (event,))
 
 
 class LaunchState(Protocol):
@@ -136,42 +190,28 @@ class LaunchState(Protocol):
 
 @runtime_checkable
 class LaunchListener(Protocol):
-    """Receives a launch's events; each method is called from one thread at a time."""
+    """A front end of a launch; each method is called from one thread at a time."""
 
-    def on_start(self, launch: LaunchState) -> None:
-        """The launch was made (the cell's thread)."""
-
-    def on_status(self, event: Status) -> None:
-        """``event.rank`` is now ``event.status``: "running", "done", "failed" or "stopped"."""
-
-    def on_output(self, event: Output) -> None:
-        """Complete lines a rank wrote (``event.text``: one or many, each ending with a newline)."""
-
-    def on_live(self, event: LiveLine) -> None:
-        """The line a rank is still writing (a progress bar's latest frame); "" when none."""
-
-    def on_display(self, event: Shown) -> None:
-        """A rank called ``display()``: a new entry of its log, or an update of one."""
-
-    def on_metric(self, event: Metric) -> None:
-        """A rank logged metrics (``Accelerator.log``): ``event.step``, ``event.values``."""
-
-    def on_reply(self, event: Reply) -> None:
-        """A persistent worker answered a call (``workers``); views of launches ignore it."""
+    def on_event(self, event: LaunchEvent) -> None:
+        """One event of the launch (``LaunchEvent``), in order."""
 
     def flush(self) -> float | None:
         """After each batch of events; None, or seconds after which to be called again anyway."""
 
-    def on_finish(self, launch: LaunchState) -> None:
-        """The launch has ended and everything is cleaned up (the supervisor's thread)."""
-
-    def cell_waits(self, waiting: bool) -> None:
-        """The thread of the cell that made the launch starts (True) or stops (False) waiting for it;
-        a view may leave its last form for that thread to show (``frontend.views.cell_handoff``)."""
-
 
 class QuietListener:
-    """A ``LaunchListener`` that does nothing: subclasses override what they handle."""
+    """A ``LaunchListener`` with one method per kind of event, each doing nothing: subclasses
+    override what they handle.
+
+    ``on_start(launch)``: the launch was made; ``on_status(event)``: ``event.rank`` is now
+    ``event.status`` ("running", "done", "failed" or "stopped"); ``on_output``, ``on_live``,
+    ``on_display``, ``on_metric``, ``on_reply``: what the ranks sent; ``on_finish(launch)``: it has
+    ended; ``cell_waits(waiting)``: the launching cell starts or stops waiting.
+    """
+
+    def on_event(self, event: LaunchEvent) -> None:
+        name, args = hook(event)
+        getattr(self, name)(*args)
 
     def on_start(self, launch: LaunchState) -> None:
         pass
@@ -209,7 +249,7 @@ class QuietListener:
         pass
 
 
-class CompositeListener(QuietListener):
+class CompositeListener:
     """Several listeners fed the same events (the cell's view, and the kernel's launch observers).
 
     Each delivery is its own: a listener that raises is reported (its traceback on the kernel
@@ -226,7 +266,7 @@ class CompositeListener(QuietListener):
         >>> class Seen(QuietListener):
         ...     statuses = []
         ...     def on_status(self, event): self.statuses.append(event.status)
-        >>> CompositeListener(Broken(), Seen()).on_status(Status(0, 0.0, "running"))
+        >>> CompositeListener(Broken(), Seen()).on_event(Status(0, 0.0, "running"))
         >>> Seen.statuses
         ['running']
     """
@@ -254,42 +294,19 @@ class CompositeListener(QuietListener):
                 traceback.print_exc(file=sys.__stderr__)
         return answers
 
-    def on_start(self, launch: LaunchState) -> None:
-        self._each("on_start", launch)
-
-    def on_status(self, event: Status) -> None:
-        self._each("on_status", event)
-
-    def on_output(self, event: Output) -> None:
-        self._each("on_output", event)
-
-    def on_live(self, event: LiveLine) -> None:
-        self._each("on_live", event)
-
-    def on_display(self, event: Shown) -> None:
-        self._each("on_display", event)
-
-    def on_metric(self, event: Metric) -> None:
-        self._each("on_metric", event)
-
-    def on_reply(self, event: Reply) -> None:
-        self._each("on_reply", event)
+    def on_event(self, event: LaunchEvent) -> None:
+        self._each("on_event", event)
 
     def flush(self) -> float | None:
         delays = [delay for delay in self._each("flush") if delay is not None]
         return min(delays) if delays else None
 
-    def on_finish(self, launch: LaunchState) -> None:
-        self._each("on_finish", launch)
 
-    def cell_waits(self, waiting: bool) -> None:
-        self._each("cell_waits", waiting)
-
-
-class GuardedListener(QuietListener):
+class GuardedListener:
     """A listener from outside the launcher, made safe to call from the launch's threads.
 
-    It may define any of ``LaunchListener``'s methods (the others do nothing). One that raises is
+    It may define ``on_event(event)`` (every event), or any of ``QuietListener``'s methods, one per
+    kind (``on_status``, ``on_output``, ...; the others do nothing). One that raises is
     reported once, with its traceback, on the launch's stderr (the launching cell) and is not called
     again: a user's listener cannot break the launch. ``on_finish`` is delivered once.
 
@@ -300,7 +317,7 @@ class GuardedListener(QuietListener):
         ...         self.lines += event.text.count("\\n")
         >>> count = Count()
         >>> guarded = GuardedListener(count)
-        >>> guarded.on_output(Output(0, 0.0, "stdout", "a\\nb\\n")); guarded.on_status(Status(0, 0.0, "done"))
+        >>> guarded.on_event(Output(0, 0.0, "stdout", "a\\nb\\n")); guarded.on_event(Status(0, 0.0, "done"))
         >>> count.lines
         2
     """
@@ -327,37 +344,18 @@ class GuardedListener(QuietListener):
             traceback.print_exc(file=sys.stderr)
             return None
 
-    def on_start(self, launch: LaunchState) -> None:
-        self._call("on_start", launch)
-
-    def on_status(self, event: Status) -> None:
-        self._call("on_status", event)
-
-    def on_output(self, event: Output) -> None:
-        self._call("on_output", event)
-
-    def on_live(self, event: LiveLine) -> None:
-        self._call("on_live", event)
-
-    def on_display(self, event: Shown) -> None:
-        self._call("on_display", event)
-
-    def on_metric(self, event: Metric) -> None:
-        self._call("on_metric", event)
-
-    def on_reply(self, event: Reply) -> None:
-        self._call("on_reply", event)
+    def on_event(self, event: LaunchEvent) -> None:
+        if isinstance(event, Finished):
+            with self._finish_lock:
+                if self._finished:
+                    return
+                self._finished = True
+        if hasattr(self.listener, "on_event"):
+            self._call("on_event", event)
+        else:
+            name, args = hook(event)
+            self._call(name, *args)
 
     def flush(self) -> float | None:
         delay = self._call("flush")
         return float(delay) if isinstance(delay, (int, float)) and delay >= 0 else None
-
-    def on_finish(self, launch: LaunchState) -> None:
-        with self._finish_lock:
-            if self._finished:
-                return
-            self._finished = True
-        self._call("on_finish", launch)
-
-    def cell_waits(self, waiting: bool) -> None:
-        self._call("cell_waits", waiting)

@@ -49,7 +49,7 @@ from ..wire.events import Display, Failure, Malformed, Metric, Output, Reply, Re
 from ..wire.readiness import wait_readable
 from ..wire.spec import RankSeat
 from .controller import STACKS_WAIT, AskStacks, Command, Controller, Kill, Phase, ShowStatus, TellOtherNodes, Terminate
-from .listener import LaunchListener, LiveLine, Shown
+from .listener import LaunchEvent, LaunchListener, LiveLine, Shown
 from .record import LaunchRecord
 from .threads import run_in_thread
 from .unpickler import Unpickler
@@ -237,7 +237,7 @@ class Supervisor:
             return
         now = time.time()
         for rank, values in self._measures.sample(group.pids()):
-            self._notify(self._listener.on_metric, Metric(rank, now, values, None))
+            self._tell(Metric(rank, now, values, None))
 
     def _on_wake(self) -> None:
         """stop(), kill() or stacks() was called from another thread."""
@@ -256,7 +256,7 @@ class Supervisor:
         group = self._group
         for command in commands:
             if isinstance(command, ShowStatus):
-                self._notify(self._listener.on_status, Status(command.rank, time.time(), command.status))
+                self._tell(Status(command.rank, time.time(), command.status))
             elif isinstance(command, TellOtherNodes):
                 self._meeting.report_failure(command.text)
             elif group is None:
@@ -287,17 +287,17 @@ class Supervisor:
     def on_text(self, rank: int, stream: str, text: str) -> None:
         self._control.activity()
         self._record.add_output(rank, stream, text)
-        self._notify(self._listener.on_output, Output(rank, time.time(), stream, text))
+        self._tell(Output(rank, time.time(), stream, text))
 
     def on_live(self, rank: int, stream: str, text: str) -> None:
-        self._notify(self._listener.on_live, LiveLine(rank, stream, text))
+        self._tell(LiveLine(rank, stream, text))
 
     def on_exit(self, ranks: Sequence[int], exitcode: int | None, signalled: bool, lost: str | None = None) -> None:
         self._carry_out(self._control.exited(list(ranks), exitcode, signalled, lost))
 
     def _on_status(self, event: Status) -> None:
         self._record.set_rank_status(event.rank, event.status)
-        self._notify(self._listener.on_status, event)
+        self._tell(event)
 
     def _on_output(self, event: Output) -> None:
         self.on_text(event.rank, event.stream, event.text)
@@ -305,11 +305,11 @@ class Supervisor:
     def _on_metric(self, event: Metric) -> None:
         self._record.add_metric(event.rank, event.as_dict(), event.time)
         self._measures.reported(event.rank, event.values)
-        self._notify(self._listener.on_metric, event)
+        self._tell(event)
 
     def _on_display(self, event: Display) -> None:
         index, replaced = self._record.add_display(event.rank, event.data, event.display_id, event.update)
-        self._notify(self._listener.on_display, Shown(event.rank, index, replaced))
+        self._tell(Shown(event.rank, index, replaced))
 
     def _on_result(self, event: Result) -> None:
         self._carry_out(self._control.result(event.rank, event.time))
@@ -323,7 +323,7 @@ class Supervisor:
                 self._carry_out(self._control.unreadable(rank, error, time.time()))
 
     def _on_reply(self, event: Reply) -> None:
-        self._notify(self._listener.on_reply, event)
+        self._tell(event)
 
     def _on_failure(self, event: Failure) -> None:
         self._carry_out(self._control.error(event.rank, rebuild_exception(event.rank, event.report), event.time))
@@ -355,6 +355,10 @@ class Supervisor:
                 self._on_done()
             finally:
                 self._done.set()
+
+    def _tell(self, event: LaunchEvent) -> None:
+        """One event to the launch's listeners."""
+        self._notify(self._listener.on_event, event)
 
     def _notify(self, method: Callable[..., _T], *args: Any) -> _T | None:
         try:

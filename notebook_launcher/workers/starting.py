@@ -102,8 +102,7 @@ def start_workers(
         server.listen(64)
         plan, notices = plan_launch(serve, (address, token), num_processes, **launch_options)
         router = CallRouter()
-        launch = start_launch(plan, notices, router)
-        launch.kind = "workers"
+        launch = start_launch(plan, notices, router, kind="workers")
         try:
             connections, pids = _accept(server, token, launch, plan.num_processes)
         except BaseException:

@@ -37,7 +37,7 @@ def test_sidebar_sets_the_device_count_that_a_launch_uses(lab, browser):
     sidebar.get_by_role("button", name="Load notebook_launcher").click()
     cpus = len(os.sched_getaffinity(0))
     sidebar.get_by_text(f"CPU: {cpus} cores").wait_for(timeout=30_000)
-    server = sidebar.locator('[data-testid="nl-start-server"]')
+    server = sidebar.locator('[data-testid="nl-section-start_server"] [data-key="server"]')
     assert server.inner_text() == "Spawn start server: not started (starts with the first spawn launch)"
     picker = sidebar.locator('[data-testid="nl-num-processes"]')
     assert picker.locator("option").all_inner_texts() == ["default (1)"] + [str(n) for n in range(1, cpus + 1)]
@@ -138,4 +138,44 @@ def test_reloading_the_page_leaves_the_kernel_one_sidebar_to_send_to(lab, browse
     printed = page.locator(".jp-OutputArea-output", has_text="sidebars: ").first
     printed.wait_for(timeout=60_000)
     assert printed.inner_text().strip() == "sidebars: 1"
+    page.close()
+
+
+def test_a_backend_package_shows_its_own_section_and_button_with_no_front_end_change(lab, browser):
+    """The sandbox backend (``tests/backend_sandbox``, a package outside the launcher) is loaded in
+    the kernel after the sidebar connected: its section (title, rows, a Ping button) appears, drawn
+    from the one schema, and a click reaches its ``act`` and shows the changed section. Nothing in
+    the front end names it."""
+    from paths import SANDBOX_BACKEND
+
+    setup = (
+        f"import sys\nsys.path.insert(0, {str(SANDBOX_BACKEND)!r})\n"
+        "from notebook_launcher.backends import get_backend, register_backend\n"
+        "register_backend('sandbox', 'sandbox_backend:SandboxBackend')"
+    )
+    page = open_notebook(browser, lab, "sections.ipynb", [setup])
+    page.locator('.jp-SideBar .lm-TabBar-tab[data-id="notebook-launcher-sidebar"]').click()
+    sidebar = page.locator("#notebook-launcher-sidebar")
+    run_all(page)
+    cpus = len(os.sched_getaffinity(0))
+    sidebar.get_by_text(f"CPU: {cpus} cores").wait_for(timeout=60_000)
+    section = sidebar.locator('[data-testid="nl-section-sandbox"]')
+    assert section.count() == 0  # registered, not loaded yet
+    page.locator(".jp-Cell").last.click()
+    page.keyboard.press("Escape")
+    page.keyboard.press("b")
+    page.locator(".jp-Cell").last.locator(".cm-content").click()
+    page.keyboard.insert_text("get_backend('sandbox'); print('loaded')")
+    page.keyboard.press("Shift+Enter")
+    section.get_by_text("Sandbox backend").wait_for(timeout=60_000)
+    assert section.locator("h4").inner_text() == "Sandbox backend"
+    assert section.locator('[data-key="about"]').inner_text() == "ranks are subprocesses of this package"
+    pings = section.locator('[data-key="pings"]')
+    assert pings.inner_text() == "pinged 0 times" and pings.is_visible()
+    server = sidebar.locator('[data-testid="nl-section-start_server"] [data-key="server"]')
+    assert server.is_visible() and server.inner_text().startswith("Spawn start server: ")
+    section.get_by_role("button", name="Ping").click()
+    section.get_by_text("pinged 1 times").wait_for(timeout=30_000)
+    assert section.get_by_role("button", name="Ping").is_enabled()  # drawn again with the new section
+    screenshot(sidebar, "sidebar-backend-section.png")
     page.close()

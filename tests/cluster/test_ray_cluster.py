@@ -418,7 +418,7 @@ print("nodes:", notebook_launcher(on_the_cluster, num_processes=4, cluster="ray"
 
 
 def section_shown(sidebar):
-    return sidebar.locator('[data-testid="nl-cluster"]').is_visible()
+    return sidebar.locator('[data-testid="nl-section-cluster"]').is_visible()
 
 
 def test_the_widget_and_the_sidebar_show_which_node_each_rank_runs_on_in_a_browser(cluster, browser, tmp_path):
@@ -467,16 +467,17 @@ def test_the_widget_and_the_sidebar_show_which_node_each_rank_runs_on_in_a_brows
         found = re.fullmatch(r"ranks 0, 1 on node 0 \((\S+)\) · ranks 2, 3 on node 1 \((\S+)\)", places)
         assert found and set(found.groups()) == {HEAD, SECOND}, places  # every place on loopback
 
-        section = sidebar.locator('[data-testid="nl-cluster"]')
+        section = sidebar.locator('[data-testid="nl-section-cluster"]')  # the Ray backend's (backends.status)
         assert section_shown(sidebar)
         section.get_by_text("Warm rank actors: 4").wait_for(timeout=30_000)
         assert section.locator("h4").inner_text() == f"Ray cluster · {cluster.address}"
-        nodes = section.locator(".nl-node").all_inner_texts()  # the live ones
+        nodes = section.locator('[data-key="node"]').all_inner_texts()  # the live ones
         assert sorted(nodes) == sorted([f"{HEAD} (head) · CPU 2", f"{SECOND} · CPU 2"])
         if lost_earlier:  # the node lost by an earlier test of this module
-            assert section.locator(".nl-node-lost").inner_text() == "Lost: 127.0.0.3"
-        assert section.locator(".nl-cluster-free").inner_text() == "Free: CPU 0 of 4"
-        assert section.locator(".nl-cluster-warm").inner_text().endswith("· 1 launch · in use")
+            assert section.locator('[data-key="lost"]').inner_text() == "Lost: 127.0.0.3"
+        assert section.locator('[data-key="free"]').inner_text() == "Free: CPU 0 of 4"
+        assert section.locator('[data-key="warm"]').inner_text().endswith("· 1 launch · in use")
+        assert section.get_by_role("button").count() == 0  # no release while a launch uses them
         chip = sidebar.locator(".nl-launch-running .nl-rank").nth(3)
         assert chip.get_attribute("title") == f"rank 3 runs on node 1 ({found.group(2)})"
         screenshot(sidebar, "sidebar-ray-cluster.png")
@@ -484,6 +485,9 @@ def test_the_widget_and_the_sidebar_show_which_node_each_rank_runs_on_in_a_brows
         open_gates(gates, range(4))
         page.get_by_text("nodes: 0").wait_for(timeout=60_000)
         section.get_by_text("· idle").wait_for(timeout=30_000)  # kept warm for the next launch
+        section.get_by_role("button", name="Release warm actors").click()  # the section's action
+        section.get_by_text("Warm rank actors: none").wait_for(timeout=30_000)
+        wait_until(lambda: free_cpus() == 4, "the released actors' CPUs")
         summary = page.locator(".nl-static details.nl-ranklog > summary", has_text="rank 2 · node 1")
         where = re.escape(found.group(2))
         assert re.fullmatch(rf"rank 2 · node 1 \({where}\) · done · \d+ lines?", summary.first.inner_text())

@@ -84,6 +84,7 @@ def test_the_sandbox_package_imports_only_the_seam():
         "notebook_launcher.backends.base",
         "notebook_launcher.backends.payload",
         "notebook_launcher.backends.remote",
+        "notebook_launcher.backends.status",
         "notebook_launcher.devices",
         "notebook_launcher.wire",
         "notebook_launcher.wire.spec",

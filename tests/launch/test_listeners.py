@@ -261,3 +261,19 @@ def test_a_view_that_raises_starves_no_listener_of_its_events(capfd):
         text = "".join(text for who, stream, text in recorder.of("output") if who == rank and stream == "stdout")
         assert text == "step 0\nstep 1\nstep 2\n"
     assert "BrokenView.on_output raised; the others go on" in capfd.readouterr().err
+
+
+def test_the_kernels_observers_hear_persistent_workers_as_workers_from_their_start():
+    """``kind`` is given when a launch is made: the sidebar's first message about persistent
+    workers (sent from their ``on_start``) already says "workers", never "launch" first."""
+    from notebook_launcher.launching.registry import observe_launches
+    from notebook_launcher.workers import start_workers
+
+    heard = []
+    forget = observe_launches(lambda launch: heard.append(launch.kind))
+    try:
+        workers = start_workers(1, backend=None, display="none")
+        workers.stop()
+    finally:
+        forget()
+    assert heard and set(heard) == {"workers"}, heard

@@ -9,7 +9,14 @@ from __future__ import annotations
 import pytest
 
 from notebook_launcher import backends
-from notebook_launcher.backends import backend_for, backend_status, get_backend, observe_backends, register_backend
+from notebook_launcher.backends import (
+    act_on_section,
+    backend_for,
+    backend_status,
+    get_backend,
+    observe_backends,
+    register_backend,
+)
 from notebook_launcher.launching.plan import make_plan
 
 
@@ -49,18 +56,29 @@ def test_a_keyword_of_another_backend_names_the_cluster_that_takes_it(sandbox):
 
 
 def test_the_sidebar_gets_every_backends_status_and_its_changes(sandbox):
+    """Every backend's status is sections under one schema (``backends.status``), the sandbox's
+    too; a click on its button reaches its ``act``, which pushes the changed section."""
     import sandbox_backend
 
     status = backend_status()
-    assert status["sandbox"] == {"registered": True}
     assert status["cluster"] is None  # this process is not connected to a Ray cluster
-    assert set(status["start_server"]) == {"state", "pid", "torch", "preloaded", "ranks_started", "live_ranks"}
+    (server,) = status["start_server"]["rows"]
+    assert server["key"] == "server" and server["text"].startswith("Spawn start server: ")
+    sandbox_section = status["sandbox"]
+    assert sandbox_section["title"] == "Sandbox backend" and sandbox_section["actions"] == [
+        {"id": "ping", "label": "Ping"}
+    ]
     heard = []
     stop = observe_backends(lambda section, value: heard.append((section, value)))
-    for listener in sandbox_backend.OBSERVERS:
-        listener("sandbox", {"registered": "again"})
+    before = sandbox_backend.PINGS[0]
+    act_on_section("sandbox", "ping")
+    with pytest.raises(ValueError, match="no action 'jump'"):
+        act_on_section("sandbox", "jump")
+    with pytest.raises(ValueError, match="no backend shows a section 'nowhere'"):
+        act_on_section("nowhere", "ping")
     stop()
-    assert heard == [("sandbox", {"registered": "again"})]
+    assert [name for name, _ in heard] == ["sandbox"]
+    assert heard[0][1]["rows"][1]["text"] == f"pinged {before + 1} times"
     assert sandbox_backend.OBSERVERS == []
 
 
@@ -74,3 +92,22 @@ def test_a_bad_name_or_a_broken_backend_is_said_clearly(monkeypatch):
         get_backend("broken")
     plan, _ = make_plan(print, (), 1, start_method="spawn")  # another backend's breakage stays its own
     assert plan.backend == "local"
+
+
+def test_a_backend_loaded_after_the_sidebar_connected_is_shown_at_once(monkeypatch, sandbox):
+    """The sidebar observes backends before a launch loads a package's one: its sections arrive
+    as it loads, and its changes after that, until the sidebar stops observing."""
+    import sandbox_backend
+
+    monkeypatch.setattr(
+        backends, "_loaded", {name: each for name, each in backends._loaded.items() if name != "sandbox"}
+    )
+    heard = []
+    stop = observe_backends(lambda section, value: heard.append((section, value)))
+    get_backend("sandbox")
+    assert [name for name, _ in heard] == ["sandbox"] and heard[0][1]["title"] == "Sandbox backend"
+    act_on_section("sandbox", "ping")
+    stop()
+    act_on_section("sandbox", "ping")
+    assert [name for name, _ in heard] == ["sandbox", "sandbox"]
+    assert sandbox_backend.OBSERVERS == []

@@ -17,8 +17,10 @@ from typing import TYPE_CHECKING, Any
 
 from ...choices import is_int
 from ...devices import Device, select_device
-from ..base import Placement, PlacementRequest, StatusListener
+from ..base import Backend, Placement, PlacementRequest, StatusListener
+from ..status import StatusSection
 from .preflight import fork_hazards
+from .server_status import server_section
 
 if TYPE_CHECKING:
     from ..base import Starter
@@ -58,7 +60,7 @@ def _xla_starter() -> Starter:
 STARTERS: dict[str, Callable[[], Starter]] = {"fork": _fork_starter, "spawn": _spawn_starter, "xla": _xla_starter}
 
 
-class LocalBackend:
+class LocalBackend(Backend):
     """Ranks on this machine (``cluster=None``)."""
 
     name = "local"
@@ -89,28 +91,16 @@ class LocalBackend:
 
         warm_in_kernel()
 
-    def status(self) -> dict[str, Any]:
-        """The sidebar's start server section."""
+    def status(self) -> dict[str, StatusSection | None]:
+        """The sidebar's start server section (``server_status``)."""
         from .server import start_server_info  # imported when a sidebar connects, not with the package
 
-        return {"start_server": _server_message(start_server_info())}
+        return {"start_server": server_section(start_server_info())}
 
     def observe(self, listener: StatusListener) -> Callable[[], None]:
         from .server import observe_start_server
 
-        return observe_start_server(lambda info: listener("start_server", _server_message(info)))
-
-
-def _server_message(info: dict) -> dict:
-    """The sidebar's StartServerInfo (``frontend.messages``) of ``server.start_server_info()``: every field present."""
-    return {
-        "state": str(info.get("state", "not started")),
-        "pid": info.get("pid"),
-        "torch": info.get("torch"),
-        "preloaded": list(info.get("preloaded", [])),
-        "ranks_started": int(info.get("ranks_started", 0)),
-        "live_ranks": int(info.get("live_ranks", 0)),
-    }
+        return observe_start_server(lambda info: listener("start_server", server_section(info)))
 
 
 def resolve_num_processes(num_processes: Any, device: Device, default: int | None = None) -> int:

@@ -15,6 +15,7 @@ from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from ..base import Backend, Placement, PlacementRequest, StatusListener
+from ..status import StatusSection
 from .options import RayOptions, check_cluster, cluster_ranks
 
 if TYPE_CHECKING:
@@ -48,14 +49,26 @@ class RayBackend(Backend):
 
         return RayStarter()
 
-    def status(self) -> dict[str, Any]:
+    def status(self) -> dict[str, StatusSection | None]:
         """The sidebar's cluster section (None while this kernel is not connected to a cluster)."""
-        from .info import cluster_info
+        from .info import cluster_info, cluster_section
 
-        return {"cluster": cluster_info()}
+        return {"cluster": cluster_section(cluster_info())}
 
     def observe(self, listener: StatusListener) -> Callable[[], None]:
-        from .info import cluster_info
+        from .info import cluster_info, cluster_section
         from .pool import observe_pool
 
-        return observe_pool(lambda: listener("cluster", cluster_info()))
+        return observe_pool(lambda: listener("cluster", cluster_section(cluster_info())))
+
+    def act(self, section: str, action: str) -> None:
+        """The cluster section's button: release the kernel's idle warm actors."""
+        from .info import RELEASE
+        from .pool import release_pool
+
+        if section != "cluster":
+            raise LookupError(section)
+        if action != RELEASE:
+            raise ValueError(f"the cluster section has no action {action!r}")
+        if not release_pool():
+            raise ValueError("no idle warm actors to release (a launch is using them, or there are none)")

@@ -3,7 +3,8 @@ subprocess of its own that this package starts, reads and signals, under ``clust
 
 It is written from the seam alone (``backends.base``: the protocols and their defaults;
 ``backends.remote``: a rank group whose carriers report from threads; ``backends.payload``: the
-function and arguments by value; ``wire.spec``: the rank's spec) and the rank's entry point
+function and arguments by value; ``backends.status``: its sidebar section; ``wire.spec``: the
+rank's spec) and the rank's entry point
 (``python -m notebook_launcher.rank.spawn_main``), never from the local backend. Its store is a
 plain torch ``TCPStore`` on loopback. It is registered without editing any file of the launcher:
 ``register_backend`` or the entry point in ``sandbox_backend-1.0.dist-info``.
@@ -28,11 +29,13 @@ from typing import Any
 from notebook_launcher.backends.base import Backend, Meeting, Placement, PlacementRequest, Starter
 from notebook_launcher.backends.payload import payload_file_bytes
 from notebook_launcher.backends.remote import Carrier, RemoteRankGroup, Signal
+from notebook_launcher.backends.status import StatusSection, action, row, section
 from notebook_launcher.devices import CpuDevice
 from notebook_launcher.wire import STACKS_SIGNAL
 from notebook_launcher.wire.spec import RankSeat, RankSpec
 
 OBSERVERS: list = []
+PINGS = [0]  # clicks on its sidebar section's button
 _SIGNALS = {"stacks": STACKS_SIGNAL, "terminate": signal.SIGTERM, "kill": signal.SIGKILL}
 
 
@@ -174,9 +177,27 @@ class SandboxBackend(Backend):
     def starter(self, plan: Any) -> Starter:
         return SandboxStarter(plan.options.env)
 
-    def status(self) -> dict:
-        return {"sandbox": {"registered": True}}
+    def status(self) -> dict[str, StatusSection | None]:
+        return {"sandbox": _section()}
+
+    def act(self, section: str, action: str) -> None:
+        if section != "sandbox":
+            raise LookupError(section)
+        if action != "ping":
+            raise ValueError(f"the sandbox has no action {action!r}")
+        PINGS[0] += 1
+        for listener in list(OBSERVERS):
+            listener("sandbox", _section())
 
     def observe(self, listener: Callable[[str, Any], None]) -> Callable[[], None]:
         OBSERVERS.append(listener)
         return lambda: OBSERVERS.remove(listener)
+
+
+def _section() -> StatusSection:
+    """Its sidebar section: drawn by the sidebar as any backend's, with no change to the front end."""
+    rows = [
+        row("ranks are subprocesses of this package", "note", key="about"),
+        row(f"pinged {PINGS[0]} times", key="pings"),
+    ]
+    return section("Sandbox backend", "ok", rows, [action("ping", "Ping")])
