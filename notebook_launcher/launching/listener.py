@@ -290,7 +290,8 @@ class CompositeListener:
             try:
                 answers.append(getattr(view, name)(*args))
             except Exception:
-                print(f"notebook_launcher: {type(view).__name__}.{name} raised; the others go on", file=sys.__stderr__)
+                what = hook(args[0])[0] if name == "on_event" else name  # the view's own method
+                print(f"notebook_launcher: {type(view).__name__}.{what} raised; the others go on", file=sys.__stderr__)
                 traceback.print_exc(file=sys.__stderr__)
         return answers
 

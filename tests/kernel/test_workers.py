@@ -174,8 +174,10 @@ def test_the_sidebar_lists_running_workers_and_its_stop_ends_them(kernel):
 
     comm, _ = _state(kernel)
     kernel.ok("%dist start 2")
-    listed = kernel.comm_message(comm, lambda d: d["type"] == "launch" and d["launch"]["kind"] == "workers")
-    assert listed["launch"]["ranks"] == [0, 1] and listed["launch"]["status"] == "running"
+    first = kernel.comm_message(comm, lambda d: d["type"] == "launch")
+    assert first["launch"]["kind"] == "workers"  # from the first message on, never "launch" first
+    listed = kernel.comm_message(comm, lambda d: d["type"] == "launch" and d["launch"]["status"] == "running")
+    assert listed["launch"]["ranks"] == [0, 1] and listed["launch"]["kind"] == "workers"
     kernel.send_comm(comm, {"type": "stop_launch", "request_id": "w", "id": listed["launch"]["id"]})
     assert kernel.comm_message(comm, lambda d: d["type"] == "reply")["ok"] is True
     kernel.comm_message(comm, lambda d: d["type"] == "launch" and d["launch"]["status"] == "stopped")
