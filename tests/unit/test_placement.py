@@ -105,3 +105,19 @@ def test_a_fixed_port_in_time_wait_is_free_to_launch_on_and_a_listening_one_is_n
     client.close()
     listener.close()
     check_port_free("127.0.0.1", port)
+
+
+def test_colabs_single_tpu_chip_runs_one_rank_by_default_and_says_why_two_cannot(monkeypatch):
+    """Colab's TPU runtime is one v5e chip (``TPU_ACCELERATOR_TYPE=v5litepod-1``): with no
+    ``num_processes`` (and no device named) the launch plans one XLA rank; asking for two says there
+    is one device. Host facts only: no TPU here, and none is needed to plan."""
+    from notebook_launcher.launching.plan import make_plan
+
+    monkeypatch.delenv("PJRT_DEVICE", raising=False)
+    monkeypatch.setenv("TPU_ACCELERATOR_TYPE", "v5litepod-1")
+    plan, _ = make_plan(print, (), None)
+    assert (plan.device.name, plan.num_processes, plan.start_method) == ("xla", 1, "xla")
+    plan, _ = make_plan(print, (), 1, device="xla")
+    assert plan.num_processes == 1
+    with pytest.raises(ValueError, match="num_processes=2 is more than the 1 XLA device found; use at most 1"):
+        make_plan(print, (), 2, device="xla")
