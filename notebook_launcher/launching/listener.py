@@ -351,9 +351,9 @@ class GuardedListener:
                 if self._finished:
                     return
                 self._finished = True
-        if hasattr(self.listener, "on_event"):
-            self._call("on_event", event)
-        else:
+        if getattr(type(self.listener), "on_event", QuietListener.on_event) is not QuietListener.on_event:
+            self._call("on_event", event)  # its own door: every event
+        else:  # one method per kind (a QuietListener's dispatch is done here, so a report names the method)
             name, args = hook(event)
             self._call(name, *args)
 
