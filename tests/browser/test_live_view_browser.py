@@ -28,6 +28,17 @@ from browser import (
 pytestmark = pytest.mark.skipif(not os.path.exists(CHROMIUM), reason="Debian's chromium is not installed")
 
 HEIGHT_BUDGET = 650  # px of live output, whatever the number of ranks (a header, tabs, one log, the buttons)
+# px of the built-in measures' charts once the ranks' samples arrive: their controls and one row (CPU %
+# and RSS side by side) with the legend and latest values of up to 8 ranks. A chart is as wide as its
+# picture: before, 8 ranks' "latest" line widened CPU % until RSS took a second row (618 px).
+CHARTS_BUDGET = 480
+
+# The live output's height without its charts, and the charts' own.
+HEIGHTS = """(output) => {
+    const charts = output.querySelector('.nl-charts');
+    const shown = charts && charts.getBoundingClientRect().height > 0 ? charts.getBoundingClientRect().height : 0;
+    return [output.getBoundingClientRect().height - shown, shown];
+}"""
 
 # Every text the kernel's status takes from now on, in order (JupyterLab's status bar, or Notebook
 # 7's execution indicator), recorded by the page itself as it changes.
@@ -57,14 +68,17 @@ def _live_output(page):
 
 def _check_running_launch(page, ranks, lines, artifact):
     """While the ranks wait: one pane shown (all ranks), a click on "rank 1" shows rank 1 alone, and
-    the output within the height budget."""
+    the output within the height budget, its charts (the built-in measures) within theirs."""
     page.locator(".nl-logbox", has_text=f"rank {ranks - 1}: step {lines - 1}").first.wait_for(timeout=120_000)
     panes = _visible_panes(page)
     assert len(panes) == 1, f"{len(panes)} log panes drawn under the tab bar"
     assert "[rank 0] rank 0: step" in panes[0] and f"[rank {ranks - 1}]" in panes[0]
-    height = _live_output(page).bounding_box()["height"]
-    assert height < HEIGHT_BUDGET, f"the live output of {ranks} ranks is {height:.0f} px"
-    screenshot(_live_output(page), artifact)
+    # the ranks' CPU and memory samples add the charts a few seconds in: measured with them
+    _live_output(page).locator(".nl-charts svg").first.wait_for(timeout=60_000)
+    height, charts = _live_output(page).evaluate(HEIGHTS)
+    screenshot(_live_output(page), artifact)  # before the checks: what was too tall is kept
+    assert height < HEIGHT_BUDGET, f"the live output of {ranks} ranks is {height:.0f} px, its charts aside"
+    assert charts < CHARTS_BUDGET, f"the live output's charts take {charts:.0f} px"
     page.locator(".lm-TabBar-tab", has_text="rank 1").first.click()
     page.wait_for_function(
         f"() => ({VISIBLE_PANES})().some(text => text.includes('rank 1: step {lines - 1}'))", timeout=30_000

@@ -290,6 +290,9 @@ def _chart_html(
         picture = _svg(lines, axes, width, height, False, weight, "second" if seconds else "step", described)
     scale = "log" if axes.log else "linear"
     return (
-        f'<div class="nl-chart" data-key="{title}" data-scale="{scale}"><div><b>{title}</b>{note}</div>'
+        # as wide as its picture: a long legend or "latest" line of many ranks wraps under it, not
+        # widening the chart until the next one is pushed onto a row of its own
+        f'<div class="nl-chart" data-key="{title}" data-scale="{scale}" style="width: {width}px; max-width: 100%">'
+        f"<div><b>{title}</b>{note}</div>"
         f"{picture}{_legend(lines)}<div>latest {title}: {latest}</div></div>"
     )

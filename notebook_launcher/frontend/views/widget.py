@@ -215,6 +215,7 @@ class WidgetView(WidgetActions, LaunchView):
         self.metrics_box = w.HTML()
         self.chart_controls = ChartControls(w, changed=lambda: self._dirty.add("metrics"))
         self.charts = w.VBox([self.chart_controls.box, self.metrics_box])
+        self.charts.add_class("nl-charts")
         self.charts.layout.display = "none"
         self._build_actions(w)
         self.root = w.VBox(
