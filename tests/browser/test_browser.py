@@ -251,7 +251,9 @@ def test_eight_ranks_finished_look_about_as_tall_as_they_did_live(lab, browser):
     run_all(page)
     page.locator(".nl-chip", has_text="rank 7: running").first.wait_for(timeout=180_000)
     page.locator(".nl-logbox", has_text="rank 7: step 99").first.wait_for(timeout=60_000)
-    live = page.locator(".jp-OutputArea-output", has=page.locator(".nl-logbox")).first.bounding_box()["height"]
+    output = page.locator(".jp-OutputArea-output", has=page.locator(".nl-logbox")).first
+    output.locator(".nl-charts svg").first.wait_for(timeout=60_000)  # the measures' charts, as the finished form has
+    live = output.bounding_box()["height"]
     release_gates(str(gates), "e", ranks=range(8))
     finished = page.locator(".jp-OutputArea-output", has=page.locator(".nl-static .nl-summary")).first
     finished.wait_for(timeout=60_000)
