@@ -112,12 +112,11 @@ class RemoteRankGroup:
     def ended(self, carrier: Carrier, exitcode: int, lost: str | None = None) -> None:
         """The carrier ended with ``exitcode`` after everything it sent was delivered; ``lost``:
         what took it, when that was not the rank itself (its node died)."""
-        with self._changed:
-            carrier.gone = True
         self._put(carrier, "exit", (exitcode, lost))
 
     def _put(self, carrier: Carrier, kind: str, item: Any) -> None:
         with self._changed:
+            carrier.gone = carrier.gone or kind == "exit"
             self._inbox.append((carrier, kind, item))
             self._changed.notify_all()
         try:

@@ -96,12 +96,6 @@ class LaunchFolder:
             return None
         return int(found["pid"]), float(found["started"])
 
-    def host_alive(self, host: tuple[int, float] | None = None) -> bool:
-        """Whether the host process that runs this launch still runs (``host``: its pid and start
-        time, read from ``host.json`` when not given)."""
-        host = host or self.host()
-        return host is not None and host_state(*host) == "running"
-
     def host_running(self, host: tuple[int, float] | None = None) -> bool:
         """Whether the launch may still end with an end: it has none yet, and its host runs (or,
         not having said its pid yet, was started less than ``HOST_START_WAIT`` seconds ago)."""

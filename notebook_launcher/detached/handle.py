@@ -189,10 +189,9 @@ class DetachedLaunch(LaunchReading):
     def request_stop(self, by: str = "") -> None:
         """Ask the launch's host to stop it (its ranks' stacks taken, then SIGTERM, then SIGKILL)."""
         self._stopping = True
-        host = self.folder.host()
-        if host is not None and self._host_running():
+        if self._host_running() and self._host is not None:
             try:
-                os.kill(host[0], signal.SIGINT)
+                os.kill(self._host[0], signal.SIGINT)
             except ProcessLookupError:
                 pass
         self._wake.set()

@@ -89,9 +89,9 @@ def _size(event: object) -> int:
     return len(text) if isinstance(text, str) else 64
 
 
-def _name(event: object) -> str:
+def _name(event: LaunchEvent | str) -> str:
     """The listener's method an event goes to, for the reports."""
-    return _FLUSH if event is _FLUSH else hook(event)[0]  # type: ignore[arg-type]
+    return event if isinstance(event, str) else hook(event)[0]
 
 
 class DeliveredListener:
