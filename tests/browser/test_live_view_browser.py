@@ -24,6 +24,7 @@ from browser import (
     screenshot,
     switch_theme,
 )
+from playwright.sync_api import TimeoutError as PlaywrightTimeoutError
 
 pytestmark = pytest.mark.skipif(not os.path.exists(CHROMIUM), reason="Debian's chromium is not installed")
 
@@ -66,10 +67,34 @@ def _live_output(page):
     return page.locator(".jp-OutputArea-output", has=page.locator(".nl-logbox")).first
 
 
+# What the page shows of the launch when a wait fails: every output's text and each log pane's
+# visibility, so that a failure says whether the lines never came or came where nobody sees them.
+OUTPUTS_SEEN = """() => JSON.stringify({
+    outputs: [...document.querySelectorAll('.jp-OutputArea-output')].map(o => o.innerText.slice(-1500)),
+    panes: [...document.querySelectorAll('.nl-logbox')].map(box => ({
+        visible: box.checkVisibility(), height: box.getBoundingClientRect().height,
+        last: box.innerText.trim().split('\\n').slice(-1)[0] || ''})),
+}, null, 1)"""
+
+
+def _wait_for_line(page, text, artifact):
+    """Wait for a log pane that shows ``text``: drawn (120 s, the ranks start on a loaded machine),
+    then visible. A failure keeps a screenshot and says what the page showed instead."""
+    line = page.locator(".nl-logbox", has_text=text).first
+    for state, timeout in (("attached", 120_000), ("visible", 30_000)):
+        try:
+            line.wait_for(state=state, timeout=timeout)
+        except PlaywrightTimeoutError:
+            screenshot(page, f"not-{state}-{artifact}")
+            raise AssertionError(
+                f"no log pane {state} with {text!r}; the page: {page.evaluate(OUTPUTS_SEEN)}"
+            ) from None
+
+
 def _check_running_launch(page, ranks, lines, artifact):
     """While the ranks wait: one pane shown (all ranks), a click on "rank 1" shows rank 1 alone, and
     the output within the height budget, its charts (the built-in measures) within theirs."""
-    page.locator(".nl-logbox", has_text=f"rank {ranks - 1}: step {lines - 1}").first.wait_for(timeout=120_000)
+    _wait_for_line(page, f"rank {ranks - 1}: step {lines - 1}", artifact)
     panes = _visible_panes(page)
     assert len(panes) == 1, f"{len(panes)} log panes drawn under the tab bar"
     assert "[rank 0] rank 0: step" in panes[0] and f"[rank {ranks - 1}]" in panes[0]
