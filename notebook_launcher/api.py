@@ -86,7 +86,9 @@ def launch(
         monitor_interval: seconds between looks at the other nodes' health.
         log_line_prefix_template: the prefix of each line printed as text, e.g. ``"[{rank}]: "``
             (``{rank}``, ``{local_rank}``, ``{role_name}``); default ``"[rank {rank}] "``.
-        device: "auto" (XLA on a TPU host, CUDA when a GPU is present, else CPU), "cpu", "cuda", "xla".
+        device: "auto" (the TPU on a TPU host, CUDA when a GPU is present, else CPU), "cpu", "cuda",
+            "tpu" (torch_tpu's chips, one spawned rank per chip, where torch_tpu is installed; else
+            torch_xla's), "xla" (torch_xla's, started by ``xmp.spawn``).
         start_method: "auto" (fork when the kernel is fork-safe, else spawn with a notice), "fork",
             "spawn"; None = the kernel's choice (default "auto").
         display: "auto" (the launch's output with a live widget in a Jupyter kernel, else text),

@@ -17,6 +17,7 @@ import ctypes
 import functools
 import glob
 import importlib
+import importlib.util
 import os
 import re
 import shutil
@@ -37,10 +38,15 @@ __all__ = [
     "xla_platform",
     "is_tpu_host",
     "xla_device_count",
+    "tpu_chips",
+    "torch_tpu_installed",
 ]
 
 _TPU_VARIABLES = ("TPU_ACCELERATOR_TYPE", "TPU_NAME", "ISTPUVM", "COLAB_TPU_ADDR", "TPU_WORKER_ID")
 _ACCEL = "/dev/accel*"
+_PCI = "/sys/bus/pci/devices"
+_VFIO = "/dev/vfio"
+_GOOGLE_PCI_VENDOR = "0x1ae0"
 
 
 def usable_cpus() -> int:
@@ -208,3 +214,41 @@ def xla_device_count(environ: Mapping[str, str] | None = None, accel_glob: str =
         return max(1, int(env.get("CPU_NUM_DEVICES", "1")))
     cores, _ = tpu_cores(env, accel_glob)
     return max(cores, 1)
+
+
+def tpu_chips(pci_root: str = _PCI, vfio_root: str = _VFIO) -> int:
+    """TPU chips this host hands to processes as torch_tpu finds them: Google's PCI devices that are
+    exposed through VFIO (a device file in ``/dev/vfio`` for their IOMMU group). Other Google PCI
+    devices (the gVNIC network card) have no VFIO group and are not counted. Reads files only.
+
+    Examples:
+        >>> tpu_chips(pci_root="/nonexistent", vfio_root="/nonexistent")
+        0
+    """
+    count = 0
+    try:
+        devices = sorted(os.listdir(pci_root))
+    except OSError:
+        return 0
+    for name in devices:
+        device = os.path.join(pci_root, name)
+        try:
+            with open(os.path.join(device, "vendor")) as vendor:
+                if vendor.read().strip() != _GOOGLE_PCI_VENDOR:
+                    continue
+            group = os.path.basename(os.readlink(os.path.join(device, "iommu_group")))
+        except OSError:
+            continue
+        if os.path.exists(os.path.join(vfio_root, group)):
+            count += 1
+    return count
+
+
+def torch_tpu_installed() -> bool:
+    """Whether torch_tpu (the successor of torch_xla) is installed, without importing it.
+
+    Examples:
+        >>> isinstance(torch_tpu_installed(), bool)
+        True
+    """
+    return "torch_tpu" in sys.modules or importlib.util.find_spec("torch_tpu") is not None

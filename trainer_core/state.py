@@ -21,7 +21,7 @@ from typing import Any
 import torch
 
 from .backends import select_backend
-from .hardware import xla_platform
+from .hardware import torch_tpu_installed, xla_platform
 
 __all__ = ["DistributedState"]
 
@@ -38,7 +38,7 @@ class DistributedState:
     def from_environment(cls, use_cpu=False, environ=None, timeout=None):
         env = os.environ if environ is None else environ
         use_cpu = use_cpu or env.get("ACCELERATE_USE_CPU", "").lower() in ("1", "true", "yes")
-        hint = env.get("NOTEBOOK_LAUNCHER_DEVICE") or ("xla" if xla_platform(env) else None)
+        hint = env.get("NOTEBOOK_LAUNCHER_DEVICE") or _tpu_hint(env)
         backend = select_backend(use_cpu, hint)
         rank, local_rank, world = backend.topology(env)
         device = backend.device(local_rank)
@@ -107,3 +107,12 @@ class DistributedState:
 
         if self.backend.name != "xla" and dist.is_available() and dist.is_initialized():
             dist.destroy_process_group()
+
+
+def _tpu_hint(env):
+    """Outside a launch: "tpu" on a TPU host that has torch_tpu (torch_xla's successor), "xla" on
+    one with torch_xla alone or with ``PJRT_DEVICE`` set, else None (CUDA or CPU, as found)."""
+    platform = xla_platform(env)
+    if platform is None:
+        return None
+    return "tpu" if platform == "TPU" and "PJRT_DEVICE" not in env and torch_tpu_installed() else "xla"

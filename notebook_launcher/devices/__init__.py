@@ -15,23 +15,27 @@ from ..choices import DEVICES, check_choice
 from .base import Device
 from .cpu import CpuDevice
 from .cuda import CudaDevice
-from .probe import is_tpu_host
+from .probe import is_tpu_host, torch_tpu_installed
+from .tpu import TorchTpuDevice
 from .xla import XlaDevice
 
-__all__ = ["Device", "CpuDevice", "CudaDevice", "XlaDevice", "select_device"]
+__all__ = ["Device", "CpuDevice", "CudaDevice", "TorchTpuDevice", "XlaDevice", "select_device"]
 
 
 def select_device(requested: str = "auto") -> Device:
     """Return the device for ``requested``.
 
-    "auto" is XLA on a TPU host, else CUDA when a GPU is present, else CPU. "tpu" and "xla" both
-    mean torch_xla's device (on a CPU host with ``PJRT_DEVICE=CPU``, its CPU device).
+    "auto" is the TPU on a TPU host, else CUDA when a GPU is present, else CPU. "tpu" is
+    torch_tpu's chips when torch_tpu is installed, else torch_xla's device; "xla" is always
+    torch_xla's (on a CPU host with ``PJRT_DEVICE=CPU``, its CPU device).
 
     Raises:
         ValueError: an unknown name, or "cuda" when no GPU is found.
     """
     check_choice("device", requested, DEVICES)
-    if requested in ("xla", "tpu") or (requested == "auto" and is_tpu_host()):
+    if requested == "tpu" or (requested == "auto" and is_tpu_host()):
+        return TorchTpuDevice() if torch_tpu_installed() else XlaDevice()
+    if requested == "xla":
         return XlaDevice()
     cuda = CudaDevice()
     if requested == "cuda" and cuda.count() == 0:

@@ -15,7 +15,9 @@ Examples:
     True
 
 ``install_when_imported()`` does it now if torch is loaded, else right after torch is imported, so
-importing this package stays cheap (a spawned rank that never uses torch never loads it).
+importing this package stays cheap (a spawned rank that never uses torch never loads it). It also
+wraps torch_tpu's lazy initialization (``torch.tpu._lazy_init``) once torch_tpu is imported: its
+first call is recorded as "tpu", the site a refused TPU launch names.
 """
 
 from __future__ import annotations
@@ -64,9 +66,19 @@ def install():
             setattr(compiled, name, recording(original, what))
 
 
+def install_tpu():
+    """Wrap ``torch.tpu._lazy_init`` (torch_tpu's) once; a no-op without torch_tpu."""
+    tpu: Any = getattr(sys.modules.get("torch"), "tpu", None)
+    original = getattr(tpu, "_lazy_init", None)
+    if original is not None and not getattr(original, "__notebook_launcher_recording__", False):
+        tpu._lazy_init = recording(original, "tpu")
+
+
 def install_when_imported():
-    """``install()`` now if torch is imported, else as soon as ``import torch`` finishes."""
+    """``install()`` now if torch is imported, else as soon as ``import torch`` finishes; and
+    ``install_tpu()`` once torch_tpu is imported (torch imports it, through its backend autoload)."""
     after_import("torch", lambda _module: install())
+    after_import("torch_tpu", lambda _module: install_tpu())
 
 
 def _describe(stack):
