@@ -25,7 +25,7 @@ export UV_FIND_LINKS ?= $(or $(PIP_FIND_LINKS),$(shell $(PYTHON) -m pip config g
 export NL_PYTHON ?= $(shell command -v $(PYTHON))
 UV_INSTALL := $(UV) pip install --quiet --python $(PY)
 
-.PHONY: quick env tools test check demo bench clean browser labextension docs gpu-kit gpu-dry-run gpu-pass pictures
+.PHONY: quick env tools test check demo bench clean browser labextension docs gpu-kit gpu-dry-run gpu-pass tpu-pass tpu-dry-run pictures
 
 env: $(STAMP)
 
@@ -136,6 +136,18 @@ gpu-dry-run: $(STAMP) $(TOOLS_STAMP)
 
 gpu-pass:
 	bash bench/gpu/pass.sh $(REPORT)
+
+# The TPU pass (bench/tpu/pass.py): on a TPU machine (Colab, Kaggle, a Cloud TPU VM; torch_tpu or
+# torch_xla installed there), the host's facts and a training launch on every chip with bf16,
+# gather and a checkpoint, into REPORT_DIR/report.md. `make tpu-dry-run` runs it here on 2 CPU ranks.
+TPU_REPORT ?= build/tpu-pass
+tpu-pass:
+	mkdir -p $(TPU_REPORT)
+	python3 bench/gpu/contained.py $(TPU_REPORT)/leftover.txt -- python3 bench/tpu/pass.py $(TPU_REPORT)
+
+tpu-dry-run: $(STAMP)
+	mkdir -p $(TPU_REPORT)
+	TPU_PASS_DEVICE=cpu $(PY) bench/gpu/contained.py $(TPU_REPORT)/leftover.txt -- $(PY) bench/tpu/pass.py $(TPU_REPORT)
 
 demo: $(STAMP)
 	$(PY) notebooks/run_notebook.py notebooks/quickstart.ipynb
