@@ -50,6 +50,27 @@ LOOPBACK_REPORT = (
 )
 
 
+# Run as its own process: waits until argv[2] nodes of the cluster at argv[1] are alive, polling the
+# head's GCS (ALIVE is state 0 of GcsNodeInfo), for at most argv[3] seconds; exit 1 when they are not.
+_NODES_ALIVE = """
+import sys, time
+from ray._raylet import GcsClient
+address, wanted, deadline = sys.argv[1], int(sys.argv[2]), time.monotonic() + float(sys.argv[3])
+client = GcsClient(address=address)
+alive = 0
+while time.monotonic() < deadline:
+    try:
+        alive = sum(node.state == 0 for node in client.get_all_node_info(timeout=5).values())
+    except Exception as err:  # the head still starting: ask again
+        print(f"asking the head: {err}", flush=True)
+    if alive >= wanted:
+        sys.exit(0)
+    time.sleep(0.2)
+print(f"{alive} of {wanted} nodes alive", flush=True)
+sys.exit(1)
+"""
+
+
 def all_loopback(addresses) -> bool:
     """Whether every address is a loopback one (127.0.0.0/8 or ::1)."""
     import ipaddress
@@ -167,14 +188,23 @@ class LocalRayCluster:
         self._wait_for(lambda: ray.cluster_resources().get("CPU", 0) >= 2 * self.cpus, "both nodes' CPUs")
 
     def wait_for_nodes_unconnected(self) -> None:
-        """Block until every node is alive, asking ``ray status`` (so that this process never
-        becomes a driver of the cluster: Ray would end it when a test kills the head)."""
-        self._wait_for(lambda: self._active_nodes() >= self.nodes, "every node to join")
-
-    def _active_nodes(self) -> int:
-        status = subprocess.run([RAY, "status", "--address", self.address], capture_output=True, text=True, timeout=60)
-        active = status.stdout.partition("Active:")[2].partition("Pending:")[0]
-        return sum(1 for line in active.splitlines() if "node_" in line)
+        """Block until every node is alive, as the head's GCS says, asked from a process of its own
+        (so that this one never becomes a driver of the cluster: Ray would end it when a test kills
+        the head). That process imports Ray once and asks until the nodes are there: ``ray status``
+        in a loop imported Ray at every ask, seconds of CPU each that the starting nodes wanted."""
+        watcher = subprocess.Popen(
+            [sys.executable, "-c", _NODES_ALIVE, self.address, str(self.nodes), str(START_TIMEOUT)],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
+        try:
+            self._wait_for(lambda: watcher.poll() is not None, "every node to join")
+        finally:
+            watcher.kill()
+            output = watcher.communicate()[0]
+        if watcher.returncode != 0:
+            raise TimeoutError(f"the nodes did not all join: {output[-2000:]}\n{self.logs()}")
 
     def _wait_for(self, condition, what: str) -> None:
         deadline = time.monotonic() + START_TIMEOUT

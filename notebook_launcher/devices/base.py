@@ -14,7 +14,7 @@ from typing import Protocol
 
 from ..errors import LaunchError
 
-__all__ = ["Device", "fork_or_spawn", "more_than_found"]
+__all__ = ["Device", "NothingToSay", "fork_or_spawn", "more_than_found"]
 
 
 class Device(Protocol):
@@ -62,6 +62,20 @@ class Device(Protocol):
     def rank_environment(self, env: dict[str, str]) -> dict[str, str]:
         """The torchrun environment of one rank, adjusted for this device."""
         ...
+
+
+class NothingToSay:
+    """The defaults of a device with no precision refusal, no stall hint and no oversubscription
+    warning (one rank per TPU chip or XLA device: the count check refuses more)."""
+
+    def check_precision(self, mixed_precision: str) -> str | None:
+        return None
+
+    def stall_hint(self, num_processes: int) -> str | None:
+        return None
+
+    def oversubscription(self, num_processes: int) -> str | None:
+        return None
 
 
 def more_than_found(device: Device, num_processes: int) -> str | None:

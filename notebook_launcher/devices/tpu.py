@@ -19,7 +19,7 @@ import subprocess
 import sys
 
 from ..errors import LaunchError
-from .base import more_than_found
+from .base import NothingToSay, more_than_found
 from .probe import tpu_chips
 
 __all__ = ["TorchTpuDevice", "launch_environment", "tpu_claimed"]
@@ -42,7 +42,7 @@ _TORCHRUN_OWNED = ("WORLD_SIZE", "NODE_RANK", "NNODES", "MASTER_ADDR", "MASTER_P
 _launch_envs: dict[tuple[str, str], dict[str, str]] = {}  # (MASTER_PORT, ranks) -> its variables
 
 
-class TorchTpuDevice:
+class TorchTpuDevice(NothingToSay):
     """torch_tpu's chips: spawned ranks on the ``tpu`` device, collectives on its "tpu" backend."""
 
     name = "tpu"
@@ -56,15 +56,6 @@ class TorchTpuDevice:
 
     def check_processes(self, num_processes: int) -> str | None:
         return more_than_found(self, num_processes)
-
-    def check_precision(self, mixed_precision: str) -> str | None:
-        return None
-
-    def stall_hint(self, num_processes: int) -> str | None:
-        return None
-
-    def oversubscription(self, num_processes: int) -> str | None:
-        return None
 
     def describe(self) -> str:
         n = self.count()

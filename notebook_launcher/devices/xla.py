@@ -7,7 +7,7 @@ in the kernel would make the kernel unforkable. torch_xla runs either one rank o
 from __future__ import annotations
 
 from ..errors import LaunchError
-from .base import more_than_found
+from .base import NothingToSay, more_than_found
 from .probe import xla_device_count
 
 # XLA ranks learn who they are from torch_xla's runtime, not from these torchrun variables.
@@ -26,7 +26,7 @@ _RUNTIME_OWNED = (
 )
 
 
-class XlaDevice:
+class XlaDevice(NothingToSay):
     """torch_xla's devices; its ranks learn who they are from the XLA runtime.
 
     Examples:
@@ -53,15 +53,6 @@ class XlaDevice:
             f"num_processes={num_processes} is not possible with torch_xla: it runs either 1 process or one"
             f" rank per core ({found} here); pass num_processes=None or 1"
         )
-
-    def check_precision(self, mixed_precision: str) -> str | None:
-        return None
-
-    def stall_hint(self, num_processes: int) -> str | None:
-        return None
-
-    def oversubscription(self, num_processes: int) -> str | None:
-        return None
 
     def describe(self) -> str:
         n = self.count()

@@ -67,8 +67,9 @@ def test_a_head_killed_while_the_first_cluster_launch_connects_leaves_the_kernel
     """The head node is SIGKILLed while the kernel's first cluster launch connects. Before, Ray's
     core worker inside the kernel ended the kernel about a second later ("Failed to register worker
     to Raylet": the whole process, faster than any watch): 3 of 3. The driver now runs in a process
-    of its own; the cell ends naming the head, and the kernel lives with its variables."""
-    cluster = LocalRayCluster(cpus=1).start()
+    of its own; the cell ends naming the head, and the kernel lives with its variables. The head
+    alone is cluster enough: the ranks never start."""
+    cluster = LocalRayCluster(cpus=2, nodes=1).start()
     cluster.wait_for_nodes_unconnected()
     kernel = KernelSession(
         env={"RAY_ADDRESS": cluster.address, "RAY_gcs_rpc_server_reconnect_timeout_s": str(RAY_DEADLINE)}
