@@ -10,8 +10,10 @@ from kernel_session import KernelSession, is_kernel_helper
 from paths import SANDBOX_BACKEND
 
 # The conftest.py files (this one, and the folders' markers: ``folders.mark_folder``) are loaded as conftests, but
-# not collected for doctests: as modules they would all be named "conftest".
-collect_ignore = ["conftest.py"]
+# not collected for doctests: as modules they would all be named "conftest". Nor is the stand-in torch_tpu
+# package: importing it gives this process a ``torch.tpu`` (and renames torch's PrivateUse1 device), which
+# every rank forked from here would inherit; only the processes of the tests that ask for it load it.
+collect_ignore = ["conftest.py", "torch_tpu_standin"]
 collect_ignore_glob = ["*/conftest.py"]
 
 

@@ -93,3 +93,15 @@ def test_torch_tpus_launch_environment_is_computed_apart_and_a_count_without_top
         )
     else:
         raise AssertionError("3 ranks on 4 chips has no topology: refused")
+
+
+def test_the_stand_in_never_loads_in_the_process_that_forks_the_other_tests_ranks():
+    """The suite's own process (``pytest tests`` collects every module for doctests) must not import
+    the stand-in: every rank forked from it would inherit its ``torch.tpu`` and a renamed PrivateUse1
+    device, and torch's device lookups there fail (45 trainer tests did, once)."""
+    import sys
+
+    import torch
+
+    assert "torch_tpu" not in sys.modules
+    assert not hasattr(torch, "tpu")
