@@ -5,7 +5,7 @@ and ``torch.compile``d (Inductor), one step (forward, backward, optimizer), then
 steps. Ranks write when their first step ended and their later steps' median; the table shows, per
 contender, the seconds from the launch call to the last rank's first step, and the step time after
 compile. Every row starts from an empty Inductor cache (its own ``TORCHINDUCTOR_CACHE_DIR``), in a
-fresh kernel:
+fresh kernel that imported torch in an earlier cell, as a notebook that trains has:
 
 * ``one process alone``: the function in one process, no launcher (the reference the target is set
   against: a cold launch of 4 ranks on 2 cores ≤ 1.2× it);
@@ -116,7 +116,8 @@ def launched(name: str, ranks: int, device: str) -> tuple[dict | None, dict | No
     kernel = BenchKernel()
     try:
         cache = tempfile.mkdtemp()
-        kernel.run(f"import os, time\nos.environ['TORCHINDUCTOR_CACHE_DIR'] = {cache!r}\nOUT = {out!r}")
+        # torch imported in an earlier cell, as a notebook that trains has it (the row alone imports it too)
+        kernel.run(f"import os, time, torch\nos.environ['TORCHINDUCTOR_CACHE_DIR'] = {cache!r}\nOUT = {out!r}")
         if name == "notebook_launcher":  # its own folder, empty: the variable is the user's otherwise
             kernel.run("del os.environ['TORCHINDUCTOR_CACHE_DIR']")
         kernel.run(importing.format(ranks=ranks) + "\n" + FUNCTION)

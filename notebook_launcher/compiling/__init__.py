@@ -5,9 +5,20 @@ AOTAutograd and code caches, and Triton's), kept for the kernel's life, so a sec
 same function starts from what the first compiled. In each rank (``serial``), Inductor compiles
 one graph at a time across the kernel's ranks: the first to reach a graph compiles it, and every
 other rank then finds it in the shared cache instead of compiling it again on the same cores.
+A function whose code compiles (``expected``) has torch and Inductor imported by the process the
+ranks are forked from, once, instead of by every rank.
 """
 
 from .cache import compile_cache_dir, compile_environment, remove_compile_cache
+from .expected import COMPILER_MODULES, compiles
 from .serial import LOCK_VARIABLE, compile_one_at_a_time
 
-__all__ = ["LOCK_VARIABLE", "compile_cache_dir", "compile_environment", "compile_one_at_a_time", "remove_compile_cache"]
+__all__ = [
+    "COMPILER_MODULES",
+    "LOCK_VARIABLE",
+    "compile_cache_dir",
+    "compiles",
+    "compile_environment",
+    "compile_one_at_a_time",
+    "remove_compile_cache",
+]

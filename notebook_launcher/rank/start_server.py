@@ -8,10 +8,11 @@ fork of it, ready in milliseconds, with a device runtime that is still uninitial
 in the rank). It is single-threaded, so forking it is safe.
 
 The kernel talks to it over a Unix socket pair (``SOCK_SEQPACKET``: one message per request). A
-request carries the rank's spec, the payload file, the kernel's current environment and working
-directory, and four descriptors: the rank's event, stdout and stderr pipes, and an *exit pipe*. The
-server forks, answers with the rank's pid, reaps the rank when it exits and writes its exit code to
-the exit pipe (the kernel waits on it, as on a child of its own).
+request carries the rank's spec, the modules to import before forking it (Inductor, for a function
+that compiles: once, and every later rank has it), the payload file, the kernel's current
+environment and working directory, and four descriptors: the rank's event, stdout and stderr pipes,
+and an *exit pipe*. The server forks, answers with the rank's pid, reaps the rank when it exits and
+writes its exit code to the exit pipe (the kernel waits on it, as on a child of its own).
 
 It dies with the kernel (``PR_SET_PDEATHSIG``) and ends when the kernel closes the socket; its
 ranks die with it. It ignores SIGINT, as ranks do: an interrupt reaches the kernel's whole process
@@ -50,13 +51,7 @@ def main(control_fd: int, kernel_pid: int) -> None:
 
 def _preload() -> dict:
     started = time.monotonic()
-    loaded = []
-    for name in PRELOAD:
-        try:
-            __import__(name)
-            loaded.append(name)
-        except Exception:  # a rank imports what it needs itself if this failed
-            pass
+    loaded = _import_all(PRELOAD)
     torch = sys.modules.get("torch")
     cuda_touched = bool(torch is not None and torch.cuda.is_initialized())
     return {
@@ -67,6 +62,18 @@ def _preload() -> dict:
         "seconds": round(time.monotonic() - started, 3),
         "cuda_initialized": cuda_touched,
     }
+
+
+def _import_all(names: tuple[str, ...]) -> list[str]:
+    """Import ``names`` (the ranks forked after inherit them); those imported."""
+    loaded = []
+    for name in names:
+        try:
+            __import__(name)
+            loaded.append(name)
+        except Exception:  # a rank imports what it needs itself if this failed
+            pass
+    return loaded
 
 
 class Server:
@@ -106,6 +113,7 @@ class Server:
             self.control.send(pickle.dumps({"error": f"a request carries 5 descriptors, not {len(fds)}"}))
             return True
         events, stdout, stderr, exit_w, payload = fds
+        _import_all(request.get("preload", ()))
         try:
             pid = os.fork()
         except OSError as err:

@@ -1,7 +1,10 @@
 """One compile for every rank, from a real kernel: ranks share the kernel's private Inductor cache
 and compile one graph at a time, so each graph is compiled by one rank and found by the others;
 a second launch of the same function compiles nothing; a changed one compiles again; a rank's own
-recompile does not hang the others; the cache goes with the kernel.
+recompile does not hang the others; the cache goes with the kernel. The ranks of a function that
+compiles start with Inductor imported, once, by the process they are forked from (the kernel, or the
+start server): importing it costs seconds of CPU per rank otherwise; a launch that does not compile
+imports none of it.
 
 Compiles are counted with Inductor's own counters (``fxgraph_cache_miss``: a graph compiled;
 ``fxgraph_cache_hit``: one loaded from the cache). Before, both ranks missed: each compiled every
@@ -21,8 +24,12 @@ import pytest
 from kernel_session import KernelSession
 
 COMPILES = dedent("""
-    import os
+    import os, sys
+    INDUCTOR = "torch._inductor.compile_fx"
+    def plain():
+        return INDUCTOR in sys.modules
     def compiles(width):
+        had = INDUCTOR in sys.modules  # before this rank imported anything: the kernel's, or the start server's
         import torch
         from torch._dynamo.utils import counters
         torch.manual_seed(0)
@@ -30,7 +37,7 @@ COMPILES = dedent("""
         model = torch.compile(torch.nn.Sequential(*layers))
         model(torch.randn(4, width)).sum().backward()   # a forward and a backward graph
         found = counters["inductor"]
-        return found["fxgraph_cache_miss"], found["fxgraph_cache_hit"], os.environ["TORCHINDUCTOR_CACHE_DIR"]
+        return found["fxgraph_cache_miss"], found["fxgraph_cache_hit"], os.environ["TORCHINDUCTOR_CACHE_DIR"], had
 """)
 ONE = "launch(compiles, (4,), num_processes=1, display='none').wait()"
 
@@ -45,9 +52,9 @@ def compiled_once(ranks):
     """The graphs each rank met, once every one of them was compiled by exactly one rank: every
     rank meets them all (a miss or a hit each), and the misses of all ranks add up to their
     number. Which rank compiles which graph is the lock's order, not fixed."""
-    graphs = {misses + hits for misses, hits, _ in ranks}
+    graphs = {misses + hits for misses, hits, *_ in ranks}
     assert len(graphs) == 1, ranks
-    assert sum(misses for misses, _, _ in ranks) == graphs.pop(), ranks  # no graph compiled twice
+    assert sum(misses for misses, *_ in ranks) == graphs.pop(), ranks  # no graph compiled twice
     return ranks[0][0] + ranks[0][1]
 
 
@@ -56,8 +63,16 @@ def test_each_graph_is_compiled_by_one_rank_and_a_relaunch_compiles_nothing(meth
     session = KernelSession()
     try:
         session.ok("from notebook_launcher import launch\n" + COMPILES)
+        # a function that does not compile: nothing of the compiler imported for it, in the kernel or its ranks
+        session.ok(f"job = launch(plain, num_processes=2, start_method={method!r}, display='none')")
+        session.ok("job.wait()", timeout=300)
+        assert session.eval("job.results") == [False, False]
+        assert session.eval("INDUCTOR in sys.modules") is False
         first = launched(session, 8, method)
         assert compiled_once(first) >= 2, first  # a forward and a backward graph at least
+        # ... and one that does: its ranks start with Inductor imported (by the kernel, or the start server)
+        assert [rank[3] for rank in first] == [True, True], first
+        assert session.eval("INDUCTOR in sys.modules") is (method == "fork")
         again = launched(session, 8, method)
         assert [rank[0] for rank in again] == [0, 0] and all(rank[1] >= 2 for rank in again), again
         changed = launched(session, 16, method)

@@ -4,7 +4,8 @@ Data built in the kernel is shared copy-on-write. Before forking, lazy imports t
 otherwise do on its own (``torch._dynamo``, pulled in by building an optimizer) are done once in
 the kernel, so the ranks inherit them: measured, this takes seconds off every launch. Usually the
 background warm-up (``backends.local.warmup``) has done it by the time a launch starts; a launch waits
-for it to finish. No device is touched.
+for it to finish. A function that compiles (``compiling.expected``) has torch and Inductor imported
+here too: seconds of CPU once, instead of once per rank. No device is touched.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from __future__ import annotations
 import importlib
 import sys
 
+from ...compiling import COMPILER_MODULES, compiles
 from ...interrupt_routing import interrupts_blocked
 from ...kernel_streams import flush_kernel_streams
 from ...rank.bootstrap import run_rank_process
@@ -35,9 +37,10 @@ class ForkStarter(ProcessStarter):
         keep_caller_state()
         self._flushed = False
         wait_for_warmup(waiter="notebook-launcher: the launch")
-        if "torch" in sys.modules:
-            for module in TORCH_MODULES:
-                importlib.import_module(module)
+        # a function that compiles: torch and Inductor imported here once, not in every rank
+        modules = COMPILER_MODULES if compiles(plan.function) else TORCH_MODULES if "torch" in sys.modules else ()
+        for module in modules:
+            importlib.import_module(module)
 
     def start(self, plan, specs, pipes):
         (spec,) = specs

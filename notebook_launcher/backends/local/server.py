@@ -33,6 +33,7 @@ import threading
 import time
 from typing import Any
 
+from ...compiling import COMPILER_MODULES, compiles
 from ...errors import LaunchError
 from .base import StartedProcess
 from .spawn import SpawnStarter
@@ -47,6 +48,7 @@ __all__ = [
 ]
 
 READY_TIMEOUT = 300.0  # seconds the server may take to import torch (a cold disk, a slow machine)
+PRELOAD_TIMEOUT = 120.0  # more seconds a rank's start may take while the server imports Inductor first
 _EXIT_CODE = struct.Struct("<i")
 # Read when the interpreter or torch's native libraries load, so a rank forked from a server started
 # with other values would not see the change. Variables read later (CUDA_VISIBLE_DEVICES, NCCL_*,
@@ -95,11 +97,12 @@ class StartServer:
         self.state = "warm"
         _changed()
 
-    def start_rank(self, spec: Any, payload_fd: int, pipes: Any) -> ServedProcess:
+    def start_rank(self, spec: Any, payload_fd: int, pipes: Any, preload: tuple[str, ...] = ()) -> ServedProcess:
         """Have the server fork one rank writing to ``pipes`` that loads the payload file
-        ``payload_fd``; the started rank."""
+        ``payload_fd``, having imported ``preload`` first (once: its later ranks inherit them);
+        the started rank."""
         exit_r, exit_w = os.pipe()
-        request = {"spec": spec, "env": dict(os.environ), "cwd": os.getcwd()}
+        request = {"spec": spec, "env": dict(os.environ), "cwd": os.getcwd(), "preload": preload}
         try:
             with self._lock:
                 self.wait_ready()
@@ -112,7 +115,7 @@ class StartServer:
                 except OSError as err:
                     self._failed()
                     raise LaunchError(f"the start server (pid {self.pid}) is gone: {err}") from None
-                reply = self._receive(30.0, "while starting a rank")
+                reply = self._receive(30.0 + PRELOAD_TIMEOUT * bool(preload), "while starting a rank")
         except BaseException:
             os.close(exit_r)
             raise
@@ -313,6 +316,10 @@ class ServerStarter(SpawnStarter):
 
     name = "spawn"
 
+    def prepare(self, plan):
+        super().prepare(plan)
+        self._preload = COMPILER_MODULES if compiles(plan.function) else ()
+
     def start(self, plan, specs, pipes):
         (spec,) = specs
-        return _registry.server().start_rank(spec, self.payload_fd, pipes)
+        return _registry.server().start_rank(spec, self.payload_fd, pipes, self._preload)
