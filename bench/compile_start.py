@@ -11,6 +11,8 @@ fresh kernel that imported torch in an earlier cell, as a notebook that trains h
   against: a cold launch of 4 ranks on 2 cores ≤ 1.2× it);
 * ``notebook_launcher``: 4 ranks, fork; then a second launch of the same function in that kernel
   (target: first step ≤ 2 s);
+* ``persistent workers``: ``start_workers`` (counted in the cold row), then ``workers.run`` of the
+  function twice: the second call runs in ranks whose compiled code is still loaded;
 * Hugging Face Accelerate's ``notebook_launcher`` and raw ``torch.multiprocessing.start_processes``
   (fork), each 4 ranks, cold and then again in the same kernel.
 
@@ -80,6 +82,12 @@ LAUNCHES = {
         "from accelerate import notebook_launcher",
         "notebook_launcher(train, (time.time(), OUT, {device!r}), num_processes={ranks})",
     ),
+    "persistent workers": (  # started once: a second run is a call into ranks that compiled already
+        "from notebook_launcher import start_workers\nstarted = time.time()\n"
+        "workers = start_workers({ranks}, display='none')",
+        "workers.run(train, started if 'started' in globals() else time.time(), OUT, {device!r})\n"
+        "globals().pop('started', None)",
+    ),
     "torch.multiprocessing": (
         "import torch.multiprocessing as torch_mp\nos.environ.update(MASTER_ADDR='127.0.0.1', MASTER_PORT='29561',"
         " WORLD_SIZE='{ranks}')",
@@ -118,7 +126,7 @@ def launched(name: str, ranks: int, device: str) -> tuple[dict | None, dict | No
         cache = tempfile.mkdtemp()
         # torch imported in an earlier cell, as a notebook that trains has it (the row alone imports it too)
         kernel.run(f"import os, time, torch\nos.environ['TORCHINDUCTOR_CACHE_DIR'] = {cache!r}\nOUT = {out!r}")
-        if name == "notebook_launcher":  # its own folder, empty: the variable is the user's otherwise
+        if name in ("notebook_launcher", "persistent workers"):  # their own folder, empty (else the variable is kept)
             kernel.run("del os.environ['TORCHINDUCTOR_CACHE_DIR']")
         kernel.run(importing.format(ranks=ranks) + "\n" + FUNCTION)
         rows: list[dict | None] = []

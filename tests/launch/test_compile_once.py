@@ -28,6 +28,9 @@ COMPILES = dedent("""
     INDUCTOR = "torch._inductor.compile_fx"
     def plain():
         return INDUCTOR in sys.modules
+    def cache_dir():  # every local launch has the kernel's folder; Inductor's import keeps the variable set
+        import torch._inductor.config
+        return os.environ["TORCHINDUCTOR_CACHE_DIR"]
     def compiles(width):
         had = INDUCTOR in sys.modules  # before this rank imported anything: the kernel's, or the start server's
         import torch
@@ -39,7 +42,7 @@ COMPILES = dedent("""
         found = counters["inductor"]
         return found["fxgraph_cache_miss"], found["fxgraph_cache_hit"], os.environ["TORCHINDUCTOR_CACHE_DIR"], had
 """)
-ONE = "launch(compiles, (4,), num_processes=1, display='none').wait()"
+CACHE_DIR = "launch(cache_dir, num_processes=1, display='none').wait()"
 
 
 def launched(kernel, width, method):
@@ -102,7 +105,7 @@ def test_a_killed_kernels_compile_cache_is_removed_by_its_guardian_or_the_next_i
     session = KernelSession()
     try:
         session.ok("from notebook_launcher import launch\n" + COMPILES)
-        folder = os.path.dirname(session.eval(f"{ONE}[2]"))
+        folder = os.path.dirname(session.eval(CACHE_DIR))
         assert os.path.isdir(folder)
         session.process.send_signal(signal.SIGKILL)  # nothing runs in it: no atexit
         assert _gone(folder, timeout=10)  # its guardian removed it
@@ -121,7 +124,7 @@ def test_the_users_own_inductor_cache_is_kept(kernel, tmp_path):
     kernel.ok(COMPILES)
     kernel.ok(f"os.environ['TORCHINDUCTOR_CACHE_DIR'] = {str(tmp_path / 'mine')!r}")
     try:
-        assert kernel.eval(f"{ONE}[2]") == str(tmp_path / "mine")
+        assert kernel.eval(CACHE_DIR) == str(tmp_path / "mine")
     finally:
         kernel.ok("del os.environ['TORCHINDUCTOR_CACHE_DIR']")
 
