@@ -9,7 +9,7 @@ A function whose code compiles (``expected``) has torch and Inductor imported by
 ranks are forked from, once, instead of by every rank.
 """
 
-from .cache import compile_cache_dir, compile_environment, remove_compile_cache
+from .cache import compile_cache_dir, compile_environment, forget_attempt, remove_compile_cache
 from .expected import COMPILER_MODULES, compiles
 from .serial import LOCK_VARIABLE, compile_one_at_a_time
 
@@ -18,6 +18,7 @@ __all__ = [
     "LOCK_VARIABLE",
     "compile_cache_dir",
     "compiles",
+    "forget_attempt",
     "compile_environment",
     "compile_one_at_a_time",
     "remove_compile_cache",

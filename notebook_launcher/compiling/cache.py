@@ -15,6 +15,8 @@ Examples:
     >>> env = compile_environment({})
     >>> sorted(env) == ["NOTEBOOK_LAUNCHER_COMPILE_LOCK", "TORCHINDUCTOR_CACHE_DIR", "TRITON_CACHE_DIR"]
     True
+    >>> compile_environment({}, attempt="a1b2")["NOTEBOOK_LAUNCHER_COMPILE_MARKS"].endswith("/marks/a1b2")
+    True
     >>> env["TORCHINDUCTOR_CACHE_DIR"].startswith(compile_cache_dir())
     True
     >>> "TORCHINDUCTOR_CACHE_DIR" in compile_environment({"TORCHINDUCTOR_CACHE_DIR": "/my/cache"})
@@ -35,9 +37,9 @@ import threading
 from collections.abc import Mapping
 
 from ..scratch import scratch_dir
-from .serial import LOCK_VARIABLE
+from .serial import LOCK_VARIABLE, MARKS_VARIABLE
 
-__all__ = ["compile_cache_dir", "compile_environment", "remove_compile_cache"]
+__all__ = ["compile_cache_dir", "compile_environment", "forget_attempt", "remove_compile_cache"]
 
 _lock = threading.Lock()
 _folders: dict[int, str] = {}  # by pid: a launch from inside a rank has a folder of its own
@@ -61,14 +63,24 @@ def remove_compile_cache() -> None:
         shutil.rmtree(folder, ignore_errors=True)
 
 
-def compile_environment(environ: Mapping[str, str] = os.environ) -> dict[str, str]:
-    """The variables a local rank gets so that it compiles into, and reads from, the kernel's cache."""
+def compile_environment(environ: Mapping[str, str] = os.environ, attempt: str | None = None) -> dict[str, str]:
+    """The variables a local rank gets so that it compiles into, and reads from, the kernel's cache;
+    with ``attempt`` (one launch attempt's name), the folder where its ranks mark the graphs compiled."""
     folder = compile_cache_dir()
     env = {LOCK_VARIABLE: os.path.join(folder, "compile.lock")}
+    if attempt is not None:
+        env[MARKS_VARIABLE] = os.path.join(folder, "marks", attempt)
     for variable, sub in (("TORCHINDUCTOR_CACHE_DIR", "inductor"), ("TRITON_CACHE_DIR", "triton")):
         if environ.get(variable) in (None, "", _inductor_default()):
             env[variable] = os.path.join(folder, sub)
     return env
+
+
+def forget_attempt(attempt: str) -> None:
+    """Remove an ended attempt's marks (``compile_environment(attempt=)``)."""
+    folder = _folders.get(os.getpid())
+    if folder is not None:
+        shutil.rmtree(os.path.join(folder, "marks", attempt), ignore_errors=True)
 
 
 def _inductor_default() -> str:

@@ -84,6 +84,7 @@ def test_each_graph_is_compiled_by_one_rank_and_a_relaunch_compiles_nothing(meth
         assert os.path.basename(folder).startswith(f"notebook-launcher-compile-{session.process.pid}-")
         assert os.path.dirname(folder) == tempfile.gettempdir()
         assert stat.S_IMODE(os.stat(folder).st_mode) == 0o700 and os.stat(folder).st_uid == os.getuid()
+        assert os.listdir(os.path.join(folder, "marks")) == []  # each attempt's marks went with it
         session.manager.shutdown_kernel(now=False)  # as Jupyter shuts a kernel down: it exits itself
         # the kernel's compile cache goes with it: removed by the kernel as it exits, or, when a loaded
         # machine made Jupyter kill a kernel slow to exit (5 s), by its guardian right after

@@ -7,7 +7,7 @@ from __future__ import annotations
 import os
 from typing import TYPE_CHECKING
 
-from ...compiling import compile_environment
+from ...compiling import compile_environment, forget_attempt
 from ...wire.shared_tensors import new_prefix, remove_leftovers, sweep_dead_kernels
 from ...wire.spec import RankSpec
 from ..base import Meeting, RankGroup
@@ -60,6 +60,7 @@ class ProcessStarter:
 
     name = "process"
     _tensor_prefix: str | None = None  # this attempt's, once a spec was made
+    _attempt: str | None = None  # this attempt's name in the compile cache's marks, once a spec was made
 
     def prepare(self, plan: LaunchPlan) -> None:
         pass
@@ -76,16 +77,17 @@ class ProcessStarter:
 
     def rank_spec(self, plan: LaunchPlan, seat: RankSeat) -> RankSpec:
         """A local process's spec: this kernel's pid, the plan's thread budget, the kernel's compile
-        cache (the local ranks of every launch of the kernel share it: ``compiling``) and this
-        attempt's /dev/shm prefix for large returned tensors (``wire.shared_tensors``), removed in
-        ``cleanup`` with whatever a rank left under it."""
-        if self._tensor_prefix is None:
-            self._tensor_prefix = new_prefix()
+        cache (the local ranks of every launch of the kernel share it, and mark there the graphs
+        this attempt compiled: ``compiling``) and this attempt's /dev/shm prefix for large
+        returned tensors (``wire.shared_tensors``), removed in ``cleanup`` with whatever a rank
+        left under it, as the attempt's marks are."""
+        if self._attempt is None:
+            self._tensor_prefix, self._attempt = new_prefix(), os.urandom(6).hex()
             _sweep_once()
         return RankSpec(
             seat.rank,
             seat.local_rank,
-            {**seat.env, **compile_environment()},
+            {**seat.env, **compile_environment(attempt=self._attempt)},
             os.getpid(),
             plan.threads,
             self._tensor_prefix,
@@ -105,7 +107,9 @@ class ProcessStarter:
     def cleanup(self) -> None:
         if self._tensor_prefix is not None:
             remove_leftovers(self._tensor_prefix)
-            self._tensor_prefix = None
+        if self._attempt is not None:
+            forget_attempt(self._attempt)
+        self._tensor_prefix = self._attempt = None
 
 
 _swept = False
