@@ -48,7 +48,10 @@ def compiles(function: Callable[..., Any], environ: Mapping[str, str] = os.envir
     ``torch.compile``, or the kernel's environment sets Accelerate's dynamo backend."""
     if environ.get("ACCELERATE_DYNAMO_BACKEND", "no").lower() not in ("", "no"):
         return True
-    return any(_NAMES.intersection(_names(code)) for code in _codes(function))
+    try:
+        return any(_NAMES.intersection(_names(code)) for code in _codes(function))
+    except Exception:  # a guess that saves time, never a reason for a launch to fail
+        return False
 
 
 def _codes(function: Callable[..., Any]) -> Iterator[CodeType]:
@@ -116,7 +119,7 @@ def _named(item: Any, code: CodeType, module: str) -> Iterator[Any]:
     """What ``code`` names among ``item``'s globals that was defined in ``module`` (the cells)."""
     namespace = getattr(item, "__globals__", None)
     if namespace is None and isinstance(item, type):
-        namespace = vars(inspect.getmodule(item) or object())
+        namespace = getattr(inspect.getmodule(item), "__dict__", None)
     for name in code.co_names:
         value = (namespace or {}).get(name)
         if isinstance(value, (FunctionType, type)) and getattr(value, "__module__", None) == module:

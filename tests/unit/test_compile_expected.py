@@ -103,3 +103,28 @@ def test_a_function_naming_itself_or_a_cycle_of_functions_ends():
             return ping(n - 1) if n else 0
     """)
     assert not compiles(found.ping, environ={})
+
+
+def test_a_class_whose_module_is_not_loaded_or_a_callable_that_cannot_be_read_is_a_no():
+    found = cells("""
+        import torch
+        class Model(torch.nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.body = helper()
+        def helper():
+            return torch.nn.Linear(2, 2)
+        def train():
+            return Model()
+    """)
+    del sys.modules[found.__name__]  # the class's module can no longer be found by name
+    assert not compiles(found.train, environ={})
+
+    class Unreadable:
+        def __getattr__(self, name):
+            raise RuntimeError("no attribute may be read")
+
+        def __call__(self):
+            return None
+
+    assert not compiles(Unreadable(), environ={})
