@@ -17,9 +17,9 @@ __all__ = [
     "COMPILER_MODULES",
     "LOCK_VARIABLE",
     "compile_cache_dir",
-    "compiles",
-    "forget_attempt",
     "compile_environment",
     "compile_one_at_a_time",
+    "compiles",
+    "forget_attempt",
     "remove_compile_cache",
 ]

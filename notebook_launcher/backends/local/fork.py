@@ -37,8 +37,9 @@ class ForkStarter(ProcessStarter):
         keep_caller_state()
         self._flushed = False
         wait_for_warmup(waiter="notebook-launcher: the launch")
-        # a function that compiles: torch and Inductor imported here once, not in every rank
-        modules = COMPILER_MODULES if compiles(plan.function) else TORCH_MODULES if "torch" in sys.modules else ()
+        modules: tuple[str, ...] = TORCH_MODULES if "torch" in sys.modules else ()
+        if compiles(plan.function):  # torch and Inductor imported here once, not in every rank
+            modules = COMPILER_MODULES
         for module in modules:
             importlib.import_module(module)
 
