@@ -88,15 +88,17 @@ labextension/node_modules: labextension/package.json labextension/package-lock.j
 	cd labextension && npm install --no-audit --no-fund --loglevel=error
 	touch labextension/node_modules
 
-# Everything, as nox's sessions in order (.ci/noxfile.py: check; the GPU pass, dry, whose environment
-# goes after it; the main suite; browsers; collaboration; Ray clusters; the kernel-level tests with
-# Colab's and Kaggle's versions; torch_xla's CPU device; the documentation site). A failed session
-# does not stop the others; then the time taken and the environments' disk are printed, the most
-# they held at once too (CI removes the runtimes' CUDA builds of torch as it goes; CI keeps both under
-# its targets: 35 minutes, 12 GB; du counts a file hard-linked in several once).
+# Everything: nox's sessions (.ci/noxfile.py: check; the GPU pass, dry; the docs site; the main suite;
+# Ray clusters; browsers; collaboration; the kernel-level tests with Colab's and Kaggle's versions;
+# torch_xla's CPU device) in stages (.ci/stages.py): sessions that leave the CPU idle much of the time
+# run side by side (check beside the dry GPU pass, the clusters beside the browsers), main and each
+# runtime alone. A failed session does not stop the others; a table of every session's result and
+# time ends the output, then the time taken and the environments' disk, the most they held at once
+# too (CI removes the runtimes' CUDA builds of torch as it goes; CI keeps both under its targets:
+# 35 minutes, 12 GB; du counts a file hard-linked in several once).
 ENVIRONMENTS = $(VENV) $(TOOLS) .nox .cache/uv
 test: $(STAMP) $(LABEXT) browser labextension/node_modules
-	@start=$$(date +%s); rm -f .nox/disk.tsv; $(NOX); code=$$?; \
+	@start=$$(date +%s); rm -f .nox/disk.tsv; $(PY) .ci/stages.py; code=$$?; \
 		echo "make test: $$(( $$(date +%s) - start )) s; the environments: $$($(PY) .ci/disk.py $(ENVIRONMENTS))"; \
 		exit $$code
 

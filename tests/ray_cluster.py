@@ -2,7 +2,9 @@
 
 The head is on 127.0.0.5 and the second node joins it on 127.0.0.2 (other loopback addresses, so
 the two nodes have different addresses, as on a real cluster); a driver (a kernel, a test) takes
-the address it reaches the head from, loopback too. Not 127.0.0.1: Ray rewrites that one address
+the address it reaches the head from, loopback too. A cluster can take other loopback addresses
+(``HEAD_LOSS``), and every port of its nodes is a free one, Ray's fixed default (the dashboard
+agent's 52365) included: two test files run their clusters side by side. Not 127.0.0.1: Ray rewrites that one address
 (and "localhost") to the machine's network address, so a head started there and every driver of it
 talked over the machine's own interface. ``loopback_report`` lists every address Ray reports, for the tests to
 check. Both nodes run ``ray start --block`` in a session of their own, so ``stop`` ends exactly the
@@ -37,6 +39,7 @@ TRAIN_FOREVER = (
 START_TIMEOUT = 180.0  # seconds for both nodes to come up on a loaded 2-core machine
 HEAD = "127.0.0.5"  # the head's address (see the module docstring: not 127.0.0.1)
 SECOND = "127.0.0.2"
+HEAD_LOSS = ("127.0.0.6", "127.0.0.7")  # the head-loss tests' clusters, beside the shared one
 # a kernel cell printing every address Ray reports (nodes, GCS, the node its driver took, the
 # kernel's own link to that driver process)
 LOOPBACK_REPORT = (
@@ -78,23 +81,25 @@ def all_loopback(addresses) -> bool:
     return bool(addresses) and all(ipaddress.ip_address(address.strip("[]")).is_loopback for address in addresses)
 
 
-def _free_port() -> int:
+def _free_port(address: str = HEAD) -> int:
     with socket.socket() as probe:
-        probe.bind((HEAD, 0))
+        probe.bind((address, 0))
         return probe.getsockname()[1]
 
 
 class LocalRayCluster:
     """Two Ray nodes (or ``nodes=1``: the head alone) with ``cpus`` CPUs each; ``address`` is what
-    ``RAY_ADDRESS`` takes, ``client_address`` what Ray Client connects to."""
+    ``RAY_ADDRESS`` takes, ``client_address`` what Ray Client connects to; ``addresses`` are the
+    head's and the second node's (loopback)."""
 
-    def __init__(self, cpus: int = 2, nodes: int = 2) -> None:
+    def __init__(self, cpus: int = 2, nodes: int = 2, addresses: tuple[str, str] = (HEAD, SECOND)) -> None:
         self.cpus = cpus
         self.nodes = nodes  # 1: the head alone
-        self.port = _free_port()
-        self.address = f"{HEAD}:{self.port}"
-        self.client_port = _free_port()
-        self.client_address = f"ray://{HEAD}:{self.client_port}"  # Ray Client
+        self.head, self.second = addresses
+        self.port = _free_port(self.head)
+        self.address = f"{self.head}:{self.port}"
+        self.client_port = _free_port(self.head)
+        self.client_address = f"ray://{self.head}:{self.client_port}"  # Ray Client
         self.temp_dir = tempfile.mkdtemp(prefix="nlray-", dir="/tmp")  # short: Ray puts sockets in it
         self.log = open(os.path.join(self.temp_dir, "nodes.log"), "wb")  # noqa: SIM115 -- closed in stop()
         self._nodes: list[subprocess.Popen] = []
@@ -114,7 +119,7 @@ class LocalRayCluster:
                 "--ray-client-server-port",
                 str(self.client_port),
                 "--node-ip-address",
-                HEAD,
+                self.head,
                 "--port",
                 str(self.port),
                 "--include-dashboard=false",
@@ -125,7 +130,7 @@ class LocalRayCluster:
         )
         self._wait_for(lambda: self._listening(), "the head to listen")
         if self.nodes > 1:
-            self._start_node(["--address", self.address, "--node-ip-address", SECOND, *common])
+            self._start_node(["--address", self.address, "--node-ip-address", self.second, *common])
         return self
 
     def add_node(self, address: str, cpus: int, resources: dict[str, float]) -> int:
@@ -165,6 +170,8 @@ class LocalRayCluster:
                 pass
 
     def _start_node(self, arguments: list[str]) -> None:
+        address = arguments[arguments.index("--node-ip-address") + 1]
+        arguments = [*arguments, "--dashboard-agent-listen-port", str(_free_port(address))]
         # GRPC_ENABLE_FORK_SUPPORT=false: the head forks a server for each Ray Client connection
         # from a process busy in gRPC, whose fork handlers then crash that child now and then (a
         # gRPC check failure, "next_worker->state == KICKED"); without them the child just execs.
@@ -177,7 +184,7 @@ class LocalRayCluster:
 
     def _listening(self) -> bool:
         try:
-            socket.create_connection((HEAD, self.port), timeout=1).close()
+            socket.create_connection((self.head, self.port), timeout=1).close()
             return True
         except OSError:
             return False

@@ -378,7 +378,7 @@ def test_a_hung_rank_on_the_cluster_ends_with_a_timeout_that_shows_where_it_was(
         time.sleep(600)
 
     with pytest.raises(LaunchTimeout) as caught:
-        notebook_launcher(stuck_on_rank_1, num_processes=2, cluster="ray", display="none", timeout=15)
+        notebook_launcher(stuck_on_rank_1, num_processes=2, cluster="ray", display="none", timeout=30)
     assert "rank 1 had not finished" in str(caught.value)
     assert "rank 1: in waits_for_ever" in str(caught.value)  # its stack, asked of its actor
     wait_until(lambda: free_cpus() == 4, "the cluster's CPUs to be free again")

@@ -17,7 +17,7 @@ import pytest
 pytest.importorskip("ray")
 
 from kernel_session import KernelSession
-from ray_cluster import TRAIN_FOREVER, LocalRayCluster
+from ray_cluster import HEAD_LOSS, TRAIN_FOREVER, LocalRayCluster
 
 pytestmark = pytest.mark.slow
 RAY_DEADLINE = 30  # seconds after the head's loss at which Ray ends a driver still connected
@@ -69,7 +69,7 @@ def test_a_head_killed_while_the_first_cluster_launch_connects_leaves_the_kernel
     to Raylet": the whole process, faster than any watch): 3 of 3. The driver now runs in a process
     of its own; the cell ends naming the head, and the kernel lives with its variables. The head
     alone is cluster enough: the ranks never start."""
-    cluster = LocalRayCluster(cpus=2, nodes=1).start()
+    cluster = LocalRayCluster(cpus=2, nodes=1, addresses=HEAD_LOSS).start()
     cluster.wait_for_nodes_unconnected()
     kernel = KernelSession(
         env={"RAY_ADDRESS": cluster.address, "RAY_gcs_rpc_server_reconnect_timeout_s": str(RAY_DEADLINE)}
@@ -97,7 +97,7 @@ def test_a_lost_head_ends_the_launch_in_seconds_and_the_kernel_lives_to_launch_a
     The cell ends within seconds with an error that names the lost head; the kernel is alive past
     Ray's deadline with its variables; a local launch works; and a cluster launch works again on a
     new cluster (the kernel left the dead one, so it can connect anew)."""
-    cluster = LocalRayCluster(cpus=1).start()
+    cluster = LocalRayCluster(cpus=1, addresses=HEAD_LOSS).start()
     cluster.wait_for_nodes_unconnected()
     second = None
     kernel = KernelSession(
@@ -126,7 +126,7 @@ def test_a_lost_head_ends_the_launch_in_seconds_and_the_kernel_lives_to_launch_a
         assert kernel.ok(local, timeout=120).stdout.strip().endswith("local again")
 
         cluster.stop()
-        second = LocalRayCluster(cpus=2, nodes=1).start()  # a head alone is cluster enough here
+        second = LocalRayCluster(cpus=2, nodes=1, addresses=HEAD_LOSS).start()  # a head alone is cluster enough here
         second.wait_for_nodes_unconnected()
         kernel.ok(f"import os; os.environ['RAY_ADDRESS'] = {second.address!r}")
         again = "print(notebook_launcher(lambda: 'cluster again', num_processes=2, cluster='ray'))"
@@ -142,7 +142,7 @@ def test_a_hung_head_is_noticed_and_the_cell_ends_naming_it():
     """The head node is SIGSTOPped mid-launch (a hung machine): its port still accepts connections,
     so the head watch's old probe, a TCP connect, kept saying it answered and the cell ran on. The
     probe now asks for a gRPC handshake, which only the running server gives."""
-    cluster = LocalRayCluster(cpus=1).start()
+    cluster = LocalRayCluster(cpus=1, addresses=HEAD_LOSS).start()
     cluster.wait_for_nodes_unconnected()
     kernel = KernelSession(
         env={"RAY_ADDRESS": cluster.address, "RAY_gcs_rpc_server_reconnect_timeout_s": str(RAY_DEADLINE)}
@@ -163,7 +163,7 @@ def test_a_head_that_hangs_while_a_launch_waits_for_its_placement_ends_the_cell_
     """The launch asks for more than the cluster has, so it waits for its placement group; the head
     then hangs. Before, the cell ran on past ``rendezvous_timeout`` (the wait's last words ask the
     lost head for its resources, and the port-only probe never saw it go)."""
-    cluster = LocalRayCluster(cpus=1, nodes=1).start()
+    cluster = LocalRayCluster(cpus=1, nodes=1, addresses=HEAD_LOSS).start()
     cluster.wait_for_nodes_unconnected()
     kernel = KernelSession(
         env={"RAY_ADDRESS": cluster.address, "RAY_gcs_rpc_server_reconnect_timeout_s": str(RAY_DEADLINE)}
@@ -189,7 +189,7 @@ def test_a_hung_head_is_named_when_the_first_cluster_launch_connects_and_an_inte
     connections, so the launch starts to connect, and Ray's ``init`` would wait on it. The head is
     watched from the first call: the cell ends naming it within seconds. A second try is interrupted
     while it connects: the cell ends at once, and no driver process is left."""
-    cluster = LocalRayCluster(cpus=1, nodes=1).start()
+    cluster = LocalRayCluster(cpus=1, nodes=1, addresses=HEAD_LOSS).start()
     cluster.wait_for_nodes_unconnected()
     kernel = KernelSession(env={"RAY_ADDRESS": cluster.address})
     try:
