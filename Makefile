@@ -91,8 +91,8 @@ labextension/node_modules: labextension/package.json labextension/package-lock.j
 # Everything: nox's sessions (.ci/noxfile.py: check; the GPU pass, dry; the docs site; the main suite;
 # Ray clusters; browsers; collaboration; the kernel-level tests with Colab's and Kaggle's versions;
 # torch_xla's CPU device) in stages (.ci/stages.py): sessions that leave the CPU idle much of the time
-# run side by side (check beside the dry GPU pass, the clusters beside the browsers), main and each
-# runtime alone. A failed session does not stop the others; a table of every session's result and
+# run side by side (check beside the dry GPU pass and the docs); main, the clusters, the browsers
+# and each runtime alone. A failed session does not stop the others; a table of every session's result and
 # time ends the output, then the time taken and the environments' disk, the most they held at once
 # too (CI removes the runtimes' CUDA builds of torch as it goes; CI keeps both under its targets:
 # 35 minutes, 12 GB; du counts a file hard-linked in several once).

@@ -1,10 +1,12 @@
 """``make test``: every nox session of ``.ci/noxfile.py``, in stages; a stage's lanes run side by side.
 
-On a 2-core machine the suite's time is CPU time, and some sessions leave much of it idle while they
-wait on servers, browsers and Ray nodes (measured here, the CPU busy over a session run alone:
-main 92%, cluster 53%, browser 44%, check 56%, an XLA session 54%). Two such sessions side by side
-take little longer than the longer of them; main, which keeps both cores busy, runs alone. Sessions
-that hold a runtime's CUDA build of torch stay one at a time (the disk target: ``release_runtime``).
+On a 2-core machine the suite's time is CPU time, and some sessions leave much of it idle (measured
+here, the CPU busy over a session run alone: main 92%, cluster 53%, browser 44%, check 56%, an XLA
+session 54%). check runs beside the dry GPU pass and the docs site (mostly installs): the stage
+takes about as long as check. The clusters beside the browsers did not pay: both took half as long
+again as alone and a browser wait ran out (Ray's nodes and Chromium want the CPU at the same
+moments), so main, the clusters, the browsers and each runtime (a CUDA build of torch on disk) have
+a stage to themselves.
 
 Each session is its own nox run, timed. The first lane of a stage is printed as it runs; the other
 lanes' output is printed whole after it, under a header, so a log reads as one session's. A failed
@@ -33,13 +35,16 @@ NOX = [str(REPO / ".venv-tools" / "bin" / "nox"), "-f", str(REPO / ".ci" / "noxf
 STAGES: tuple[tuple[tuple[str, ...], ...], ...] = (
     (("check",), ("gpu_dry", "docs")),
     (("main",),),
-    (("cluster",), ("browser", "collaboration")),
+    (("cluster",),),
+    (("browser", "collaboration"),),
     (("kernel(runtime='colab')",),),
     (("kernel(runtime='kaggle')",),),
     (("xla(version='2.8')", "xla(version='2.9')"),),
 )
 
-RUNS_ALONE = ("main",)  # keeps both cores busy
+# main keeps both cores busy; the clusters beside the browsers took 811 s and 730 s (alone: 534 s
+# and 371 s) and a browser wait ran out at 180 s: Ray's nodes and Chromium crowd each other out
+RUNS_ALONE = ("main", "cluster", "browser")
 RUNTIMES = ("kernel(", "xla(")  # sessions holding a runtime's CUDA build of torch (gigabytes on disk)
 
 
@@ -75,8 +80,8 @@ def unstaged(listed: list[str], stages=STAGES) -> list[str]:
 
 
 def crowded(stages=STAGES) -> list[str]:
-    """The sessions that must have their stage to themselves but share it: main (both cores) and
-    the runtimes' sessions (their disk).
+    """The sessions that must have their stage to themselves but share it: main (both cores), the
+    clusters and the browsers (each other's CPU), and the runtimes' sessions (their disk).
 
     Examples:
         >>> crowded(((("main",), ("docs",)), (("kernel(runtime='colab')",),), (("xla(version='2.8')", "a"), ("b",))))

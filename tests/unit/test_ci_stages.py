@@ -17,11 +17,18 @@ def _stages():
     return module
 
 
-def test_main_and_the_runtimes_sessions_each_have_a_stage_to_themselves():
+def test_main_the_clusters_the_browsers_and_the_runtimes_each_have_a_stage_to_themselves():
     stages = _stages()
     assert stages.crowded() == []
     alone = {lane[0] for stage in stages.STAGES if len(stage) == 1 for lane in stage}
-    assert {"main", "kernel(runtime='colab')", "kernel(runtime='kaggle')", "xla(version='2.8')"} <= alone
+    assert {
+        "main",
+        "cluster",
+        "browser",
+        "kernel(runtime='colab')",
+        "kernel(runtime='kaggle')",
+        "xla(version='2.8')",
+    } <= alone
 
 
 def test_no_session_is_staged_twice_and_the_examples_hold():
