@@ -62,7 +62,9 @@ def nvml_gpu_count() -> int:
     torch counts through NVML because importing ``notebook_launcher`` sets
     ``PYTORCH_NVML_BASED_CUDA_CHECK=1``.
     """
-    torch: Any = sys.modules.get("torch") or importlib.import_module("torch")
+    # not sys.modules: while another thread (the sidebar's subshell) imports torch, that holds a
+    # half-initialized module; the import machinery waits for it to finish
+    torch: Any = importlib.import_module("torch")
     if not torch.version.cuda:
         return 0
     return int(torch.cuda.device_count())
