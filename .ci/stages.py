@@ -42,8 +42,7 @@ STAGES: tuple[tuple[tuple[str, ...], ...], ...] = (
     (("xla(version='2.8')", "xla(version='2.9')"),),
 )
 
-# main keeps both cores busy; the clusters beside the browsers took 811 s and 730 s (alone: 534 s
-# and 371 s) and a browser wait ran out at 180 s: Ray's nodes and Chromium crowd each other out
+# main keeps both cores busy; the clusters and the browsers crowd each other out (the docstring)
 RUNS_ALONE = ("main", "cluster", "browser")
 RUNTIMES = ("kernel(", "xla(")  # sessions holding a runtime's CUDA build of torch (gigabytes on disk)
 
@@ -152,8 +151,9 @@ def main(argv: list[str]) -> int:
     if missing:
         print(f"stages.py: no stage runs {', '.join(missing)}: add it to STAGES", file=sys.stderr)
         return 2
-    if crowded():
-        print(f"stages.py: {', '.join(crowded())} must have a stage to itself", file=sys.stderr)
+    alone = crowded()
+    if alone:
+        print(f"stages.py: {', '.join(alone)} must have a stage to itself", file=sys.stderr)
         return 2
     if "--list" in argv:
         for number, stage in enumerate(STAGES, 1):

@@ -1,14 +1,15 @@
 """A real two-node Ray cluster on this machine, for the cluster tests, the notebook and the bench.
 
-The head is on 127.0.0.5 and the second node joins it on 127.0.0.2 (other loopback addresses, so
-the two nodes have different addresses, as on a real cluster); a driver (a kernel, a test) takes
-the address it reaches the head from, loopback too. A cluster can take other loopback addresses
+The head is on 127.0.0.5 and the second node joins it on 127.0.0.2 (other loopback addresses, so the
+two nodes have different addresses, as on a real cluster); a driver (a kernel, a test) takes the
+address it reaches the head from, loopback too. A cluster can take other loopback addresses
 (``HEAD_LOSS``), and every port of its nodes is a free one, Ray's fixed default (the dashboard
-agent's 52365) included: two test files run their clusters side by side. Not 127.0.0.1: Ray rewrites that one address
-(and "localhost") to the machine's network address, so a head started there and every driver of it
-talked over the machine's own interface. ``loopback_report`` lists every address Ray reports, for the tests to
-check. Both nodes run ``ray start --block`` in a session of their own, so ``stop`` ends exactly the
-processes this cluster started (never another Ray on the machine, as ``ray stop`` would).
+agent's 52365) included: two test files run their clusters side by side. Not 127.0.0.1: Ray rewrites
+that one address (and "localhost") to the machine's network address, so a head started there and
+every driver of it talked over the machine's own interface. ``loopback_report`` lists every address
+Ray reports, for the tests to check. Both nodes run ``ray start --block`` in a session of their own,
+so ``stop`` ends exactly the processes this cluster started (never another Ray on the machine, as
+``ray stop`` would).
 """
 
 from __future__ import annotations
@@ -81,7 +82,7 @@ def all_loopback(addresses) -> bool:
     return bool(addresses) and all(ipaddress.ip_address(address.strip("[]")).is_loopback for address in addresses)
 
 
-def _free_port(address: str = HEAD) -> int:
+def _free_port(address: str) -> int:
     with socket.socket() as probe:
         probe.bind((address, 0))
         return probe.getsockname()[1]
@@ -114,34 +115,32 @@ class LocalRayCluster:
             "--disable-usage-stats",
         ]
         self._start_node(
+            self.head,
             [
                 "--head",
                 "--ray-client-server-port",
                 str(self.client_port),
-                "--node-ip-address",
-                self.head,
                 "--port",
                 str(self.port),
                 "--include-dashboard=false",
                 "--temp-dir",
                 self.temp_dir,
                 *common,
-            ]
+            ],
         )
         self._wait_for(lambda: self._listening(), "the head to listen")
         if self.nodes > 1:
-            self._start_node(["--address", self.address, "--node-ip-address", self.second, *common])
+            self._start_node(self.second, ["--address", self.address, *common])
         return self
 
     def add_node(self, address: str, cpus: int, resources: dict[str, float]) -> int:
         """Start one more node (on ``address``, a loopback address) with custom ``resources``; its index."""
         self._start_node(
+            address,
             [
                 "--block",
                 "--address",
                 self.address,
-                "--node-ip-address",
-                address,
                 "--num-cpus",
                 str(cpus),
                 "--resources",
@@ -149,7 +148,7 @@ class LocalRayCluster:
                 "--object-store-memory",
                 str(80 << 20),
                 "--disable-usage-stats",
-            ]
+            ],
         )
         return len(self._nodes) - 1
 
@@ -169,9 +168,15 @@ class LocalRayCluster:
             except psutil.NoSuchProcess:
                 pass
 
-    def _start_node(self, arguments: list[str]) -> None:
-        address = arguments[arguments.index("--node-ip-address") + 1]
-        arguments = [*arguments, "--dashboard-agent-listen-port", str(_free_port(address))]
+    def _start_node(self, address: str, arguments: list[str]) -> None:
+        """``ray start`` a node on ``address`` (its dashboard agent on a free port there) with ``arguments``."""
+        arguments = [
+            *arguments,
+            "--node-ip-address",
+            address,
+            "--dashboard-agent-listen-port",
+            str(_free_port(address)),
+        ]
         # GRPC_ENABLE_FORK_SUPPORT=false: the head forks a server for each Ray Client connection
         # from a process busy in gRPC, whose fork handlers then crash that child now and then (a
         # gRPC check failure, "next_worker->state == KICKED"); without them the child just execs.
