@@ -17,6 +17,8 @@ import torch.nn as nn
 from ranks import on_ranks
 from torch.utils.data import DataLoader, TensorDataset
 
+from trainer_core.strategies.deepspeed.plugin import import_deepspeed
+
 
 class Net(nn.Module):
     def __init__(self):
@@ -45,6 +47,10 @@ def _accelerate_forced(sharding):
     from accelerate.utils import DistributedType
 
     plugins = _plugins(sharding, "accelerate")
+    if "deepspeed_plugin" in plugins:
+        # as trainer_core does: else DeepSpeed's backend compiles its shared-memory all-reduce, an
+        # inference-only op, before the first step (40 s of a 2-core machine)
+        import_deepspeed()
     accelerator = accelerate.Accelerator(cpu=True, **plugins)
     forced = DistributedType.FSDP if "fsdp_plugin" in plugins else DistributedType.DEEPSPEED
     # both singletons: AcceleratorState() copies PartialState's type each time it is built
