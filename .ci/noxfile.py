@@ -118,8 +118,9 @@ def collaboration(session: nox.Session) -> None:
 
 @nox.session(python=False)
 def cluster(session: nox.Session) -> None:
-    """A real two-node Ray cluster on loopback addresses."""
-    pytest(session, "tests/cluster", *session.posargs)
+    """A real two-node Ray cluster on loopback addresses, and the head-loss tests' own clusters beside
+    it (their own addresses and free ports): the files on two workers."""
+    pytest(session, "tests/cluster", *PARALLEL, *session.posargs)
 
 
 @dataclass(frozen=True)
@@ -142,11 +143,17 @@ RELEASE_RUNTIMES = os.environ.get("NL_RELEASE_RUNTIMES", "1" if os.environ.get("
 ENVIRONMENTS = (REPO / ".venv", REPO / ".venv-tools", REPO / ".nox", REPO / ".cache" / "uv")  # the Makefile's
 
 
+def building_only(session: nox.Session) -> bool:
+    """Whether nox runs ``session`` with ``--install-only`` (``make test`` builds a runtime's
+    environment so, beside an earlier stage): then its environment is kept for the session's run."""
+    return bool(session._runner.global_config.install_only)  # nox has no public name for it
+
+
 def release_runtime(session: nox.Session, *others: str) -> None:
     """Note the environments' disk after ``session``, then remove its environment, those of the
     sessions named ``others`` (folders of .nox) and uv's cache (the environments' files are hard
     links into it: both go, or nothing is freed)."""
-    if not RELEASE_RUNTIMES:
+    if not RELEASE_RUNTIMES or building_only(session):
         return
     with DISK_LOG.open("a") as log:
         log.write(f"{session.name}\t{disk_used(ENVIRONMENTS)}\n")
@@ -195,6 +202,11 @@ XLA = {  # Kaggle's TPU image (torch 2.8) and Colab's (2.9)
 }
 
 
+# tests/xla is one file whose tests each take seconds of CPU: two workers take a test at a time
+# (59 s -> 45 s here; each worker starts the kernels its tests ask for)
+XLA_PARALLEL = ("-n", os.environ.get("NL_TEST_WORKERS", "2"), "--dist", "load")
+
+
 @nox.session(python=PYTHON)
 @nox.parametrize("version", list(XLA))
 def xla(session: nox.Session, version: str) -> None:
@@ -204,7 +216,7 @@ def xla(session: nox.Session, version: str) -> None:
         check = "import torch_xla.core.xla_model as xm; xm.xla_device()"
         session.run(python, "-c", check, env={"PJRT_DEVICE": "CPU"})
         env = {"NL_TEST_XLA": "1", "NL_TEST_KERNEL_PYTHON": python, "PYTHONPATH": str(REPO)}
-        pytest(session, "tests/xla", *session.posargs, **env)
+        pytest(session, "tests/xla", *XLA_PARALLEL, *session.posargs, **env)
     finally:
         if version == list(XLA)[-1]:  # the XLA sessions share their CUDA libraries: released together
             release_runtime(session, *(f"xla-version-{other.replace('.', '-')}" for other in XLA))

@@ -6,7 +6,9 @@ session 54%). check runs beside the dry GPU pass and the docs site (mostly insta
 takes about as long as check. The clusters beside the browsers did not pay: both took half as long
 again as alone and a browser wait ran out (Ray's nodes and Chromium want the CPU at the same
 moments), so main, the clusters, the browsers and each runtime (a CUDA build of torch on disk) have
-a stage to themselves.
+a stage to themselves, but for the build of the next runtime's environment: downloads and disk,
+which those sessions leave idle (a runtime's build took 20 to 45 s of its session). One runtime's
+environment is on disk at a time (``misbuilt``): they are 4 to 10 GB each.
 
 Each session is its own nox run, timed. The first lane of a stage is printed as it runs; the other
 lanes' output is printed whole after it, under a header, so a log reads as one session's. A failed
@@ -31,20 +33,36 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 NOX = [str(REPO / ".venv-tools" / "bin" / "nox"), "-f", str(REPO / ".ci" / "noxfile.py")]
 
-# A stage is a tuple of lanes; a lane is sessions run one after another.
+# A stage is a tuple of lanes; a lane is sessions run one after another. "build:" before a runtime's
+# session builds its environment only (nox --install-only: downloads and disk, little CPU) beside a
+# stage that leaves the network and the disk idle; the session itself then finds it built.
+BUILD = "build:"
 STAGES: tuple[tuple[tuple[str, ...], ...], ...] = (
-    (("check",), ("gpu_dry", "docs")),
-    (("main",),),
-    (("cluster",),),
-    (("browser", "collaboration"),),
+    (("check",), ("gpu_dry", "docs"), ("build:kernel(runtime='colab')",)),
     (("kernel(runtime='colab')",),),
+    (("main",), ("build:kernel(runtime='kaggle')",)),
     (("kernel(runtime='kaggle')",),),
+    (("cluster",),),
+    (("browser", "collaboration"), ("build:xla(version='2.8')", "build:xla(version='2.9')")),
     (("xla(version='2.8')", "xla(version='2.9')"),),
 )
 
 # main keeps both cores busy; the clusters and the browsers crowd each other out (the docstring)
 RUNS_ALONE = ("main", "cluster", "browser")
 RUNTIMES = ("kernel(", "xla(")  # sessions holding a runtime's CUDA build of torch (gigabytes on disk)
+
+
+def runtime_of(entry: str) -> str | None:
+    """The runtime whose environment a lane's entry builds or uses (the XLA sessions share theirs), or None.
+
+    Examples:
+        >>> runtime_of("build:xla(version='2.9')"), runtime_of("kernel(runtime='colab')"), runtime_of("main")
+        ('xla', "kernel(runtime='colab')", None)
+    """
+    session = entry.removeprefix(BUILD)
+    if session.startswith("xla("):
+        return "xla"
+    return session if session.startswith(RUNTIMES) else None
 
 
 @dataclass
@@ -64,7 +82,7 @@ def staged_sessions(stages=STAGES) -> list[str]:
         >>> staged_sessions(((("a",), ("b", "c")), (("d",),)))
         ['a', 'b', 'c', 'd']
     """
-    return [session for stage in stages for lane in stage for session in lane]
+    return [session for stage in stages for lane in stage for session in lane if not session.startswith(BUILD)]
 
 
 def unstaged(listed: list[str], stages=STAGES) -> list[str]:
@@ -79,15 +97,44 @@ def unstaged(listed: list[str], stages=STAGES) -> list[str]:
 
 
 def crowded(stages=STAGES) -> list[str]:
-    """The sessions that must have their stage to themselves but share it: main (both cores), the
-    clusters and the browsers (each other's CPU), and the runtimes' sessions (their disk).
+    """The sessions that must have their stage to themselves but share it with another session (an
+    environment's build beside them is allowed): main (both cores), the clusters and the browsers
+    (each other's CPU), and the runtimes' sessions.
 
     Examples:
-        >>> crowded(((("main",), ("docs",)), (("kernel(runtime='colab')",),), (("xla(version='2.8')", "a"), ("b",))))
+        >>> crowded(((("main",), ("build:x",)), (("main",), ("docs",)), (("xla(version='2.8')", "a"), ("b",))))
         ['main', "xla(version='2.8')"]
     """
-    shared = [session for stage in stages if len(stage) > 1 for lane in stage for session in lane]
-    return [session for session in shared if session in RUNS_ALONE or session.startswith(RUNTIMES)]
+    crowd = []
+    for stage in stages:
+        running = [lane for lane in stage if not lane[0].startswith(BUILD)]
+        if len(running) > 1:
+            crowd += [s for lane in running for s in lane if s in RUNS_ALONE or s.startswith(RUNTIMES)]
+    return crowd
+
+
+def misbuilt(stages=STAGES) -> list[str]:
+    """What breaks the runtimes' disk rule: one runtime's environment on disk at a time (the XLA
+    sessions' shared one counts as one), so a stage builds or runs one runtime at most, and one that
+    builds a runtime is followed by the stage that runs it (and then removes it, on CI).
+
+    Examples:
+        >>> misbuilt(((("main",), ("build:kernel(a)",)), (("kernel(a)",),)))
+        []
+        >>> misbuilt(((("kernel(a)",), ("build:kernel(b)",)), (("cluster",),), (("kernel(b)",),)))
+        ['stage 1 holds kernel(a) and kernel(b)', 'kernel(b) is built in stage 1 and not run in stage 2']
+    """
+    problems = []
+    for number, stage in enumerate(stages, 1):
+        entries = [entry for lane in stage for entry in lane]
+        held = sorted({runtime for runtime in map(runtime_of, entries) if runtime})
+        if len(held) > 1:
+            problems.append(f"stage {number} holds {' and '.join(held)}")
+        following = [runtime_of(s) for lane in stages[number] for s in lane] if number < len(stages) else []
+        for built in (runtime_of(entry) for entry in entries if entry.startswith(BUILD)):
+            if built not in following:
+                problems.append(f"{built} is built in stage {number} and not run in stage {number + 1}")
+    return problems
 
 
 def listed_sessions() -> list[str]:
@@ -99,15 +146,17 @@ def listed_sessions() -> list[str]:
 def run_lane(lane: tuple[str, ...], live: bool, outcomes: list[Outcome], logs: dict[str, Path]) -> None:
     """Run ``lane``'s sessions one after another; output to this terminal when ``live``, else to a log."""
     label = " → ".join(lane)
-    for session in lane:
+    for entry in lane:
+        session = entry.removeprefix(BUILD)
+        command = [*NOX, "-s", session, *(["--install-only"] if entry.startswith(BUILD) else [])]
         started = time.monotonic()
         if live:
-            code = subprocess.run([*NOX, "-s", session], cwd=REPO).returncode
+            code = subprocess.run(command, cwd=REPO).returncode
         else:
-            log = logs.setdefault(session, Path(tempfile.mkstemp(prefix="nox-", suffix=".log")[1]))
+            log = logs.setdefault(entry, Path(tempfile.mkstemp(prefix="nox-", suffix=".log")[1]))
             with log.open("w") as out:
-                code = subprocess.run([*NOX, "-s", session], cwd=REPO, stdout=out, stderr=subprocess.STDOUT).returncode
-        outcomes.append(Outcome(session, label, code, time.monotonic() - started))
+                code = subprocess.run(command, cwd=REPO, stdout=out, stderr=subprocess.STDOUT).returncode
+        outcomes.append(Outcome(entry, label, code, time.monotonic() - started))
 
 
 def run_stage(stage: tuple[tuple[str, ...], ...], outcomes: list[Outcome]) -> None:
@@ -154,6 +203,9 @@ def main(argv: list[str]) -> int:
     alone = crowded()
     if alone:
         print(f"stages.py: {', '.join(alone)} must have a stage to itself", file=sys.stderr)
+        return 2
+    if misbuilt():
+        print(f"stages.py: {'; '.join(misbuilt())}", file=sys.stderr)
         return 2
     if "--list" in argv:
         for number, stage in enumerate(STAGES, 1):

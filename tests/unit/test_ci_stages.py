@@ -18,9 +18,16 @@ def _stages():
 
 
 def test_main_the_clusters_the_browsers_and_the_runtimes_each_have_a_stage_to_themselves():
+    """Each shares its stage with an environment's build at most."""
     stages = _stages()
     assert stages.crowded() == []
-    alone = {lane[0] for stage in stages.STAGES if len(stage) == 1 for lane in stage}
+    alone = {
+        lane[0]
+        for stage in stages.STAGES
+        if sum(not lane[0].startswith(stages.BUILD) for lane in stage) == 1
+        for lane in stage
+        if not lane[0].startswith(stages.BUILD)
+    }
     assert {
         "main",
         "cluster",
@@ -36,3 +43,33 @@ def test_no_session_is_staged_twice_and_the_examples_hold():
     named = stages.staged_sessions()
     assert len(named) == len(set(named)), named
     assert doctest.testmod(stages).failed == 0
+
+
+def test_one_runtimes_environment_at_a_time_each_built_in_the_stage_before_its_session():
+    stages = _stages()
+    assert stages.misbuilt() == []
+    built = [entry.removeprefix(stages.BUILD) for stage in stages.STAGES for lane in stage for entry in lane]
+    built = [session for session in built if session.startswith(stages.RUNTIMES)]
+    assert sorted(set(built)) == sorted(s for s in stages.staged_sessions() if s.startswith(stages.RUNTIMES))
+    # a runtime built beside a session running another one would hold two on disk
+    both = ((("kernel(runtime='colab')",), ("build:xla(version='2.8')",)), (("xla(version='2.8')",),))
+    assert stages.misbuilt(both) == ["stage 1 holds kernel(runtime='colab') and xla"]
+    late = ((("main",), ("build:kernel(runtime='colab')",)), (("cluster",),), (("kernel(runtime='colab')",),))
+    assert stages.misbuilt(late) == ["kernel(runtime='colab') is built in stage 1 and not run in stage 2"]
+
+
+def test_a_build_runs_its_session_with_install_only_and_a_session_without(monkeypatch):
+    stages = _stages()
+    monkeypatch.setattr(stages, "NOX", [sys.executable, "-c", "import sys; print(sys.argv[1:])"])
+    outcomes, logs = [], {}
+    stages.run_lane(("build:kernel(runtime='colab')", "kernel(runtime='colab')"), False, outcomes, logs)
+    try:
+        said = {entry: log.read_text() for entry, log in logs.items()}
+    finally:
+        for log in logs.values():
+            log.unlink()
+    assert said == {
+        "build:kernel(runtime='colab')": "['-s', \"kernel(runtime='colab')\", '--install-only']\n",
+        "kernel(runtime='colab')": "['-s', \"kernel(runtime='colab')\"]\n",
+    }
+    assert [(o.session, o.code) for o in outcomes] == [(entry, 0) for entry in said]
