@@ -1,14 +1,15 @@
 """``make test``: every nox session of ``.ci/noxfile.py``, in stages; a stage's lanes run side by side.
 
 On a 2-core machine the suite's time is CPU time, and some sessions leave much of it idle (measured
-here, the CPU busy over a session run alone: main 92%, cluster 53%, browser 44%, check 56%, an XLA
-session 54%). check runs beside the dry GPU pass and the docs site (mostly installs): the stage
-takes about as long as check. The clusters beside the browsers did not pay: both took half as long
-again as alone and a browser wait ran out (Ray's nodes and Chromium want the CPU at the same
-moments), so main, the clusters, the browsers and each runtime (a CUDA build of torch on disk) have
-a stage to themselves, but for the build of the next runtime's environment: downloads and disk,
-which those sessions leave idle (a runtime's build took 20 to 45 s of its session). One runtime's
-environment is on disk at a time (``misbuilt``): they are 4 to 10 GB each.
+here, the CPU busy over a session run alone: main 92%, cluster 87% on two workers, browser 44 to
+50%, check 56%, a runtime's kernel tests 75%). A stage's first lane has the CPU first; its other
+lanes run at the lowest priority (nice 19), so they take what it leaves idle and barely slow it.
+The clusters beside the browsers at the same priority did not pay: both took half as long again as
+alone and a browser wait ran out. So main, the clusters and the browsers each lead a stage of their
+own (``crowded``): beside check run the dry GPU pass and the docs site (mostly installs) and the
+build of Colab's runtime, beside main the build of Kaggle's (nox's ``--install-only``: 24 s of two
+cores for one, downloads and unpacking), beside the browsers the XLA sessions. One runtime's
+environment (a CUDA build of torch, 4 to 10 GB) is on disk at a time (``misbuilt``).
 
 Each session is its own nox run, timed. The first lane of a stage is printed as it runs; the other
 lanes' output is printed whole after it, under a header, so a log reads as one session's. A failed
@@ -33,9 +34,10 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 NOX = [str(REPO / ".venv-tools" / "bin" / "nox"), "-f", str(REPO / ".ci" / "noxfile.py")]
 
-# A stage is a tuple of lanes; a lane is sessions run one after another. "build:" before a runtime's
-# session builds its environment only (nox --install-only: downloads and disk, little CPU) beside a
-# stage that leaves the network and the disk idle; the session itself then finds it built.
+# A stage is a tuple of lanes; a lane is sessions run one after another. The first lane has the CPU
+# first: the others run at the lowest priority (nice 19) and take what it leaves idle. "build:"
+# before a runtime's session builds its environment only (nox --install-only), so that the session
+# itself, in the next stage, only runs its tests.
 BUILD = "build:"
 STAGES: tuple[tuple[tuple[str, ...], ...], ...] = (
     (("check",), ("gpu_dry", "docs"), ("build:kernel(runtime='colab')",)),
@@ -43,13 +45,14 @@ STAGES: tuple[tuple[tuple[str, ...], ...], ...] = (
     (("main",), ("build:kernel(runtime='kaggle')",)),
     (("kernel(runtime='kaggle')",),),
     (("cluster",),),
-    (("browser", "collaboration"), ("build:xla(version='2.8')", "build:xla(version='2.9')")),
-    (("xla(version='2.8')", "xla(version='2.9')"),),
+    (("browser", "collaboration"), ("xla(version='2.8')", "xla(version='2.9')")),
 )
 
-# main keeps both cores busy; the clusters and the browsers crowd each other out (the docstring)
-RUNS_ALONE = ("main", "cluster", "browser")
+# sessions that lead their stage, one a stage: main keeps both cores busy, the clusters nearly (87%
+# on two workers), and the browsers' waits ran out with the clusters beside them at the same priority
+LEADS = ("main", "cluster", "browser")
 RUNTIMES = ("kernel(", "xla(")  # sessions holding a runtime's CUDA build of torch (gigabytes on disk)
+NICE = ("nice", "-n", "19")  # what runs a stage's other lanes
 
 
 def runtime_of(entry: str) -> str | None:
@@ -97,32 +100,32 @@ def unstaged(listed: list[str], stages=STAGES) -> list[str]:
 
 
 def crowded(stages=STAGES) -> list[str]:
-    """The sessions that must have their stage to themselves but share it with another session (an
-    environment's build beside them is allowed): main (both cores), the clusters and the browsers
-    (each other's CPU), and the runtimes' sessions.
+    """The sessions that must lead their stage and do not: main, the clusters and the browsers
+    (each in the first lane of a stage, one a stage), so that nothing at their priority runs beside them.
 
     Examples:
-        >>> crowded(((("main",), ("build:x",)), (("main",), ("docs",)), (("xla(version='2.8')", "a"), ("b",))))
-        ['main', "xla(version='2.8')"]
+        >>> crowded(((("main",), ("build:x",)), (("docs",), ("cluster",)), (("browser", "main"),)))
+        ['cluster', 'main']
     """
     crowd = []
     for stage in stages:
-        running = [lane for lane in stage if not lane[0].startswith(BUILD)]
-        if len(running) > 1:
-            crowd += [s for lane in running for s in lane if s in RUNS_ALONE or s.startswith(RUNTIMES)]
+        leading = [session for session in stage[0] if session in LEADS][1:]
+        behind = [session for lane in stage[1:] for session in lane if session in LEADS]
+        crowd += leading + behind
     return crowd
 
 
 def misbuilt(stages=STAGES) -> list[str]:
     """What breaks the runtimes' disk rule: one runtime's environment on disk at a time (the XLA
-    sessions' shared one counts as one), so a stage builds or runs one runtime at most, and one that
-    builds a runtime is followed by the stage that runs it (and then removes it, on CI).
+    sessions' shared one counts as one), so a stage builds or runs one runtime at most, and a
+    runtime's build is followed by its session (which removes it, on CI): later in the same lane,
+    or in the next stage.
 
     Examples:
-        >>> misbuilt(((("main",), ("build:kernel(a)",)), (("kernel(a)",),)))
+        >>> misbuilt(((("main",), ("build:kernel(a)",)), (("kernel(a)",),), (("b",), ("build:xla(1)", "xla(1)"))))
         []
         >>> misbuilt(((("kernel(a)",), ("build:kernel(b)",)), (("cluster",),), (("kernel(b)",),)))
-        ['stage 1 holds kernel(a) and kernel(b)', 'kernel(b) is built in stage 1 and not run in stage 2']
+        ['stage 1 holds kernel(a) and kernel(b)', 'kernel(b) is built in stage 1 and not run after it']
     """
     problems = []
     for number, stage in enumerate(stages, 1):
@@ -131,9 +134,12 @@ def misbuilt(stages=STAGES) -> list[str]:
         if len(held) > 1:
             problems.append(f"stage {number} holds {' and '.join(held)}")
         following = [runtime_of(s) for lane in stages[number] for s in lane] if number < len(stages) else []
-        for built in (runtime_of(entry) for entry in entries if entry.startswith(BUILD)):
-            if built not in following:
-                problems.append(f"{built} is built in stage {number} and not run in stage {number + 1}")
+        for lane in stage:
+            for place, entry in enumerate(lane):
+                built = runtime_of(entry) if entry.startswith(BUILD) else None
+                later = [runtime_of(s) for s in lane[place + 1 :] if not s.startswith(BUILD)]
+                if built and built not in later + following:
+                    problems.append(f"{built} is built in stage {number} and not run after it")
     return problems
 
 
@@ -144,11 +150,13 @@ def listed_sessions() -> list[str]:
 
 
 def run_lane(lane: tuple[str, ...], live: bool, outcomes: list[Outcome], logs: dict[str, Path]) -> None:
-    """Run ``lane``'s sessions one after another; output to this terminal when ``live``, else to a log."""
+    """Run ``lane``'s sessions one after another: the stage's first lane (``live``) with its output to
+    this terminal, another at the lowest priority with its output to a log."""
     label = " → ".join(lane)
     for entry in lane:
         session = entry.removeprefix(BUILD)
         command = [*NOX, "-s", session, *(["--install-only"] if entry.startswith(BUILD) else [])]
+        command = command if live else [*NICE, *command]
         started = time.monotonic()
         if live:
             code = subprocess.run(command, cwd=REPO).returncode
