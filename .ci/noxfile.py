@@ -52,7 +52,8 @@ KERNEL_EXTRAS = ("cloudpickle", "psutil", "scikit-learn", "tqdm", "matplotlib", 
 # A session of kernel-level tests spends much of its time waiting for kernels and ranks to start:
 # two pytest workers (pytest-xdist) keep both cores busy. A file stays on one worker (its
 # module-scoped kernel is shared by its tests); `-- -n 0` runs a session serially.
-PARALLEL = ("-n", os.environ.get("NL_TEST_WORKERS", "2"), "--dist", "loadfile")
+WORKERS = ("-n", os.environ.get("NL_TEST_WORKERS", "2"))
+PARALLEL = (*WORKERS, "--dist", "loadfile")
 
 
 def pytest(session: nox.Session, *args: str, **env: str) -> None:
@@ -204,7 +205,7 @@ XLA = {  # Kaggle's TPU image (torch 2.8) and Colab's (2.9)
 
 # tests/xla is one file whose tests each take seconds of CPU: two workers take a test at a time
 # (59 s -> 45 s here; each worker starts the kernels its tests ask for)
-XLA_PARALLEL = ("-n", os.environ.get("NL_TEST_WORKERS", "2"), "--dist", "load")
+XLA_PARALLEL = (*WORKERS, "--dist", "load")
 
 
 @nox.session(python=PYTHON)

@@ -208,12 +208,13 @@ def main(argv: list[str]) -> int:
     if missing:
         print(f"stages.py: no stage runs {', '.join(missing)}: add it to STAGES", file=sys.stderr)
         return 2
-    alone = crowded()
-    if alone:
-        print(f"stages.py: {', '.join(alone)} must have a stage to itself", file=sys.stderr)
+    behind = crowded()
+    if behind:
+        print(f"stages.py: {', '.join(behind)} must lead a stage of its own", file=sys.stderr)
         return 2
-    if misbuilt():
-        print(f"stages.py: {'; '.join(misbuilt())}", file=sys.stderr)
+    problems = misbuilt()
+    if problems:
+        print(f"stages.py: {'; '.join(problems)}", file=sys.stderr)
         return 2
     if "--list" in argv:
         for number, stage in enumerate(STAGES, 1):

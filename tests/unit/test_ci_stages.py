@@ -34,7 +34,7 @@ def test_no_session_is_staged_twice_and_the_examples_hold():
     assert doctest.testmod(stages).failed == 0
 
 
-def test_one_runtimes_environment_at_a_time_each_built_in_the_stage_before_its_session():
+def test_one_runtimes_environment_at_a_time_each_built_before_its_session():
     stages = _stages()
     assert stages.misbuilt() == []
     built = [entry.removeprefix(stages.BUILD) for stage in stages.STAGES for lane in stage for entry in lane]
@@ -64,12 +64,14 @@ def test_a_build_runs_its_session_with_install_only_and_a_session_without(monkey
     assert [(o.session, o.code) for o in outcomes] == [(entry, 0) for entry in said]
 
 
-def test_a_stages_other_lanes_run_at_the_lowest_priority_and_its_first_at_its_own(monkeypatch):
+def test_a_stages_other_lanes_run_at_the_lowest_priority_and_its_first_at_its_own(monkeypatch, capfd):
     stages = _stages()
     monkeypatch.setattr(stages, "NOX", [sys.executable, "-c", "import os; print(os.nice(0))"])
     outcomes, logs = [], {}
     stages.run_lane(("beside",), False, outcomes, logs)
     niced = logs["beside"].read_text()
     logs["beside"].unlink()
+    stages.run_lane(("first",), True, outcomes, logs)
     assert int(niced) == min(os.nice(0) + 19, 19)
-    assert [(o.session, o.code) for o in outcomes] == [("beside", 0)]
+    assert int(capfd.readouterr().out) == os.nice(0)
+    assert [(o.session, o.code) for o in outcomes] == [("beside", 0), ("first", 0)]
