@@ -10,7 +10,7 @@ from ..errors import LaunchError
 from .base import NothingToSay, more_than_found
 from .probe import xla_device_count
 
-# XLA ranks learn who they are from torch_xla's runtime, not from these torchrun variables.
+# XLA ranks learn who they are, and meet, through torch_xla's runtime, not these torchrun variables.
 _RUNTIME_OWNED = (
     "RANK",
     "LOCAL_RANK",
@@ -23,6 +23,7 @@ _RUNTIME_OWNED = (
     "ROLE_NAME",
     "TORCHELASTIC_RESTART_COUNT",
     "TORCHELASTIC_MAX_RESTARTS",
+    "TORCH_DIST_INIT_BARRIER",
 )
 
 

@@ -53,8 +53,12 @@ def rank_environment(
     ``TORCHELASTIC_RESTART_COUNT``, ``TORCHELASTIC_MAX_RESTARTS``) makes
     ``torch.distributed.is_torchelastic_launched()`` true, as under torchrun, so libraries such as
     Lightning pick the right cluster environment; ``TORCHELASTIC_USE_AGENT_STORE`` makes every rank
-    a client of the store the kernel hosts (``rendezvous``).
-    ``OMP_NUM_THREADS`` is set only when the kernel has not set it. The device adjusts the result.
+    a client of the store the kernel hosts (``rendezvous``). ``TORCH_DIST_INIT_BARRIER`` makes
+    ``init_process_group`` return only once every rank's gloo connections are made: without it a
+    rank that returns (and exits) right after it can break a peer's ``connectFullMesh`` ("Connection
+    closed by peer"; 3 launches in 120 on a loaded 2-core machine).
+    ``OMP_NUM_THREADS`` and ``TORCH_DIST_INIT_BARRIER`` are set only when the kernel has not set
+    them. The device adjusts the result.
     """
     rank = node_rank * num_processes + local_rank
     env = {
@@ -77,6 +81,6 @@ def rank_environment(
         "TORCHELASTIC_MAX_RESTARTS": max_restarts,
         "TORCHELASTIC_USE_AGENT_STORE": True,
     }
-    if "OMP_NUM_THREADS" not in os.environ:
-        env["OMP_NUM_THREADS"] = threads
+    defaults = {"OMP_NUM_THREADS": threads, "TORCH_DIST_INIT_BARRIER": 1}
+    env.update({key: value for key, value in defaults.items() if key not in os.environ})
     return device.rank_environment({key: str(value) for key, value in env.items()})

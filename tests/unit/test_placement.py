@@ -25,6 +25,19 @@ def test_rank_environment_for_second_node(monkeypatch):
     assert threads_per_rank(16, 3) == 5 and threads_per_rank(2, 4) == 1
 
 
+def test_ranks_meet_at_a_barrier_after_init_process_group_unless_the_kernel_says_otherwise(monkeypatch):
+    """Without torch's barrier a rank returning right after ``init_process_group`` can break its
+    peer's gloo connections (tests/launch/test_results.py); a kernel's own setting is kept, and
+    XLA ranks (who meet through torch_xla's runtime) get none."""
+    monkeypatch.delenv("TORCH_DIST_INIT_BARRIER", raising=False)
+    where = dict(local_rank=0, num_processes=2, node_rank=0, num_nodes=1, master_addr="127.0.0.1")
+    where.update(master_port=29500, mixed_precision="no", threads=1)
+    assert rank_environment(device=CpuDevice(), **where)["TORCH_DIST_INIT_BARRIER"] == "1"
+    assert "TORCH_DIST_INIT_BARRIER" not in rank_environment(device=XlaDevice(), **where)
+    monkeypatch.setenv("TORCH_DIST_INIT_BARRIER", "0")
+    assert "TORCH_DIST_INIT_BARRIER" not in rank_environment(device=CpuDevice(), **where)
+
+
 def test_port_strings_in_accelerate_style_are_accepted():
     assert check_port_number("29500") == 29500
     assert check_port_number(None) is None
