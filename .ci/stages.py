@@ -6,10 +6,11 @@ here, the CPU busy over a session run alone: main 92%, cluster 87% on two worker
 lanes run at the lowest priority (nice 19), so they take what it leaves idle and barely slow it.
 The clusters beside the browsers at the same priority did not pay: both took half as long again as
 alone and a browser wait ran out. So main, the clusters and the browsers each lead a stage of their
-own (``crowded``): beside check run the dry GPU pass and the docs site (mostly installs) and the
-build of Colab's runtime, beside main the build of Kaggle's (nox's ``--install-only``: 24 s of two
-cores for one, downloads and unpacking), beside the browsers the XLA sessions. One runtime's
-environment (a CUDA build of torch, 4 to 10 GB) is on disk at a time (``misbuilt``).
+own (``crowded``): beside check run the dry GPU pass and the docs site (mostly installs) and
+Colab's runtime (built, then its kernel tests), beside main the build of Kaggle's (nox's
+``--install-only``: 24 s of two cores for one, downloads and unpacking), beside the browsers
+Kaggle's kernel tests and then the XLA sessions. One runtime's environment (a CUDA build of torch,
+4 to 10 GB) is on disk at a time (``misbuilt``): Kaggle's waits through the clusters' stage.
 
 Each session is its own nox run, timed. The first lane of a stage is printed as it runs; the other
 lanes' output is printed whole after it, under a header, so a log reads as one session's. A failed
@@ -37,15 +38,13 @@ NOX = [str(REPO / ".venv-tools" / "bin" / "nox"), "-f", str(REPO / ".ci" / "noxf
 # A stage is a tuple of lanes; a lane is sessions run one after another. The first lane has the CPU
 # first: the others run at the lowest priority (nice 19) and take what it leaves idle. "build:"
 # before a runtime's session builds its environment only (nox --install-only), so that the session
-# itself, in the next stage, only runs its tests.
+# itself, later in its lane or in a later stage, only runs its tests.
 BUILD = "build:"
 STAGES: tuple[tuple[tuple[str, ...], ...], ...] = (
-    (("check",), ("gpu_dry", "docs"), ("build:kernel(runtime='colab')",)),
-    (("kernel(runtime='colab')",),),
+    (("check",), ("gpu_dry", "docs"), ("build:kernel(runtime='colab')", "kernel(runtime='colab')")),
     (("main",), ("build:kernel(runtime='kaggle')",)),
-    (("kernel(runtime='kaggle')",),),
     (("cluster",),),
-    (("browser", "collaboration"), ("xla(version='2.8')", "xla(version='2.9')")),
+    (("browser", "collaboration"), ("kernel(runtime='kaggle')", "xla(version='2.8')", "xla(version='2.9')")),
 )
 
 # sessions that lead their stage, one a stage: main keeps both cores busy, the clusters nearly (87%
@@ -117,30 +116,36 @@ def crowded(stages=STAGES) -> list[str]:
 
 def misbuilt(stages=STAGES) -> list[str]:
     """What breaks the runtimes' disk rule: one runtime's environment on disk at a time (the XLA
-    sessions' shared one counts as one), so a stage builds or runs one runtime at most, and a
-    runtime's build is followed by its session (which removes it, on CI): later in the same lane,
-    or in the next stage.
+    sessions' shared one counts as one). A stage's runtimes are in one lane, one after another; a
+    runtime built (``build:``) stays on disk until its session has run (which removes it, on CI),
+    in the same lane or a later stage, and nothing builds or runs another runtime before that.
 
     Examples:
-        >>> misbuilt(((("main",), ("build:kernel(a)",)), (("kernel(a)",),), (("b",), ("build:xla(1)", "xla(1)"))))
+        >>> misbuilt(((("main",), ("build:kernel(a)",)), (("c",),), (("b",), ("kernel(a)", "build:xla(1)", "xla(1)"))))
         []
         >>> misbuilt(((("kernel(a)",), ("build:kernel(b)",)), (("cluster",),), (("kernel(b)",),)))
-        ['stage 1 holds kernel(a) and kernel(b)', 'kernel(b) is built in stage 1 and not run after it']
+        ['stage 1 holds kernel(a) and kernel(b)']
+        >>> misbuilt(((("main",), ("build:kernel(b)",)), (("b",), ("xla(1)", "kernel(b)"))))
+        ['stage 2 holds kernel(b) and xla']
+        >>> misbuilt(((("main",), ("build:kernel(b)",)),))
+        ['kernel(b) is built in stage 1 and never run']
     """
-    problems = []
+    problems, held, built_in = [], None, 0
     for number, stage in enumerate(stages, 1):
-        entries = [entry for lane in stage for entry in lane]
-        held = sorted({runtime for runtime in map(runtime_of, entries) if runtime})
-        if len(held) > 1:
-            problems.append(f"stage {number} holds {' and '.join(held)}")
-        following = [runtime_of(s) for lane in stages[number] for s in lane] if number < len(stages) else []
-        for lane in stage:
-            for place, entry in enumerate(lane):
-                built = runtime_of(entry) if entry.startswith(BUILD) else None
-                later = [runtime_of(s) for s in lane[place + 1 :] if not s.startswith(BUILD)]
-                if built and built not in later + following:
-                    problems.append(f"{built} is built in stage {number} and not run after it")
-    return problems
+        lanes = [[entry for entry in lane if runtime_of(entry)] for lane in stage]
+        lanes = [lane for lane in lanes if lane]
+        if len(lanes) > 1:
+            side_by_side = {runtime_of(entry) for lane in lanes for entry in lane} | ({held} if held else set())
+            problems.append(f"stage {number} holds {' and '.join(sorted(side_by_side))}")
+        for entry in (entry for lane in lanes for entry in lane):
+            runtime = runtime_of(entry)
+            if held and runtime != held:
+                problems.append(f"stage {number} holds {held} and {runtime}")
+            held = runtime if entry.startswith(BUILD) else None
+            built_in = number if held else built_in
+    if held:
+        problems.append(f"{held} is built in stage {built_in} and never run")
+    return list(dict.fromkeys(problems))
 
 
 def listed_sessions() -> list[str]:

@@ -97,7 +97,8 @@ def lost_the_queue_race(name: str, ename: str, evalue: str, traceback: str) -> b
         >>> locked = 'rank 1: in tough_nut_function (Cell In[1], line 46): trial = queue.get()'
         >>> lost_the_queue_race("test_fault_tolerant", "LaunchStalled", locked, silent + " or returned for 45 s")
         True
-        >>> head, nut = notes.split("\n", 1)[0], "  attempt {}: rank 0: RuntimeError: [rank 0] The nut hasn't cracked yet! Try again."
+        >>> head = notes.split("\n", 1)[0]
+        >>> nut = "  attempt {}: rank 0: RuntimeError: [rank 0] The nut hasn't cracked yet! Try again."
         >>> quiet = "  attempt {}: rank None: LaunchStalled: no rank wrote output, logged a metric or returned for 45 s"
         >>> stuck = quiet + " (stall_timeout); ranks 0, 1 never finished\n" + locked + "\n" + locked
         >>> later = "\n".join([head, nut.format(0), stuck.format(1), stuck.format(2), stuck.format(3)])
