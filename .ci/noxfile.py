@@ -91,9 +91,9 @@ def gpu_dry(session: nox.Session) -> None:
 
 @nox.session(python=False)
 def main(session: nox.Session) -> None:
-    """Every test of the main runtime but the unit tests (``check``), the browsers, the clusters and
-    the documents (``docs``): real kernels and ranks, trainer_core, Accelerate's own scripts."""
-    marks = "not unit and not browser and not cluster and not docs"
+    """Every test of the main runtime but the unit tests (``check``), the browsers and the clusters:
+    real kernels and ranks, trainer_core, Accelerate's own scripts, the notebooks, the README."""
+    marks = "not unit and not browser and not cluster"
     pytest(session, "tests", "-m", marks, "--durations=25", *PARALLEL, *session.posargs)
 
 
@@ -225,10 +225,8 @@ def xla(session: nox.Session, version: str) -> None:
 
 @nox.session(python=False)
 def docs(session: nox.Session) -> None:
-    """The documentation site, built with --strict (a broken link or reference fails), then the
-    documents' tests (tests/docs): every notebook run, the README's snippets, the packaging."""
+    """The documentation site, built with --strict (a broken link or reference fails)."""
     session.run("make", "-C", str(REPO), "--no-print-directory", "docs", external=True)
-    pytest(session, "tests/docs", "--durations=10", *PARALLEL, *session.posargs)
 
 
 def _site_packages(python: str) -> str:

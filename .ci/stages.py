@@ -6,12 +6,11 @@ here, the CPU busy over a session run alone: main 92%, cluster 87% on two worker
 lanes run at the lowest priority (nice 19), so they take what it leaves idle and barely slow it.
 The clusters beside the browsers at the same priority did not pay: both took half as long again as
 alone and a browser wait ran out. So main, the clusters and the browsers each lead a stage of their
-own (``crowded``): beside check run the dry GPU pass (mostly installs) and Colab's runtime
-(built, then its kernel tests), beside main the build of Kaggle's (nox's ``--install-only``: 24 s
-of two cores for one, downloads and unpacking), beside the browsers Kaggle's kernel tests and then
-the XLA sessions, and the documents (the site, the notebooks: main's 50 s on two workers). One
-runtime's environment (a CUDA build of torch, 4 to 10 GB) is on disk at a time (``misbuilt``):
-Kaggle's waits through the clusters' stage.
+own (``crowded``): beside check run the dry GPU pass and the docs site (mostly installs) and
+Colab's runtime (built, then its kernel tests), beside main the build of Kaggle's (nox's
+``--install-only``: 24 s of two cores for one, downloads and unpacking), beside the browsers
+Kaggle's kernel tests and then the XLA sessions. One runtime's environment (a CUDA build of torch,
+4 to 10 GB) is on disk at a time (``misbuilt``): Kaggle's waits through the clusters' stage.
 
 Each session is its own nox run, timed. The first lane of a stage is printed as it runs; the other
 lanes' output is printed whole after it, under a header, so a log reads as one session's. A failed
@@ -42,14 +41,10 @@ NOX = [str(REPO / ".venv-tools" / "bin" / "nox"), "-f", str(REPO / ".ci" / "noxf
 # itself, later in its lane or in a later stage, only runs its tests.
 BUILD = "build:"
 STAGES: tuple[tuple[tuple[str, ...], ...], ...] = (
-    (("check",), ("gpu_dry",), ("build:kernel(runtime='colab')", "kernel(runtime='colab')")),
+    (("check",), ("gpu_dry", "docs"), ("build:kernel(runtime='colab')", "kernel(runtime='colab')")),
     (("main",), ("build:kernel(runtime='kaggle')",)),
     (("cluster",),),
-    (
-        ("browser", "collaboration"),
-        ("kernel(runtime='kaggle')", "xla(version='2.8')", "xla(version='2.9')"),
-        ("docs",),
-    ),
+    (("browser", "collaboration"), ("kernel(runtime='kaggle')", "xla(version='2.8')", "xla(version='2.9')")),
 )
 
 # sessions that lead their stage, one a stage: main keeps both cores busy, the clusters nearly (87%
