@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 
 import psutil
@@ -60,11 +61,19 @@ def kernel_left_clean(request):
     if "kernel" not in request.fixturenames:
         return
     session = request.getfixturevalue("kernel")
-    leftovers = session.children()
-    if leftovers:
-        for child in leftovers:
+    leftovers = [(child, _name(child)) for child in session.children()]
+    for child, _ in leftovers:
+        with contextlib.suppress(psutil.NoSuchProcess):  # it may end between the listing and the kill
             child.kill()
-        pytest.fail(f"processes left behind in the kernel: {[(c.pid, c.name()) for c in leftovers]}")
+    if leftovers:
+        pytest.fail(f"processes left behind in the kernel: {[(c.pid, name) for c, name in leftovers]}")
+
+
+def _name(process):
+    try:
+        return process.name()
+    except psutil.NoSuchProcess:
+        return "(ended)"
 
 
 @pytest.fixture(autouse=True)
@@ -78,9 +87,11 @@ def no_stray_processes():
     yield
     after = psutil.Process(os.getpid()).children()
     stray = [child for child in after if child.pid not in before and _alive(child) and not is_kernel_helper(child)]
+    named = [(child.pid, _name(child)) for child in stray]
     for child in stray:
-        child.kill()
-    assert not stray, f"test left processes behind: {[(c.pid, c.name()) for c in stray]}"
+        with contextlib.suppress(psutil.NoSuchProcess):
+            child.kill()
+    assert not stray, f"test left processes behind: {named}"
 
 
 def _alive(process):

@@ -76,8 +76,11 @@ def test_the_live_widget_keeps_the_reader_then_the_notebook_keeps_the_launch(lab
     tabs = page.locator(".lm-TabBar-tabLabel", has_text="rank")
     assert [tabs.nth(i).inner_text() for i in range(tabs.count())] == ["all ranks", "rank 0", "rank 1"]
     page.locator(".nl-logbox", has_text="[rank 1] rank 1: step 299").first.wait_for(timeout=60_000)
-    assert page.locator("svg polyline.nl-line:not(.nl-raw)").count() == 3  # a line per rank, and their mean
-    assert page.locator("svg polyline.nl-mean:not(.nl-raw)").count() == 1
+    # the loss chart: a line per rank, and their mean (the measures' charts, CPU % and RSS MB, come
+    # beside it once the kernel has sampled the ranks twice, a second or more into the launch)
+    loss = page.locator('.nl-root .nl-chart[data-key="loss"]')
+    assert loss.locator("svg polyline.nl-line:not(.nl-raw)").count() == 3
+    assert loss.locator("svg polyline.nl-mean:not(.nl-raw)").count() == 1
     assert page.locator(".nl-legend", has_text="rank 1").count() >= 1
     ticks = page.evaluate("() => [...document.querySelectorAll('.nl-chart svg text')].map(t => t.textContent)")
     assert "0" in ticks and "300" in ticks and len(ticks) >= 6, ticks  # tick labels on both axes, live
