@@ -61,12 +61,19 @@ def kernel_left_clean(request):
     if "kernel" not in request.fixturenames:
         return
     session = request.getfixturevalue("kernel")
-    leftovers = [(child, _name(child)) for child in session.children()]
-    for child, _ in leftovers:
-        with contextlib.suppress(psutil.NoSuchProcess):  # it may end between the listing and the kill
-            child.kill()
+    leftovers = _kill(session.children())
     if leftovers:
-        pytest.fail(f"processes left behind in the kernel: {[(c.pid, name) for c, name in leftovers]}")
+        pytest.fail(f"processes left behind in the kernel: {leftovers}")
+
+
+def _kill(processes):
+    """Kill ``processes`` (ones the test or its kernel started); (pid, name) of each, named before
+    the kill. A process may end between its listing and its kill."""
+    named = [(process.pid, _name(process)) for process in processes]
+    for process in processes:
+        with contextlib.suppress(psutil.NoSuchProcess):
+            process.kill()
+    return named
 
 
 def _name(process):
@@ -87,11 +94,8 @@ def no_stray_processes():
     yield
     after = psutil.Process(os.getpid()).children()
     stray = [child for child in after if child.pid not in before and _alive(child) and not is_kernel_helper(child)]
-    named = [(child.pid, _name(child)) for child in stray]
-    for child in stray:
-        with contextlib.suppress(psutil.NoSuchProcess):
-            child.kill()
-    assert not stray, f"test left processes behind: {named}"
+    killed = _kill(stray)
+    assert not killed, f"test left processes behind: {killed}"
 
 
 def _alive(process):
